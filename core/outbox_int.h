@@ -1,0 +1,80 @@
+/* Cross-file internals of the core. Hidden from the shared library's ABI
+ * (gnu_symbol_visibility: hidden); only OUTBOX_API symbols are exported. */
+#ifndef OUTBOX_INT_H
+#define OUTBOX_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "outbox/outbox.h"
+
+/* errors.c */
+int outbox_diag_set(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+int outbox_diag_vset(outbox_diag_t *d, int code, const char *fmt, va_list ap);
+void outbox_diag_clear(outbox_diag_t *d);
+
+/* log.c */
+void outbox_log(int level, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+void outbox_vlog(int level, const char *prefix, const char *fmt, va_list ap);
+
+/* host.c: the services table lent to drivers. */
+const outbox_host_t *outbox_host_table(void);
+int64_t outbox_now_us(void);
+/* Monotonic clock in microseconds. */
+int64_t outbox_monotonic_us(void);
+/* Sleep up to us microseconds; returns early when *stop becomes non-zero. */
+void outbox_sleep_us(int64_t us, const volatile int *stop);
+
+/* uri.c: a URI split into an outbox_uri_t that owns its storage. */
+typedef struct outbox_uri_owned {
+    outbox_uri_t uri;
+    char *storage;                 /* every string of uri points in here */
+    outbox_uri_param_t *params;
+} outbox_uri_owned_t;
+
+/* Accepts scheme:rest, scheme://[user[:pass]@]host[:port][/path][?k=v&..],
+ * scheme:///abs/path[?..]. Refuses anything else with a one-line reason. */
+int outbox_uri_parse(const char *text, outbox_uri_owned_t *out, outbox_diag_t *d);
+void outbox_uri_free(outbox_uri_owned_t *u);
+
+/* uuid.c */
+int outbox_uuid_v7_at(int64_t unix_ms, char buf[OUTBOX_UUID_STRLEN + 1]);
+
+/* random.c: a per-thread generator seeded from the OS. */
+uint64_t outbox_random_u64(void);
+
+/* backoff.c: exponential with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))].
+ * attempt starts at 1. base 0 gives 0. */
+int64_t outbox_backoff_us(int64_t base_us, int64_t cap_us, int attempt);
+/* The ceiling the jitter is drawn under (exposed for tests). */
+int64_t outbox_backoff_ceiling_us(int64_t base_us, int64_t cap_us, int attempt);
+
+/* time.c: RFC 3339 UTC with microseconds, e.g. 2026-11-30T06:35:13.123456Z. */
+void outbox_format_rfc3339(int64_t us, char buf[40]);
+
+/* loader.c */
+/* Load by name or path and require the given kind (0 = any). */
+int outbox_loader_load(const char *name_or_path, uint32_t kind, const outbox_driver_t **out,
+                       outbox_diag_t *d);
+/* Pick the driver for a URI scheme and kind. */
+int outbox_loader_for_scheme(const char *scheme, uint32_t kind, const outbox_driver_t **out,
+                             outbox_diag_t *d);
+
+/* cloudevents.c: the CloudEvents attributes of one row, in a buffer the
+ * caller owns. */
+typedef struct outbox_ce_headers {
+    outbox_header_t headers[16];
+    size_t n;
+    char time[40];
+    char hlc[24];
+    char *source; /* malloc'd */
+} outbox_ce_headers_t;
+
+int outbox_ce_build(const outbox_row_t *row, const char *source, const char *key,
+                    outbox_ce_headers_t *out);
+void outbox_ce_free(outbox_ce_headers_t *h);
+
+/* Replace every "{route}" in template; malloc'd, NULL on ENOMEM. */
+char *outbox_template_expand(const char *tmpl, const char *route);
+
+#endif

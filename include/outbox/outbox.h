@@ -1,0 +1,238 @@
+/* liboutbox: the application API.
+ *
+ * Open a store by URI, stage events in the same transaction as business
+ * rows, and run a relay that publishes them to a sink.
+ *
+ * Thread safety: a store, sink or relay handle is used by one thread at a
+ * time. outbox_hlc_* and outbox_relay_stop() are safe from any thread (and
+ * outbox_relay_stop() from a signal handler). The loader is internally
+ * serialised.
+ *
+ * Ownership: inputs are borrowed for the call. Strings returned by
+ * outbox_*_message() belong to the handle and stay valid until its next call.
+ */
+#ifndef OUTBOX_OUTBOX_H
+#define OUTBOX_OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/common.h"
+#include "outbox/driver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OUTBOX_VERSION "0.1.0"
+
+/* ------------------------------------------------------------- drivers */
+
+typedef struct outbox_driver_info {
+    const char *name;
+    const char *kind;      /* "store" or "sink" */
+    unsigned abi_major, abi_minor;
+    const char *version;
+    const char *path;
+    const char *schemes;   /* comma-separated */
+} outbox_driver_info_t;
+
+/* Visit every loadable driver module on the search path (OUTBOX_DRIVER_PATH,
+ * then the installed driver directory). Modules that are refused are
+ * reported through bad (may be NULL) with the reason. */
+OUTBOX_API int outbox_drivers_list(void (*good)(void *ctx, const outbox_driver_info_t *info),
+                                   void (*bad)(void *ctx, const char *path, const char *reason),
+                                   void *ctx);
+
+/* Load a driver by name ("sqlite", "store-sqlite") or file path and check
+ * it. On failure *out is NULL and d says why. Drivers stay loaded. */
+OUTBOX_API int outbox_driver_load(const char *name_or_path, const outbox_driver_t **out,
+                                  outbox_diag_t *d);
+
+/* Register a driver linked into the program (the same source a module is
+ * built from, compiled with -DOUTBOX_DRIVER_STATIC=name). It is checked like
+ * a loaded module and then chosen by name or URI scheme before the search
+ * path is consulted. */
+OUTBOX_API int outbox_driver_register(const outbox_driver_t *driver, outbox_diag_t *d);
+
+/* ------------------------------------------------------------- store */
+
+typedef struct outbox_store outbox_store_t;
+
+typedef struct outbox_store_options {
+    uint32_t struct_size;            /* sizeof(outbox_store_options_t) */
+    const char *relation;            /* default "outbox" */
+    const char *checkpoint_relation; /* default hlc_checkpoint beside relation */
+    const char *driver;              /* name or path; default chosen by URI scheme */
+    uint32_t flags;                  /* OUTBOX_OPEN_* */
+} outbox_store_options_t;
+
+/* Open a store. opts may be NULL. On failure returns a negative code, *out
+ * is NULL and, when d is non-NULL, d says why. */
+OUTBOX_API int outbox_store_open(const char *uri, const outbox_store_options_t *opts,
+                                 outbox_store_t **out, outbox_diag_t *d);
+OUTBOX_API void outbox_store_close(outbox_store_t *s);
+/* The message of the last failed call on this handle. */
+OUTBOX_API const char *outbox_store_message(const outbox_store_t *s);
+OUTBOX_API uint32_t outbox_store_capabilities(const outbox_store_t *s);
+OUTBOX_API const outbox_driver_t *outbox_store_driver(const outbox_store_t *s);
+
+/* Per-route settings for staging. */
+typedef struct outbox_route_config {
+    uint32_t struct_size;
+    const char *route;
+    int require_transaction; /* refuse to stage outside a transaction */
+    int hlc;                 /* stamp each staged row with the HLC (needs the hlc column) */
+    /* When set and the checkpoint table exists: staging inside a transaction
+     * advances this node key's mark in that transaction, and the HLC is
+     * moved above the recovered mark now. */
+    const char *checkpoint_node_key;
+} outbox_route_config_t;
+
+OUTBOX_API int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t *cfg);
+
+OUTBOX_API int outbox_begin(outbox_store_t *s);
+OUTBOX_API int outbox_commit(outbox_store_t *s);
+OUTBOX_API int outbox_rollback(outbox_store_t *s);
+
+typedef struct outbox_event {
+    const char *event_id;       /* UUID; NULL = a fresh UUIDv7 */
+    const char *event_type;     /* required */
+    const char *payload;        /* JSON, required */
+    size_t payload_len;         /* 0 = strlen(payload) */
+    const char *ordering_key;   /* NULL = no ordering */
+    const char *tenant_id;      /* UUIDs, each NULL when absent */
+    const char *execution_id;
+    const char *correlation_id;
+    const char *causation_id;
+    const char *traceparent;    /* W3C trace context; NULL when absent */
+    int64_t occurred_at;        /* microseconds since the epoch; 0 = now */
+} outbox_event_t;
+
+/* Stage n events on route in one go. native_tx: the application's own
+ * transaction handle (PGconn*, sqlite3*, mongoc_client_session_t*) inside
+ * an open transaction, or NULL to use the handle's own transaction when
+ * outbox_begin() is open, or else a transaction of its own. *staged (may be
+ * NULL) is the number inserted; duplicates of (route, event_id) are skipped.
+ * Every event is checked before anything is written. */
+OUTBOX_API int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
+                            const outbox_event_t *events, size_t n, size_t *staged);
+
+OUTBOX_API int outbox_stats(outbox_store_t *s, const char *route, outbox_stats_t *out);
+OUTBOX_API int outbox_replay(outbox_store_t *s, const char *route, const char *event_id,
+                             uint64_t *count);
+OUTBOX_API int outbox_purge(outbox_store_t *s, const char *route, int64_t published_before,
+                            uint64_t *count);
+
+/* Store-level operations, mostly for relays and tests. */
+OUTBOX_API int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req,
+                            const outbox_row_t **rows, size_t *n, outbox_fence_t *fence);
+/* settle: OUTBOX_ECONFLICT when some item did not hold the fence any more
+ * (the others are applied; see items[i].applied). */
+OUTBOX_API int outbox_settle(outbox_store_t *s, const outbox_fence_t *fence,
+                             outbox_settle_item_t *items, size_t n, size_t *applied);
+OUTBOX_API int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key,
+                                         int64_t hlc);
+OUTBOX_API int outbox_checkpoint_recover(outbox_store_t *s, int64_t *hlc);
+OUTBOX_API int outbox_store_wait(outbox_store_t *s, const char *route, int timeout_ms);
+
+/* Schema. ddl_out is malloc'd; free() it. report may be NULL. */
+OUTBOX_API int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t *opts,
+                                 char **ddl_out, outbox_diag_t *d);
+OUTBOX_API int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts);
+OUTBOX_API int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
+                                   outbox_schema_report_fn report, void *ctx, size_t *problems);
+
+/* --------------------------------------------------------------- sink */
+
+typedef struct outbox_sink outbox_sink_t;
+
+OUTBOX_API int outbox_sink_open(const char *uri, const char *driver, outbox_sink_t **out,
+                                outbox_diag_t *d);
+OUTBOX_API void outbox_sink_close(outbox_sink_t *k);
+OUTBOX_API const char *outbox_sink_message(const outbox_sink_t *k);
+OUTBOX_API uint32_t outbox_sink_capabilities(const outbox_sink_t *k);
+OUTBOX_API int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msgs, size_t n,
+                                   outbox_publish_result_t *results);
+
+/* -------------------------------------------------------------- relay */
+
+typedef struct outbox_relay outbox_relay_t;
+
+typedef struct outbox_relay_config {
+    uint32_t struct_size;     /* sizeof(outbox_relay_config_t) */
+    const char *route;        /* required */
+    size_t batch;             /* default 100 */
+    int max_attempts;         /* default 10 */
+    int64_t lease_us;         /* default 30 s */
+    int64_t poll_us;          /* default 100 ms */
+    int64_t backoff_base_us;  /* default 1 s; 0 = retry at once */
+    int64_t backoff_cap_us;   /* default 5 min */
+    int hlc_order;            /* claim in hlc order */
+    const char *source;       /* CloudEvents source; default "/outbox/<route>" */
+    const char *destination;  /* template; "{route}" is replaced; default "{route}" */
+    int until_idle;           /* outbox_relay_run returns once nothing is claimable */
+} outbox_relay_config_t;
+
+/* Fill cfg with the defaults (route NULL). */
+OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);
+
+typedef struct outbox_relay_counters {
+    uint64_t claimed, published, retried, dead, released, fence_lost, outages;
+} outbox_relay_counters_t;
+
+/* The relay borrows store and sink; both must outlive it. */
+OUTBOX_API int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink,
+                                const outbox_relay_config_t *cfg, outbox_relay_t **out,
+                                outbox_diag_t *d);
+OUTBOX_API void outbox_relay_free(outbox_relay_t *r);
+/* One cycle: claim a batch, publish it, settle it. *claimed = rows claimed
+ * (0 = nothing was claimable). */
+OUTBOX_API int outbox_relay_step(outbox_relay_t *r, size_t *claimed);
+/* Loop until outbox_relay_stop() (or, with until_idle, until idle). Returns
+ * OUTBOX_OK after a graceful stop with nothing left in processing by it. */
+OUTBOX_API int outbox_relay_run(outbox_relay_t *r);
+/* Async-signal-safe. */
+OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
+OUTBOX_API const char *outbox_relay_message(const outbox_relay_t *r);
+OUTBOX_API void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out);
+
+/* Where the core's log lines go (default: nowhere). */
+OUTBOX_API void outbox_set_logger(void (*fn)(void *ctx, int level, const char *line), void *ctx);
+
+/* ---------------------------------------------------------------- HLC */
+
+/* Hybrid logical clock: physical_ms << 16 | logical. */
+typedef struct outbox_hlc outbox_hlc_t;
+
+OUTBOX_API outbox_hlc_t *outbox_hlc_new(void);
+/* For tests: a clock reading wall time from fn (milliseconds). */
+OUTBOX_API outbox_hlc_t *outbox_hlc_new_with_clock(int64_t (*wall_ms)(void *ctx), void *ctx);
+OUTBOX_API void outbox_hlc_free(outbox_hlc_t *c);
+/* The process-wide clock that staging uses. */
+OUTBOX_API outbox_hlc_t *outbox_hlc_default(void);
+OUTBOX_API int64_t outbox_hlc_now(outbox_hlc_t *c);
+OUTBOX_API void outbox_hlc_observe(outbox_hlc_t *c, int64_t stamp);
+#define OUTBOX_HLC_PHYSICAL_MS(h) ((int64_t)((uint64_t)(h) >> 16))
+#define OUTBOX_HLC_LOGICAL(h) ((int64_t)((uint64_t)(h) & 0xffff))
+
+/* --------------------------------------------------------------- util */
+
+/* A fresh UUIDv7 in canonical text; buf holds at least 37 bytes. */
+OUTBOX_API int outbox_uuid_v7(char buf[OUTBOX_UUID_STRLEN + 1]);
+/* 1 when s is a canonical UUID (any version), 0 otherwise. */
+OUTBOX_API int outbox_uuid_valid(const char *s);
+
+/* "500ms", "30s", "5m", "2h", "7d", "250us" -> microseconds. */
+OUTBOX_API int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d);
+
+/* 1 when text[0..len) is one valid JSON value (RFC 8259), 0 otherwise. */
+OUTBOX_API int outbox_json_valid(const char *text, size_t len);
+
+/* 1 when name matches ^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$ */
+OUTBOX_API int outbox_relation_valid(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
