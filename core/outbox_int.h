@@ -4,6 +4,7 @@
 #define OUTBOX_INT_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "outbox/outbox.h"
@@ -23,7 +24,7 @@ int64_t outbox_now_us(void);
 /* Monotonic clock in microseconds. */
 int64_t outbox_monotonic_us(void);
 /* Sleep up to us microseconds; returns early when *stop becomes non-zero. */
-void outbox_sleep_us(int64_t us, const volatile int *stop);
+void outbox_sleep_us(int64_t us, const atomic_int *stop);
 
 /* uri.c: a URI split into an outbox_uri_t that owns its storage. */
 typedef struct outbox_uri_owned {
@@ -59,6 +60,9 @@ int outbox_loader_load(const char *name_or_path, uint32_t kind, const outbox_dri
 /* Pick the driver for a URI scheme and kind. */
 int outbox_loader_for_scheme(const char *scheme, uint32_t kind, const outbox_driver_t **out,
                              outbox_diag_t *d);
+
+/* store.c: for the relay. */
+const char *outbox_store_relation(const outbox_store_t *s);
 
 /* cloudevents.c: the CloudEvents attributes of one row, in a buffer the
  * caller owns. */

@@ -1,0 +1,75 @@
+/* The services table lent to drivers, and the clocks the core uses. */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "outbox_int.h"
+
+int64_t outbox_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t outbox_monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void outbox_sleep_us(int64_t us, const atomic_int *stop)
+{
+    /* Sleep in slices so a stop request is seen within 20 ms. */
+    const int64_t slice = 20000;
+    int64_t end = outbox_monotonic_us() + us;
+    for (;;) {
+        if (stop != NULL && atomic_load(stop))
+            return;
+        int64_t left = end - outbox_monotonic_us();
+        if (left <= 0)
+            return;
+        if (left > slice)
+            left = slice;
+        struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (left % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            if (stop != NULL && atomic_load(stop))
+                return;
+        }
+    }
+}
+
+static int host_error(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+static int host_error(outbox_diag_t *d, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    outbox_diag_vset(d, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void host_log(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+static void host_log(int level, const char *driver, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    outbox_vlog(level, driver, fmt, ap);
+    va_end(ap);
+}
+
+static const outbox_host_t host_table = {
+    .struct_size = sizeof(outbox_host_t),
+    .alloc = malloc,
+    .realloc = realloc,
+    .free = free,
+    .error = host_error,
+    .log = host_log,
+    .now_us = outbox_now_us,
+};
+
+const outbox_host_t *outbox_host_table(void)
+{
+    return &host_table;
+}

@@ -1,0 +1,475 @@
+/* The relay loop of SPEC 5: claim a batch, publish it, settle every row in
+ * one round trip.
+ *
+ * Per-key FIFO inside a batch: the store hands over a key's rows as a
+ * contiguous run from the key's head, in claim order. A sink that declares
+ * OUTBOX_SINK_CAP_ORDERED gets the whole batch in one call; any other sink
+ * gets "waves", wave w holding the w-th row of every key (and every row
+ * without a key in wave 0), so no row is handed over before the earlier
+ * row of its key has succeeded or been dead-lettered. Once a row of a key
+ * fails, the key's later rows are released uncharged.
+ *
+ * A wave whose every message came back RETRY means the sink is down: the
+ * rest of the batch is released uncharged and the relay backs off (the
+ * circuit breaker), so an outage never dead-letters healthy events. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox_int.h"
+
+struct outbox_relay {
+    outbox_store_t *store;
+    outbox_sink_t *sink;
+    outbox_relay_config_t cfg;
+    char *route;
+    char *source;
+    char *destination;
+    atomic_int stop;
+    int outage_streak;
+    int64_t pause_us; /* set by a step that hit an outage */
+    outbox_relay_counters_t counters;
+    outbox_diag_t diag;
+};
+
+/* Everything one batch needs, sized for cfg.batch rows. */
+typedef struct batch {
+    size_t n;
+    const outbox_row_t *rows;
+    outbox_fence_t fence;
+    outbox_settle_item_t *items;
+    outbox_message_t *msgs;
+    outbox_ce_headers_t *ce;
+    char **dest;
+    size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
+    size_t *rank;  /* position of the row among its key's undecided rows */
+    unsigned char *blocked; /* per group leader: an earlier row of the key failed */
+    outbox_message_t *wave_msgs;
+    outbox_publish_result_t *results;
+    size_t *wave_idx;
+    char **errors; /* messages kept for the settle call */
+} batch_t;
+
+void outbox_relay_config_init(outbox_relay_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->struct_size = sizeof *cfg;
+    cfg->batch = 100;
+    cfg->max_attempts = 10;
+    cfg->lease_us = 30 * 1000000LL;
+    cfg->poll_us = 100 * 1000LL;
+    cfg->backoff_base_us = 1000000LL;
+    cfg->backoff_cap_us = 300 * 1000000LL;
+    cfg->destination = "{route}";
+}
+
+static int rfail(outbox_relay_t *r, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+static int rfail(outbox_relay_t *r, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    outbox_diag_vset(&r->diag, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_relay_config_t *cfg,
+                     outbox_relay_t **out, outbox_diag_t *d)
+{
+    outbox_diag_clear(d);
+    if (out == NULL)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "outbox_relay_new: out is NULL");
+    *out = NULL;
+    if (store == NULL || sink == NULL || cfg == NULL)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay needs a store, a sink and a config");
+    if (cfg->struct_size < sizeof *cfg)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: call outbox_relay_config_init first");
+    if (cfg->route == NULL || cfg->route[0] == '\0')
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
+    if (cfg->batch == 0 || cfg->batch > 100000)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: batch must be 1..100000, got %zu",
+                               cfg->batch);
+    if (cfg->max_attempts < 1)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: max_attempts must be at least 1");
+    if (cfg->lease_us <= 0 || cfg->poll_us <= 0)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: lease and poll must be above 0");
+    if (cfg->backoff_base_us < 0 || cfg->backoff_cap_us < cfg->backoff_base_us)
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "relay config: backoff base must be >= 0 and cap >= base");
+    if (cfg->hlc_order && !(outbox_store_capabilities(store) & OUTBOX_STORE_CAP_HLC))
+        return outbox_diag_set(d, OUTBOX_ENOTSUP, "hlc ordering needs the hlc column on %s",
+                               outbox_store_relation(store));
+    outbox_relay_t *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    r->store = store;
+    r->sink = sink;
+    r->cfg = *cfg;
+    r->route = strdup(cfg->route);
+    if (cfg->source != NULL) {
+        r->source = strdup(cfg->source);
+    } else if ((r->source = malloc(strlen(cfg->route) + sizeof "/outbox/")) != NULL) {
+        strcpy(r->source, "/outbox/");
+        strcat(r->source, cfg->route);
+    }
+    r->destination = strdup(cfg->destination ? cfg->destination : "{route}");
+    atomic_init(&r->stop, 0);
+    if (r->route == NULL || r->source == NULL || r->destination == NULL) {
+        outbox_relay_free(r);
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    }
+    *out = r;
+    return OUTBOX_OK;
+}
+
+void outbox_relay_free(outbox_relay_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->route);
+    free(r->source);
+    free(r->destination);
+    free(r);
+}
+
+void outbox_relay_stop(outbox_relay_t *r)
+{
+    if (r != NULL)
+        atomic_store(&r->stop, 1);
+}
+
+const char *outbox_relay_message(const outbox_relay_t *r)
+{
+    return r ? r->diag.message : "no relay";
+}
+
+void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out)
+{
+    if (r != NULL && out != NULL)
+        *out = r->counters;
+}
+
+static void batch_free(batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->ce)
+            outbox_ce_free(&b->ce[i]);
+        if (b->dest)
+            free(b->dest[i]);
+        if (b->errors)
+            free(b->errors[i]);
+    }
+    free(b->items);
+    free(b->msgs);
+    free(b->ce);
+    free(b->dest);
+    free(b->group);
+    free(b->rank);
+    free(b->blocked);
+    free(b->wave_msgs);
+    free(b->results);
+    free(b->wave_idx);
+    free(b->errors);
+}
+
+static int batch_alloc(batch_t *b)
+{
+    size_t n = b->n;
+    b->items = calloc(n, sizeof *b->items);
+    b->msgs = calloc(n, sizeof *b->msgs);
+    b->ce = calloc(n, sizeof *b->ce);
+    b->dest = calloc(n, sizeof *b->dest);
+    b->group = calloc(n, sizeof *b->group);
+    b->rank = calloc(n, sizeof *b->rank);
+    b->blocked = calloc(n, 1);
+    b->wave_msgs = calloc(n, sizeof *b->wave_msgs);
+    b->results = calloc(n, sizeof *b->results);
+    b->wave_idx = calloc(n, sizeof *b->wave_idx);
+    b->errors = calloc(n, sizeof *b->errors);
+    return b->items && b->msgs && b->ce && b->dest && b->group && b->rank && b->blocked &&
+                   b->wave_msgs && b->results && b->wave_idx && b->errors
+               ? OUTBOX_OK
+               : OUTBOX_ENOMEM;
+}
+
+/* Record a row's outcome; the error text is prefix followed by why. */
+static void decide(batch_t *b, size_t i, int kind, int64_t available_at, const char *prefix,
+                   const char *why)
+{
+    b->items[i].kind = kind;
+    b->items[i].available_at = available_at;
+    if (prefix != NULL) {
+        size_t len = strlen(prefix) + (why ? strlen(why) : 0) + 1;
+        free(b->errors[i]);
+        b->errors[i] = malloc(len);
+        if (b->errors[i] != NULL)
+            snprintf(b->errors[i], len, "%s%s", prefix, why ? why : "");
+        b->items[i].error = b->errors[i];
+    }
+}
+
+/* Messages, key groups and ranks; rows out of attempts are dead at once. */
+static int batch_prepare(outbox_relay_t *r, batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const outbox_row_t *row = &b->rows[i];
+        b->items[i].id = row->id;
+        const char *key = row->ordering_key ? row->ordering_key : row->event_id;
+        if (outbox_ce_build(row, r->source, key, &b->ce[i]) != OUTBOX_OK ||
+            (b->dest[i] = outbox_template_expand(r->destination, row->route)) == NULL)
+            return OUTBOX_ENOMEM;
+        b->msgs[i] = (outbox_message_t){
+            .route = row->route,
+            .destination = b->dest[i],
+            .key = key,
+            .event_id = row->event_id,
+            .payload = row->payload,
+            .payload_len = row->payload_len,
+            .headers = b->ce[i].headers,
+            .n_headers = b->ce[i].n,
+            .row = row,
+        };
+        b->group[i] = SIZE_MAX;
+        if (row->ordering_key != NULL) {
+            b->group[i] = i;
+            for (size_t j = 0; j < i; j++) {
+                if (b->rows[j].ordering_key != NULL &&
+                    strcmp(b->rows[j].ordering_key, row->ordering_key) == 0) {
+                    b->group[i] = b->group[j];
+                    break;
+                }
+            }
+        }
+        if (row->attempts > r->cfg.max_attempts) {
+            /* Claimed again after crashes: its attempts were spent without an outcome. */
+            char why[96];
+            snprintf(why, sizeof why, "attempts exhausted (%d of %d) without an outcome",
+                     row->attempts - 1, r->cfg.max_attempts);
+            decide(b, i, OUTBOX_SETTLE_DEAD, 0, "", why);
+            continue;
+        }
+        size_t rank = 0;
+        if (b->group[i] != SIZE_MAX)
+            for (size_t j = b->group[i]; j < i; j++)
+                rank += b->group[j] == b->group[i] && b->items[j].kind == 0;
+        b->rank[i] = rank;
+    }
+    return OUTBOX_OK;
+}
+
+static void release_undecided(batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].kind == 0)
+            decide(b, i, OUTBOX_SETTLE_RELEASE, 0, NULL, NULL);
+}
+
+/* Record one published message's outcome. */
+static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_publish_result_t *res)
+{
+    size_t g = b->group[i];
+    if (g != SIZE_MAX && b->blocked[g]) {
+        /* An earlier row of the key failed in this same call. */
+        if (res->status == OUTBOX_PUBLISH_OK) {
+            outbox_log(OUTBOX_LOG_WARN, "relay %s: sink delivered %s after an earlier row of its key failed",
+                       r->route, b->rows[i].event_id);
+            decide(b, i, OUTBOX_SETTLE_PUBLISHED, 0, NULL, NULL);
+        } else {
+            decide(b, i, OUTBOX_SETTLE_RELEASE, 0, NULL, NULL);
+        }
+        return;
+    }
+    switch (res->status) {
+    case OUTBOX_PUBLISH_OK:
+        decide(b, i, OUTBOX_SETTLE_PUBLISHED, 0, NULL, NULL);
+        break;
+    case OUTBOX_PUBLISH_REJECT:
+        decide(b, i, OUTBOX_SETTLE_DEAD, 0, "rejected: ", res->message);
+        break;
+    default:
+        if (g != SIZE_MAX)
+            b->blocked[g] = 1;
+        if (b->rows[i].attempts >= r->cfg.max_attempts) {
+            decide(b, i, OUTBOX_SETTLE_DEAD, 0, "max attempts reached, last: ", res->message);
+        } else {
+            int64_t delay = outbox_backoff_us(r->cfg.backoff_base_us, r->cfg.backoff_cap_us,
+                                              b->rows[i].attempts);
+            decide(b, i, OUTBOX_SETTLE_RESCHEDULE, outbox_now_us() + delay, "retry: ", res->message);
+        }
+        break;
+    }
+}
+
+/* Publish in waves; returns 1 when the sink looked down. */
+static int publish_batch(outbox_relay_t *r, batch_t *b)
+{
+    int ordered = (outbox_sink_capabilities(r->sink) & OUTBOX_SINK_CAP_ORDERED) != 0;
+    for (size_t w = 0;; w++) {
+        size_t m = 0, later = 0;
+        for (size_t i = 0; i < b->n; i++) {
+            if (b->items[i].kind != 0)
+                continue;
+            size_t g = b->group[i];
+            if (!ordered && b->rank[i] > w) {
+                later++;
+            } else if (g != SIZE_MAX && b->blocked[g]) {
+                decide(b, i, OUTBOX_SETTLE_RELEASE, 0, NULL, NULL);
+            } else {
+                b->wave_idx[m] = i;
+                b->wave_msgs[m++] = b->msgs[i];
+            }
+        }
+        if (m == 0 && later == 0)
+            return 0;
+        if (atomic_load(&r->stop)) {
+            release_undecided(b);
+            return 0;
+        }
+        if (m == 0)
+            continue;
+        outbox_sink_publish(r->sink, b->wave_msgs, m, b->results);
+        size_t retry = 0;
+        for (size_t k = 0; k < m; k++)
+            retry += b->results[k].status == OUTBOX_PUBLISH_RETRY;
+        if (retry == m) {
+            outbox_log(OUTBOX_LOG_WARN, "relay %s: sink unavailable (%s); releasing %zu rows",
+                       r->route, b->results[0].message, m + later);
+            release_undecided(b);
+            return 1;
+        }
+        for (size_t k = 0; k < m; k++)
+            take_result(r, b, b->wave_idx[k], &b->results[k]);
+    }
+}
+
+static void count_outcomes(outbox_relay_t *r, const batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->items[i].applied) {
+            r->counters.fence_lost++;
+            continue;
+        }
+        switch (b->items[i].kind) {
+        case OUTBOX_SETTLE_PUBLISHED: r->counters.published++; break;
+        case OUTBOX_SETTLE_RESCHEDULE: r->counters.retried++; break;
+        case OUTBOX_SETTLE_DEAD: r->counters.dead++; break;
+        default: r->counters.released++; break;
+        }
+    }
+}
+
+static int settle_batch(outbox_relay_t *r, batch_t *b)
+{
+    int rc = OUTBOX_ETRANSIENT;
+    /* Settling twice is harmless (the fence stops a second change), so a
+     * transient failure is retried at once: fewer duplicates later. */
+    for (int tries = 0; tries < 3 && rc == OUTBOX_ETRANSIENT; tries++) {
+        size_t applied = 0;
+        rc = outbox_settle(r->store, &b->fence, b->items, b->n, &applied);
+        if (rc == OUTBOX_ETRANSIENT)
+            outbox_sleep_us(50000 << tries, NULL);
+    }
+    if (rc == OUTBOX_ECONFLICT) {
+        outbox_log(OUTBOX_LOG_WARN, "relay %s: %s (lease expired?)", r->route,
+                   outbox_store_message(r->store));
+        rc = OUTBOX_OK;
+    }
+    if (rc != OUTBOX_OK)
+        return rfail(r, rc, "settle: %s", outbox_store_message(r->store));
+    count_outcomes(r, b);
+    return OUTBOX_OK;
+}
+
+int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
+{
+    if (claimed != NULL)
+        *claimed = 0;
+    if (r == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&r->diag);
+    r->pause_us = 0;
+    if (atomic_load(&r->stop))
+        return OUTBOX_OK;
+    batch_t b = {0};
+    outbox_claim_req_t req = {
+        .struct_size = sizeof req,
+        .route = r->route,
+        .limit = r->cfg.batch,
+        .lease_us = r->cfg.lease_us,
+        .hlc_order = r->cfg.hlc_order,
+    };
+    int rc = outbox_claim(r->store, &req, &b.rows, &b.n, &b.fence);
+    if (rc != OUTBOX_OK)
+        return rfail(r, rc, "claim: %s", outbox_store_message(r->store));
+    if (claimed != NULL)
+        *claimed = b.n;
+    if (b.n == 0)
+        return OUTBOX_OK;
+    r->counters.claimed += b.n;
+    rc = batch_alloc(&b);
+    if (rc == OUTBOX_OK)
+        rc = batch_prepare(r, &b);
+    if (rc != OUTBOX_OK) {
+        /* Hand the rows back uncharged rather than sit on them until the lease ends. */
+        for (size_t i = 0; b.items != NULL && i < b.n; i++)
+            b.items[i] = (outbox_settle_item_t){.id = b.rows[i].id, .kind = OUTBOX_SETTLE_RELEASE};
+        if (b.items != NULL)
+            outbox_settle(r->store, &b.fence, b.items, b.n, NULL);
+        batch_free(&b);
+        return rfail(r, rc, "relay: out of memory preparing a batch");
+    }
+    if (publish_batch(r, &b)) {
+        r->counters.outages++;
+        r->outage_streak++;
+        int64_t pause = outbox_backoff_us(r->cfg.backoff_base_us, r->cfg.backoff_cap_us, r->outage_streak);
+        r->pause_us = pause > r->cfg.poll_us ? pause : r->cfg.poll_us;
+    } else {
+        r->outage_streak = 0;
+    }
+    release_undecided(&b);
+    rc = settle_batch(r, &b);
+    batch_free(&b);
+    return rc;
+}
+
+/* Wait for new rows: the store's push wake-up when it has one, in slices
+ * short enough to notice a stop request; otherwise an interruptible poll. */
+static void idle_wait(outbox_relay_t *r)
+{
+    if (!(outbox_store_capabilities(r->store) & OUTBOX_STORE_CAP_WAIT)) {
+        outbox_sleep_us(r->cfg.poll_us, &r->stop);
+        return;
+    }
+    int64_t ms = r->cfg.poll_us / 1000;
+    ms = ms < 1 ? 1 : ms > 250 ? 250 : ms;
+    outbox_store_wait(r->store, r->route, (int)ms);
+}
+
+int outbox_relay_run(outbox_relay_t *r)
+{
+    if (r == NULL)
+        return OUTBOX_EINVAL;
+    int errors = 0;
+    while (!atomic_load(&r->stop)) {
+        size_t claimed = 0;
+        int rc = outbox_relay_step(r, &claimed);
+        if (rc == OUTBOX_ETRANSIENT) {
+            /* Connection trouble: back off and try again; the lease protects the rows. */
+            errors++;
+            outbox_log(OUTBOX_LOG_WARN, "relay %s: %s", r->route, r->diag.message);
+            outbox_sleep_us(outbox_backoff_us(r->cfg.poll_us, 5000000, errors) + r->cfg.poll_us, &r->stop);
+            continue;
+        }
+        if (rc != OUTBOX_OK)
+            return rc;
+        errors = 0;
+        if (r->pause_us > 0) {
+            outbox_sleep_us(r->pause_us, &r->stop);
+        } else if (claimed == 0) {
+            if (r->cfg.until_idle)
+                return OUTBOX_OK;
+            idle_wait(r);
+        }
+    }
+    return OUTBOX_OK;
+}

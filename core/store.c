@@ -1,0 +1,650 @@
+/* The store handle: a loaded store driver, one of its connections, and the
+ * checks the core makes before anything reaches the driver. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox_int.h"
+
+/* Read a vtable member only when the driver's vtable is large enough to have it. */
+#define VT_HAS(vt, m) ((vt)->struct_size >= offsetof(outbox_store_vtable_t, m) + sizeof((vt)->m) && (vt)->m != NULL)
+
+typedef struct route_cfg {
+    char *route;
+    int require_transaction;
+    int hlc;
+    char *node_key;
+} route_cfg_t;
+
+struct outbox_store {
+    const outbox_driver_t *drv;
+    const outbox_store_vtable_t *vt;
+    void *h;
+    outbox_uri_owned_t uri;
+    char *relation;
+    char *checkpoint_relation;
+    uint32_t caps;
+    int in_tx;
+    route_cfg_t *routes;
+    size_t n_routes;
+    outbox_diag_t diag;
+};
+
+static int fail(outbox_store_t *s, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+static int fail(outbox_store_t *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    outbox_diag_vset(&s->diag, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Driver calls report into s->diag; make sure a failure always has words. */
+static int driver_rc(outbox_store_t *s, int rc, const char *op)
+{
+    if (rc != OUTBOX_OK && s->diag.message[0] == '\0')
+        fail(s, rc, "%s: %s", op, outbox_strerror(rc));
+    else if (rc != OUTBOX_OK)
+        s->diag.code = rc;
+    return rc;
+}
+
+static int not_supported(outbox_store_t *s, const char *what)
+{
+    return fail(s, OUTBOX_ENOTSUP, "the %s store driver does not support %s", s->drv->name, what);
+}
+
+static char *default_checkpoint_relation(const char *relation)
+{
+    const char *dot = strchr(relation, '.');
+    size_t schema = dot ? (size_t)(dot - relation) + 1 : 0;
+    char *out = malloc(schema + sizeof "hlc_checkpoint");
+    if (out != NULL) {
+        memcpy(out, relation, schema);
+        memcpy(out + schema, "hlc_checkpoint", sizeof "hlc_checkpoint");
+    }
+    return out;
+}
+
+int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbox_store_t **out,
+                      outbox_diag_t *d)
+{
+    outbox_diag_clear(d);
+    if (out == NULL)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "outbox_store_open: out is NULL");
+    *out = NULL;
+    if (uri == NULL)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "store URI is missing");
+    if (opts != NULL && opts->struct_size < sizeof(uint32_t))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "store options: struct_size not set");
+    outbox_store_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    const char *relation = opts && opts->relation ? opts->relation : "outbox";
+    const char *ckpt = opts ? opts->checkpoint_relation : NULL;
+    int rc = outbox_uri_parse(uri, &s->uri, d);
+    if (rc != OUTBOX_OK)
+        goto failed;
+    if (!outbox_relation_valid(relation)) {
+        rc = outbox_diag_set(d, OUTBOX_EINVAL,
+                             "invalid relation name \"%s\": expected name or schema.name of letters, digits and _",
+                             relation);
+        goto failed;
+    }
+    if (ckpt != NULL && !outbox_relation_valid(ckpt)) {
+        rc = outbox_diag_set(d, OUTBOX_EINVAL, "invalid checkpoint relation name \"%s\"", ckpt);
+        goto failed;
+    }
+    s->relation = strdup(relation);
+    s->checkpoint_relation = ckpt ? strdup(ckpt) : default_checkpoint_relation(relation);
+    if (s->relation == NULL || s->checkpoint_relation == NULL) {
+        rc = outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+        goto failed;
+    }
+    if (opts != NULL && opts->driver != NULL)
+        rc = outbox_loader_load(opts->driver, OUTBOX_DRIVER_STORE, &s->drv, d);
+    else
+        rc = outbox_loader_for_scheme(s->uri.uri.scheme, OUTBOX_DRIVER_STORE, &s->drv, d);
+    if (rc != OUTBOX_OK)
+        goto failed;
+    s->vt = s->drv->store;
+    outbox_store_open_t params = {
+        .struct_size = sizeof params,
+        .uri = &s->uri.uri,
+        .relation = s->relation,
+        .checkpoint_relation = s->checkpoint_relation,
+        .flags = opts ? opts->flags : 0,
+    };
+    outbox_diag_t dd = {0};
+    rc = s->vt->open(&params, &s->h, &dd);
+    if (rc != OUTBOX_OK) {
+        outbox_diag_set(d, rc, "%s", dd.message[0] ? dd.message : outbox_strerror(rc));
+        s->h = NULL;
+        goto failed;
+    }
+    s->caps = s->vt->capabilities(s->h);
+    *out = s;
+    return OUTBOX_OK;
+failed:
+    outbox_store_close(s);
+    return rc;
+}
+
+void outbox_store_close(outbox_store_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->h != NULL)
+        s->vt->close(s->h);
+    for (size_t i = 0; i < s->n_routes; i++) {
+        free(s->routes[i].route);
+        free(s->routes[i].node_key);
+    }
+    free(s->routes);
+    free(s->relation);
+    free(s->checkpoint_relation);
+    outbox_uri_free(&s->uri);
+    free(s);
+}
+
+const char *outbox_store_message(const outbox_store_t *s)
+{
+    return s ? s->diag.message : "no store";
+}
+
+uint32_t outbox_store_capabilities(const outbox_store_t *s)
+{
+    return s ? s->caps : 0;
+}
+
+const outbox_driver_t *outbox_store_driver(const outbox_store_t *s)
+{
+    return s ? s->drv : NULL;
+}
+
+const char *outbox_store_relation(const outbox_store_t *s)
+{
+    return s->relation;
+}
+
+static route_cfg_t *find_route(outbox_store_t *s, const char *route)
+{
+    for (size_t i = 0; i < s->n_routes; i++)
+        if (strcmp(s->routes[i].route, route) == 0)
+            return &s->routes[i];
+    return NULL;
+}
+
+/* Routes and keys end up in headers and topic names: printable, no controls. */
+static int text_ok(const char *t, size_t max)
+{
+    size_t n = 0;
+    for (; t[n] != '\0'; n++)
+        if ((unsigned char)t[n] < 0x20 || t[n] == 0x7f)
+            return 0;
+    return n > 0 && n <= max;
+}
+
+int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t *cfg)
+{
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (cfg == NULL || cfg->struct_size < offsetof(outbox_route_config_t, checkpoint_node_key) +
+                                              sizeof cfg->checkpoint_node_key)
+        return fail(s, OUTBOX_EINVAL, "route config: struct_size not set");
+    if (cfg->route == NULL || !text_ok(cfg->route, 255))
+        return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
+    if (cfg->hlc && !(s->caps & OUTBOX_STORE_CAP_HLC))
+        return fail(s, OUTBOX_ENOTSUP, "route %s: hlc needs the hlc column on %s", cfg->route,
+                    s->relation);
+    if (cfg->checkpoint_node_key != NULL) {
+        if (!text_ok(cfg->checkpoint_node_key, 255))
+            return fail(s, OUTBOX_EINVAL, "checkpoint node key must be 1-255 printable characters");
+        if (!(s->caps & OUTBOX_STORE_CAP_CHECKPOINT))
+            return fail(s, OUTBOX_ENOTSUP, "route %s: checkpoint node key needs the %s table",
+                        cfg->route, s->checkpoint_relation);
+        int64_t mark = 0;
+        int rc = outbox_checkpoint_recover(s, &mark);
+        if (rc != OUTBOX_OK)
+            return rc;
+        outbox_hlc_observe(outbox_hlc_default(), mark);
+    }
+    route_cfg_t *r = find_route(s, cfg->route);
+    if (r == NULL) {
+        route_cfg_t *grown = realloc(s->routes, (s->n_routes + 1) * sizeof *grown);
+        if (grown == NULL)
+            return fail(s, OUTBOX_ENOMEM, "out of memory");
+        s->routes = grown;
+        r = &s->routes[s->n_routes];
+        memset(r, 0, sizeof *r);
+        if ((r->route = strdup(cfg->route)) == NULL)
+            return fail(s, OUTBOX_ENOMEM, "out of memory");
+        s->n_routes++;
+    }
+    char *key = cfg->checkpoint_node_key ? strdup(cfg->checkpoint_node_key) : NULL;
+    if (cfg->checkpoint_node_key != NULL && key == NULL)
+        return fail(s, OUTBOX_ENOMEM, "out of memory");
+    free(r->node_key);
+    r->node_key = key;
+    r->require_transaction = cfg->require_transaction;
+    r->hlc = cfg->hlc;
+    return OUTBOX_OK;
+}
+
+int outbox_begin(outbox_store_t *s)
+{
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (!VT_HAS(s->vt, begin))
+        return not_supported(s, "transactions");
+    if (s->in_tx)
+        return fail(s, OUTBOX_EINVAL, "a transaction is already open on this handle");
+    int rc = driver_rc(s, s->vt->begin(s->h, &s->diag), "begin");
+    if (rc == OUTBOX_OK)
+        s->in_tx = 1;
+    return rc;
+}
+
+static int end_tx(outbox_store_t *s, int commit)
+{
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (!s->in_tx)
+        return fail(s, OUTBOX_EINVAL, "no transaction is open on this handle");
+    int rc = commit ? s->vt->commit(s->h, &s->diag) : s->vt->rollback(s->h, &s->diag);
+    s->in_tx = 0;
+    return driver_rc(s, rc, commit ? "commit" : "rollback");
+}
+
+int outbox_commit(outbox_store_t *s)
+{
+    return end_tx(s, 1);
+}
+
+int outbox_rollback(outbox_store_t *s)
+{
+    return end_tx(s, 0);
+}
+
+/* W3C trace context, version 00 layout: 2-32-16-2 lower-case hex digits. */
+static int traceparent_ok(const char *t)
+{
+    static const int group[] = {2, 32, 16, 2};
+    const char *p = t;
+    for (int g = 0; g < 4; g++) {
+        for (int i = 0; i < group[g]; i++, p++)
+            if (!isxdigit((unsigned char)*p) || isupper((unsigned char)*p))
+                return 0;
+        if (*p != (g < 3 ? '-' : '\0'))
+            return 0;
+        p++;
+    }
+    return 1;
+}
+
+/* Per-call storage for everything the core mints or normalises. */
+typedef struct stage_buf {
+    outbox_row_t *rows;
+    char (*ids)[OUTBOX_UUID_STRLEN + 1];
+} stage_buf_t;
+
+static int check_uuid(outbox_store_t *s, size_t i, const char *field, const char *v, char *dst)
+{
+    if (v == NULL)
+        return OUTBOX_OK;
+    if (!outbox_uuid_valid(v))
+        return fail(s, OUTBOX_EINVAL, "event %zu: %s \"%.64s\" is not a UUID", i, field, v);
+    for (size_t k = 0; k <= OUTBOX_UUID_STRLEN; k++)
+        dst[k] = (char)tolower((unsigned char)v[k]);
+    return OUTBOX_OK;
+}
+
+static int prepare_row(outbox_store_t *s, const route_cfg_t *rc, const char *route,
+                       const outbox_event_t *e, size_t i, int64_t now, outbox_row_t *row,
+                       char (*ids)[OUTBOX_UUID_STRLEN + 1])
+{
+    if (e->event_type == NULL || !text_ok(e->event_type, 255))
+        return fail(s, OUTBOX_EINVAL, "event %zu: event_type must be 1-255 printable characters", i);
+    if (e->payload == NULL)
+        return fail(s, OUTBOX_EINVAL, "event %zu: payload is missing", i);
+    size_t len = e->payload_len ? e->payload_len : strlen(e->payload);
+    if (!outbox_json_valid(e->payload, len))
+        return fail(s, OUTBOX_EINVAL, "event %zu: payload is not valid JSON", i);
+    if (e->ordering_key != NULL && !text_ok(e->ordering_key, 1024))
+        return fail(s, OUTBOX_EINVAL, "event %zu: ordering_key must be 1-1024 printable characters", i);
+    if (e->traceparent != NULL && !traceparent_ok(e->traceparent))
+        return fail(s, OUTBOX_EINVAL, "event %zu: traceparent \"%.64s\" is not W3C trace context", i,
+                    e->traceparent);
+    if (e->traceparent != NULL && !(s->caps & OUTBOX_STORE_CAP_TRACEPARENT))
+        return fail(s, OUTBOX_ENOTSUP, "event %zu: traceparent needs the traceparent column on %s", i,
+                    s->relation);
+    if (e->occurred_at < 0)
+        return fail(s, OUTBOX_EINVAL, "event %zu: occurred_at is negative", i);
+    int err = OUTBOX_OK;
+    const char *fields[] = {"event_id", "tenant_id", "execution_id", "correlation_id", "causation_id"};
+    const char *vals[] = {e->event_id, e->tenant_id, e->execution_id, e->correlation_id, e->causation_id};
+    for (int f = 0; f < 5 && err == OUTBOX_OK; f++)
+        err = check_uuid(s, i, fields[f], vals[f], ids[1 + f]);
+    if (err != OUTBOX_OK)
+        return err;
+    outbox_uuid_v7(ids[0]);
+    if (e->event_id == NULL)
+        outbox_uuid_v7(ids[1]);
+    *row = (outbox_row_t){
+        .id = ids[0],
+        .route = route,
+        .event_id = ids[1],
+        .event_type = e->event_type,
+        .tenant_id = e->tenant_id ? ids[2] : NULL,
+        .execution_id = e->execution_id ? ids[3] : NULL,
+        .correlation_id = e->correlation_id ? ids[4] : NULL,
+        .causation_id = e->causation_id ? ids[5] : NULL,
+        .occurred_at = e->occurred_at ? e->occurred_at : now,
+        .payload = e->payload,
+        .payload_len = len,
+        .ordering_key = e->ordering_key,
+        .traceparent = e->traceparent,
+        .hlc = rc && rc->hlc ? outbox_hlc_now(outbox_hlc_default()) : 0,
+        .created_at = now,
+    };
+    return OUTBOX_OK;
+}
+
+enum { IDS_PER_ROW = 6 };
+
+int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
+                 const outbox_event_t *events, size_t n, size_t *staged)
+{
+    if (staged != NULL)
+        *staged = 0;
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (route == NULL || !text_ok(route, 255))
+        return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
+    if (n == 0)
+        return OUTBOX_OK;
+    if (events == NULL)
+        return fail(s, OUTBOX_EINVAL, "events is NULL");
+    const route_cfg_t *rc = find_route(s, route);
+    int in_tx = native_tx != NULL || s->in_tx;
+    if (native_tx != NULL && !(s->caps & OUTBOX_STORE_CAP_NATIVE_TX))
+        return not_supported(s, "staging through a native transaction handle");
+    if (rc != NULL && rc->require_transaction && !in_tx)
+        return fail(s, OUTBOX_EINVAL, "route %s requires a transaction: call outbox_begin or pass the native transaction",
+                    route);
+    if (n > SIZE_MAX / (sizeof(outbox_row_t) + IDS_PER_ROW * (OUTBOX_UUID_STRLEN + 1)))
+        return fail(s, OUTBOX_EINVAL, "too many events in one call");
+    outbox_row_t *rows = calloc(n, sizeof *rows);
+    char (*ids)[OUTBOX_UUID_STRLEN + 1] = calloc(n * IDS_PER_ROW, sizeof *ids);
+    int err = OUTBOX_OK;
+    if (rows == NULL || ids == NULL)
+        err = fail(s, OUTBOX_ENOMEM, "out of memory");
+    int64_t now = outbox_now_us();
+    int64_t max_hlc = 0;
+    for (size_t i = 0; i < n && err == OUTBOX_OK; i++) {
+        err = prepare_row(s, rc, route, &events[i], i, now, &rows[i], &ids[i * IDS_PER_ROW]);
+        if (err == OUTBOX_OK && rows[i].hlc > max_hlc)
+            max_hlc = rows[i].hlc;
+    }
+    if (err == OUTBOX_OK) {
+        /* Standalone staging never advances the mark (SPEC 6). */
+        int advance = in_tx && rc != NULL && rc->node_key != NULL && max_hlc > 0;
+        outbox_stage_ctx_t ctx = {
+            .struct_size = sizeof ctx,
+            .native_tx = native_tx,
+            .in_own_tx = native_tx == NULL && s->in_tx,
+            .checkpoint_node_key = advance ? rc->node_key : NULL,
+            .max_hlc = advance ? max_hlc : 0,
+        };
+        size_t count = 0;
+        err = driver_rc(s, s->vt->stage(s->h, &ctx, rows, n, &count, &s->diag), "stage");
+        if (err == OUTBOX_OK && staged != NULL)
+            *staged = count;
+    }
+    free(rows);
+    free(ids);
+    return err;
+}
+
+int outbox_stats(outbox_store_t *s, const char *route, outbox_stats_t *out)
+{
+    if (s == NULL || out == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    memset(out, 0, sizeof *out);
+    if (!VT_HAS(s->vt, stats))
+        return not_supported(s, "stats");
+    return driver_rc(s, s->vt->stats(s->h, route, out, &s->diag), "stats");
+}
+
+int outbox_replay(outbox_store_t *s, const char *route, const char *event_id, uint64_t *count)
+{
+    if (s == NULL || count == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    *count = 0;
+    if (event_id != NULL && !outbox_uuid_valid(event_id))
+        return fail(s, OUTBOX_EINVAL, "event id \"%.64s\" is not a UUID", event_id);
+    if (!VT_HAS(s->vt, replay))
+        return not_supported(s, "replay");
+    char lower[OUTBOX_UUID_STRLEN + 1];
+    if (event_id != NULL) {
+        for (size_t k = 0; k <= OUTBOX_UUID_STRLEN; k++)
+            lower[k] = (char)tolower((unsigned char)event_id[k]);
+    }
+    return driver_rc(s, s->vt->replay(s->h, route, event_id ? lower : NULL, count, &s->diag),
+                     "replay");
+}
+
+int outbox_purge(outbox_store_t *s, const char *route, int64_t published_before, uint64_t *count)
+{
+    if (s == NULL || count == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    *count = 0;
+    if (!VT_HAS(s->vt, purge))
+        return not_supported(s, "purge");
+    return driver_rc(s, s->vt->purge(s->h, route, published_before, count, &s->diag), "purge");
+}
+
+int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req, const outbox_row_t **rows,
+                 size_t *n, outbox_fence_t *fence)
+{
+    if (s == NULL || req == NULL || rows == NULL || n == NULL || fence == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    *rows = NULL;
+    *n = 0;
+    memset(fence, 0, sizeof *fence);
+    if (req->route == NULL || !text_ok(req->route, 255))
+        return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
+    if (req->limit == 0 || req->lease_us <= 0)
+        return fail(s, OUTBOX_EINVAL, "claim needs a limit above 0 and a lease above 0");
+    if (req->hlc_order && !(s->caps & OUTBOX_STORE_CAP_HLC))
+        return fail(s, OUTBOX_ENOTSUP, "hlc ordering needs the hlc column on %s", s->relation);
+    return driver_rc(s, s->vt->claim(s->h, req, rows, n, fence, &s->diag), "claim");
+}
+
+int outbox_settle(outbox_store_t *s, const outbox_fence_t *fence, outbox_settle_item_t *items,
+                  size_t n, size_t *applied)
+{
+    if (applied != NULL)
+        *applied = 0;
+    if (s == NULL || fence == NULL || (items == NULL && n > 0))
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (n == 0)
+        return OUTBOX_OK;
+    for (size_t i = 0; i < n; i++) {
+        items[i].applied = 0;
+        if (items[i].id == NULL || items[i].kind < OUTBOX_SETTLE_PUBLISHED ||
+            items[i].kind > OUTBOX_SETTLE_RELEASE)
+            return fail(s, OUTBOX_EINVAL, "settle item %zu: missing id or unknown kind", i);
+    }
+    size_t count = 0;
+    int rc = driver_rc(s, s->vt->settle(s->h, fence, items, n, &count, &s->diag), "settle");
+    if (applied != NULL)
+        *applied = count;
+    if (rc == OUTBOX_OK && count < n)
+        rc = fail(s, OUTBOX_ECONFLICT, "%zu of %zu rows no longer hold this claim's fence", n - count, n);
+    return rc;
+}
+
+int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key, int64_t hlc)
+{
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (node_key == NULL || !text_ok(node_key, 255))
+        return fail(s, OUTBOX_EINVAL, "checkpoint node key must be 1-255 printable characters");
+    if (hlc < 0)
+        return fail(s, OUTBOX_EINVAL, "checkpoint hlc must not be negative");
+    if (!VT_HAS(s->vt, checkpoint_advance) || !(s->caps & OUTBOX_STORE_CAP_CHECKPOINT))
+        return not_supported(s, "checkpoints (is the checkpoint table there?)");
+    outbox_stage_ctx_t ctx = {.struct_size = sizeof ctx, .native_tx = native_tx,
+                              .in_own_tx = native_tx == NULL && s->in_tx};
+    return driver_rc(s, s->vt->checkpoint_advance(s->h, &ctx, node_key, hlc, &s->diag),
+                     "checkpoint advance");
+}
+
+int outbox_checkpoint_recover(outbox_store_t *s, int64_t *hlc)
+{
+    if (s == NULL || hlc == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    *hlc = 0;
+    if (!VT_HAS(s->vt, checkpoint_recover) || !(s->caps & OUTBOX_STORE_CAP_CHECKPOINT))
+        return not_supported(s, "checkpoints (is the checkpoint table there?)");
+    return driver_rc(s, s->vt->checkpoint_recover(s->h, hlc, &s->diag), "checkpoint recover");
+}
+
+int outbox_store_wait(outbox_store_t *s, const char *route, int timeout_ms)
+{
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (!VT_HAS(s->vt, wait)) {
+        outbox_sleep_us((int64_t)timeout_ms * 1000, NULL);
+        return OUTBOX_OK;
+    }
+    return driver_rc(s, s->vt->wait(s->h, route, timeout_ms, &s->diag), "wait");
+}
+
+static int schema_opts_ok(outbox_diag_t *d, const outbox_schema_opts_t *o)
+{
+    if (o == NULL || o->struct_size < sizeof(outbox_schema_opts_t))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "schema options: struct_size not set");
+    if (o->relation != NULL && !outbox_relation_valid(o->relation))
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "invalid relation name \"%s\": expected name or schema.name of letters, digits and _",
+                               o->relation);
+    if (o->checkpoint_relation != NULL && !outbox_relation_valid(o->checkpoint_relation))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "invalid checkpoint relation name \"%s\"",
+                               o->checkpoint_relation);
+    return OUTBOX_OK;
+}
+
+/* Fill in the relation defaults; *tmp receives what must be freed. */
+static outbox_schema_opts_t schema_defaults(const outbox_schema_opts_t *o, const char *relation,
+                                            char **tmp)
+{
+    outbox_schema_opts_t full = *o;
+    full.struct_size = sizeof full;
+    if (full.relation == NULL)
+        full.relation = relation ? relation : "outbox";
+    *tmp = NULL;
+    if (full.checkpoint_relation == NULL)
+        full.checkpoint_relation = *tmp = default_checkpoint_relation(full.relation);
+    return full;
+}
+
+int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t *opts,
+                      char **ddl_out, outbox_diag_t *d)
+{
+    outbox_diag_clear(d);
+    if (ddl_out == NULL || store_kind_or_uri == NULL)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "outbox_schema_ddl: missing argument");
+    *ddl_out = NULL;
+    int rc = schema_opts_ok(d, opts);
+    if (rc != OUTBOX_OK)
+        return rc;
+    const outbox_driver_t *drv = NULL;
+    if (strchr(store_kind_or_uri, ':') != NULL) {
+        outbox_uri_owned_t u = {0};
+        rc = outbox_uri_parse(store_kind_or_uri, &u, d);
+        if (rc == OUTBOX_OK)
+            rc = outbox_loader_for_scheme(u.uri.scheme, OUTBOX_DRIVER_STORE, &drv, d);
+        outbox_uri_free(&u);
+    } else {
+        rc = outbox_loader_load(store_kind_or_uri, OUTBOX_DRIVER_STORE, &drv, d);
+    }
+    if (rc != OUTBOX_OK)
+        return rc;
+    char *tmp;
+    outbox_schema_opts_t full = schema_defaults(opts, NULL, &tmp);
+    if (full.checkpoint_relation == NULL)
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    char *text = NULL;
+    outbox_diag_t dd = {0};
+    rc = drv->store->schema_ddl(&full, &text, &dd);
+    free(tmp);
+    if (rc != OUTBOX_OK)
+        return outbox_diag_set(d, rc, "%s", dd.message[0] ? dd.message : outbox_strerror(rc));
+    /* Hand the caller memory it can free() whatever the driver's allocator. */
+    *ddl_out = strdup(text ? text : "");
+    outbox_host_table()->free(text);
+    return *ddl_out ? OUTBOX_OK : outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+}
+
+int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts)
+{
+    if (s == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    int rc = schema_opts_ok(&s->diag, opts);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (!VT_HAS(s->vt, schema_apply))
+        return not_supported(s, "schema apply");
+    char *tmp;
+    outbox_schema_opts_t full = schema_defaults(opts, s->relation, &tmp);
+    if (opts->checkpoint_relation == NULL && opts->relation == NULL)
+        full.checkpoint_relation = s->checkpoint_relation;
+    rc = driver_rc(s, s->vt->schema_apply(s->h, &full, &s->diag), "schema apply");
+    free(tmp);
+    return rc;
+}
+
+static void ignore_problem(void *ctx, const char *problem)
+{
+    (void)ctx;
+    (void)problem;
+}
+
+int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
+                        outbox_schema_report_fn report, void *ctx, size_t *problems)
+{
+    if (s == NULL || problems == NULL)
+        return OUTBOX_EINVAL;
+    *problems = 0;
+    outbox_diag_clear(&s->diag);
+    int rc = schema_opts_ok(&s->diag, opts);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (!VT_HAS(s->vt, schema_check))
+        return not_supported(s, "schema check");
+    char *tmp;
+    outbox_schema_opts_t full = schema_defaults(opts, s->relation, &tmp);
+    if (opts->checkpoint_relation == NULL && opts->relation == NULL)
+        full.checkpoint_relation = s->checkpoint_relation;
+    rc = driver_rc(s, s->vt->schema_check(s->h, &full, report ? report : ignore_problem, ctx,
+                                          problems, &s->diag),
+                   "schema check");
+    free(tmp);
+    return rc;
+}

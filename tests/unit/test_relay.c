@@ -1,0 +1,578 @@
+/* The relay of SPEC 5 on the SQLite store and the scriptable test sink:
+ * retries, dead-lettering, per-key FIFO, fencing, the outage breaker,
+ * graceful stop, and a relay killed with SIGKILL. */
+#include <check.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "outbox_int.h"
+#include "test_sink.h"
+
+static char dir[256];
+static char db_path[512];
+static char uri[600];
+static outbox_store_t *store;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/outbox-relay-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(db_path, sizeof db_path, "%s/t.db", dir);
+    snprintf(uri, sizeof uri, "sqlite://%s", db_path);
+    outbox_diag_t d = {0};
+    outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
+    outbox_store_t *s = NULL;
+    ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
+    outbox_schema_opts_t so = {.struct_size = sizeof so};
+    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    outbox_store_close(s);
+    ck_assert_msg(outbox_store_open(uri, NULL, &store, &d) == OUTBOX_OK, "%s", d.message);
+    test_sink_register();
+    test_sink_reset(NULL);
+}
+
+static void teardown(void)
+{
+    outbox_store_close(store);
+    store = NULL;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Stage one event; returns its event id in out. */
+static void stage(const char *route, const char *key, char out[OUTBOX_UUID_STRLEN + 1])
+{
+    char id[OUTBOX_UUID_STRLEN + 1];
+    outbox_uuid_v7(id);
+    outbox_event_t e = {.event_id = id, .event_type = "t", .payload = "{\"n\":1}", .ordering_key = key};
+    size_t n = 0;
+    ck_assert_msg(outbox_stage(store, NULL, route, &e, 1, &n) == OUTBOX_OK, "%s",
+                  outbox_store_message(store));
+    ck_assert_int_eq(n, 1);
+    if (out != NULL)
+        memcpy(out, id, sizeof id);
+}
+
+typedef struct row_state {
+    char status[16];
+    int attempts;
+    long long available_at;
+    char last_error[256];
+} row_state_t;
+
+static row_state_t state_of(const char *event_id)
+{
+    row_state_t st = {0};
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                         "SELECT status, attempts, coalesce(available_at, 0), coalesce(last_error, '') "
+                         "FROM outbox WHERE event_id = ?", -1, &q, NULL), SQLITE_OK);
+    sqlite3_bind_text(q, 1, event_id, -1, SQLITE_STATIC);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    snprintf(st.status, sizeof st.status, "%s", sqlite3_column_text(q, 0));
+    st.attempts = sqlite3_column_int(q, 1);
+    st.available_at = sqlite3_column_int64(q, 2);
+    snprintf(st.last_error, sizeof st.last_error, "%s", sqlite3_column_text(q, 3));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return st;
+}
+
+static outbox_relay_t *relay_on(const char *sink_uri, outbox_sink_t **sink, outbox_relay_config_t *cfg)
+{
+    outbox_diag_t d = {0};
+    ck_assert_msg(outbox_sink_open(sink_uri, NULL, sink, &d) == OUTBOX_OK, "%s", d.message);
+    outbox_relay_t *r = NULL;
+    ck_assert_msg(outbox_relay_new(store, *sink, cfg, &r, &d) == OUTBOX_OK, "%s", d.message);
+    return r;
+}
+
+static outbox_relay_config_t quick_config(const char *route)
+{
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = route;
+    cfg.backoff_base_us = 0;
+    cfg.poll_us = 1000;
+    cfg.until_idle = 1;
+    return cfg;
+}
+
+static const char *target;
+
+static int fail_target_once(const outbox_message_t *m, int call)
+{
+    (void)call;
+    static int failed;
+    if (strcmp(m->event_id, target) == 0 && !failed) {
+        failed = 1;
+        return OUTBOX_PUBLISH_RETRY;
+    }
+    return OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(retry_then_success)
+{
+    char x[37];
+    stage("r", NULL, x);
+    for (int i = 0; i < 3; i++)
+        stage("r", NULL, NULL);
+    target = x;
+    test_sink_reset(fail_target_once);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    size_t claimed = 0;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 4);
+    row_state_t st = state_of(x);
+    ck_assert_str_eq(st.status, "pending");
+    ck_assert_int_eq(st.attempts, 1);
+    ck_assert_msg(strstr(st.last_error, "retry: test sink says 1"), "%s", st.last_error);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    st = state_of(x);
+    ck_assert_str_eq(st.status, "published");
+    ck_assert_int_eq(st.attempts, 2);
+    outbox_stats_t stats;
+    ck_assert_int_eq(outbox_stats(store, "r", &stats), OUTBOX_OK);
+    ck_assert_int_eq(stats.published, 4);
+    ck_assert_int_eq(stats.pending + stats.processing + stats.dead, 0);
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.retried, 1);
+    ck_assert_int_eq(c.published, 4);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+static int always_fail_target(const outbox_message_t *m, int call)
+{
+    (void)call;
+    return strcmp(m->event_id, target) == 0 ? OUTBOX_PUBLISH_RETRY : OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(dead_after_max_attempts)
+{
+    char x[37];
+    stage("r", NULL, x);
+    for (int i = 0; i < 10; i++)
+        stage("r", NULL, NULL);
+    target = x;
+    test_sink_reset(always_fail_target);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.max_attempts = 3;
+    cfg.batch = 2;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    row_state_t st = state_of(x);
+    ck_assert_str_eq(st.status, "dead");
+    ck_assert_int_eq(st.attempts, 3);
+    ck_assert_msg(strstr(st.last_error, "max attempts reached"), "%s", st.last_error);
+    outbox_stats_t stats;
+    ck_assert_int_eq(outbox_stats(store, "r", &stats), OUTBOX_OK);
+    ck_assert_int_eq(stats.published, 10);
+    ck_assert_int_eq(stats.dead, 1);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+static int reject_target(const outbox_message_t *m, int call)
+{
+    (void)call;
+    return strcmp(m->event_id, target) == 0 ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(reject_is_dead_at_once)
+{
+    char x[37];
+    stage("r", NULL, x);
+    stage("r", NULL, NULL);
+    target = x;
+    test_sink_reset(reject_target);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    row_state_t st = state_of(x);
+    ck_assert_str_eq(st.status, "dead");
+    ck_assert_int_eq(st.attempts, 1);
+    ck_assert_msg(strstr(st.last_error, "rejected: test sink says 2"), "%s", st.last_error);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+/* Order of delivery of the given key's rows, checked against staging order. */
+static void assert_key_order(const char *key, char ids[][37], int n)
+{
+    const test_sink_log_t *log;
+    size_t m = test_sink_delivered(&log);
+    int next = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (strcmp(log[i].key, key) != 0)
+            continue;
+        ck_assert_msg(next < n, "key %s delivered more than staged", key);
+        ck_assert_msg(strcmp(log[i].event_id, ids[next]) == 0,
+                      "key %s: delivery %d was %s, expected %s", key, next, log[i].event_id, ids[next]);
+        next++;
+    }
+    ck_assert_int_eq(next, n);
+}
+
+static void fifo_when_head_fails(const char *sink_uri)
+{
+    char k[3][37], free_row[37];
+    for (int i = 0; i < 3; i++)
+        stage("r", "k", k[i]);
+    stage("r", NULL, free_row);
+    target = k[0];
+    test_sink_reset(fail_target_once);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on(sink_uri, &sink, &cfg);
+    size_t claimed = 0;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 4);
+    /* The head failed: it is charged and rescheduled; its followers are released uncharged. */
+    row_state_t st = state_of(k[0]);
+    ck_assert_str_eq(st.status, "pending");
+    ck_assert_int_eq(st.attempts, 1);
+    for (int i = 1; i < 3; i++) {
+        st = state_of(k[i]);
+        ck_assert_str_eq(st.status, "pending");
+        ck_assert_int_eq(st.attempts, 0);
+    }
+    ck_assert_str_eq(state_of(free_row).status, "published");
+    const test_sink_log_t *log;
+    ck_assert_int_eq(test_sink_delivered(&log), 1);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    assert_key_order("k", k, 3);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+
+START_TEST(fifo_head_failure_unordered_sink)
+{
+    fifo_when_head_fails("test:");
+    ck_assert_int_le(test_sink_max_per_key(), 1);
+}
+END_TEST
+
+START_TEST(fifo_head_failure_ordered_sink)
+{
+    fifo_when_head_fails("testordered:");
+}
+END_TEST
+
+START_TEST(fifo_key_blocked_while_head_waits)
+{
+    char k[3][37];
+    for (int i = 0; i < 3; i++)
+        stage("r", "k", k[i]);
+    stage("r", "other", NULL);
+    target = k[0];
+    test_sink_reset(fail_target_once);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.backoff_base_us = 3600LL * 1000000; /* the head waits for up to an hour */
+    cfg.backoff_cap_us = cfg.backoff_base_us;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    const test_sink_log_t *log;
+    size_t m = test_sink_delivered(&log);
+    for (size_t i = 0; i < m; i++)
+        ck_assert_msg(strcmp(log[i].key, "k") != 0, "a later row of k was published before its head");
+    ck_assert_int_eq(m, 1);
+    ck_assert_str_eq(state_of(k[1]).status, "pending");
+    ck_assert_str_eq(state_of(k[2]).status, "pending");
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+/* Fails about one delivery in five, deterministically by call and id. */
+static int flaky(const outbox_message_t *m, int call)
+{
+    unsigned h = (unsigned)call * 2654435761u;
+    for (const char *p = m->event_id; *p; p++)
+        h = h * 31u + (unsigned char)*p;
+    return h % 5 == 0 ? OUTBOX_PUBLISH_RETRY : OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(fifo_many_keys_random_failures)
+{
+    enum { KEYS = 5, PER = 40 };
+    char ids[KEYS][PER][37];
+    char key[KEYS][8];
+    for (int j = 0; j < PER; j++)
+        for (int kk = 0; kk < KEYS; kk++) {
+            snprintf(key[kk], sizeof key[kk], "k%d", kk);
+            stage("r", key[kk], ids[kk][j]);
+        }
+    test_sink_reset(flaky);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.batch = 37;
+    cfg.max_attempts = 1000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    for (int kk = 0; kk < KEYS; kk++)
+        assert_key_order(key[kk], ids[kk], PER);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+START_TEST(fencing_after_lease_expiry)
+{
+    char x[37];
+    stage("r", NULL, x);
+    /* A slow relay claims with a short lease and stalls past it. */
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = "r", .limit = 10, .lease_us = 1000};
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t slow;
+    ck_assert_int_eq(outbox_claim(store, &req, &rows, &n, &slow), OUTBOX_OK);
+    ck_assert_int_eq(n, 1);
+    usleep(5000);
+    /* Another relay takes the row over and publishes it. */
+    outbox_store_t *other = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_store_open(uri, NULL, &other, &d), OUTBOX_OK);
+    outbox_sink_t *sink;
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.lease_us = 1000;
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    outbox_relay_t *r = NULL;
+    ck_assert_int_eq(outbox_relay_new(other, sink, &cfg, &r, &d), OUTBOX_OK);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    ck_assert_str_eq(state_of(x).status, "published");
+    ck_assert_int_eq(state_of(x).attempts, 2);
+    /* The slow relay's verdict arrives late and must change nothing. */
+    outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_DEAD, .error = "late"};
+    size_t applied = 99;
+    ck_assert_int_eq(outbox_settle(store, &slow, &it, 1, &applied), OUTBOX_ECONFLICT);
+    ck_assert_int_eq(applied, 0);
+    ck_assert_int_eq(it.applied, 0);
+    ck_assert_str_eq(state_of(x).status, "published");
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+    outbox_store_close(other);
+}
+END_TEST
+
+static int calls_down;
+static int down_then_up(const outbox_message_t *m, int call)
+{
+    (void)m;
+    return call < calls_down ? OUTBOX_PUBLISH_RETRY : OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(outage_never_charges_attempts)
+{
+    char ids[5][37];
+    for (int i = 0; i < 5; i++)
+        stage("r", NULL, ids[i]);
+    calls_down = 4;
+    test_sink_reset(down_then_up);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.max_attempts = 2; /* four outage rounds would dead-letter everything if charged */
+    cfg.backoff_base_us = 1000;
+    cfg.backoff_cap_us = 2000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    for (int i = 0; i < 5; i++) {
+        row_state_t st = state_of(ids[i]);
+        ck_assert_str_eq(st.status, "published");
+        ck_assert_int_eq(st.attempts, 1);
+    }
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.outages, 4);
+    ck_assert_int_eq(c.dead, 0);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+static void stop_on_second_call(void *ctx)
+{
+    if (test_sink_calls() == 1)
+        outbox_relay_stop(ctx);
+}
+
+START_TEST(graceful_stop_leaves_nothing_processing)
+{
+    /* One key, so the batch needs many waves; stop arrives during the second. */
+    for (int i = 0; i < 20; i++)
+        stage("r", "k", NULL);
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.until_idle = 0;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    test_sink_on_publish(stop_on_second_call, r);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_stats_t st;
+    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(st.processing, 0);
+    ck_assert_int_eq(st.published, 2);
+    ck_assert_int_eq(st.pending, 18);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+static void count_ids_in_file(const char *path, char ids[][37], int n, int *seen)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    while (fgets(line, sizeof line, f) != NULL) {
+        const char *p = strstr(line, "\"id\":\"");
+        if (p == NULL)
+            continue;
+        p += 6;
+        for (int i = 0; i < n; i++)
+            if (strncmp(p, ids[i], 36) == 0)
+                seen[i]++;
+    }
+    fclose(f);
+}
+
+START_TEST(sigkill_mid_run_loses_nothing)
+{
+    enum { N = 3000 };
+    static char ids[N][37];
+    static int seen[N];
+    outbox_event_t *ev = calloc(N, sizeof *ev);
+    for (int i = 0; i < N; i++) {
+        outbox_uuid_v7(ids[i]);
+        ev[i] = (outbox_event_t){.event_id = ids[i], .event_type = "t", .payload = "{}",
+                                 .ordering_key = i % 3 ? NULL : "k"};
+    }
+    size_t staged = 0;
+    ck_assert_int_eq(outbox_stage(store, NULL, "r", ev, N, &staged), OUTBOX_OK);
+    ck_assert_int_eq(staged, N);
+    free(ev);
+    char out[600], sink_uri[700];
+    snprintf(out, sizeof out, "%s/out.jsonl", dir);
+    snprintf(sink_uri, sizeof sink_uri, "file://%s", out);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        outbox_store_t *s = NULL;
+        outbox_sink_t *k = NULL;
+        outbox_relay_t *r = NULL;
+        outbox_diag_t d;
+        outbox_relay_config_t cfg;
+        outbox_relay_config_init(&cfg);
+        cfg.route = "r";
+        cfg.batch = 20;
+        if (outbox_store_open(uri, NULL, &s, &d) || outbox_sink_open(sink_uri, NULL, &k, &d) ||
+            outbox_relay_new(s, k, &cfg, &r, &d))
+            _exit(3);
+        outbox_relay_run(r);
+        _exit(0);
+    }
+    /* Let it get going, then kill it without warning. */
+    outbox_stats_t st = {0};
+    for (int i = 0; i < 500 && st.published < N / 4; i++) {
+        usleep(2000);
+        ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFSIGNALED(status));
+    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_msg(st.published > 0 && st.published < N, "kill landed outside the run: %llu published",
+                  (unsigned long long)st.published);
+    /* A second relay runs past the lease and finishes the job. */
+    usleep(60000);
+    outbox_sink_t *k = NULL;
+    outbox_relay_t *r = NULL;
+    outbox_diag_t d;
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = "r";
+    cfg.lease_us = 50000;
+    cfg.until_idle = 1;
+    ck_assert_int_eq(outbox_sink_open(sink_uri, NULL, &k, &d), OUTBOX_OK);
+    ck_assert_int_eq(outbox_relay_new(store, k, &cfg, &r, &d), OUTBOX_OK);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(st.published, N);
+    ck_assert_int_eq(st.pending + st.processing + st.dead, 0);
+    count_ids_in_file(out, ids, N, seen);
+    int dups = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(seen[i] >= 1, "event %s never reached the sink", ids[i]);
+        dups += seen[i] - 1;
+    }
+    ck_assert_msg(dups <= (int)cfg.batch, "%d duplicates, more than one batch", dups);
+    outbox_relay_free(r);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(bad_config_refused)
+{
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    outbox_relay_t *r = NULL;
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "route is required"), "%s", d.message);
+    cfg.route = "r";
+    cfg.batch = 0;
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+    cfg.batch = 10;
+    cfg.hlc_order = 1;
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_ENOTSUP);
+    ck_assert_msg(strstr(d.message, "hlc ordering needs the hlc column"), "%s", d.message);
+    ck_assert_ptr_null(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("relay");
+    TCase *tc = tcase_create("relay");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, retry_then_success);
+    tcase_add_test(tc, dead_after_max_attempts);
+    tcase_add_test(tc, reject_is_dead_at_once);
+    tcase_add_test(tc, fifo_head_failure_unordered_sink);
+    tcase_add_test(tc, fifo_head_failure_ordered_sink);
+    tcase_add_test(tc, fifo_key_blocked_while_head_waits);
+    tcase_add_test(tc, fifo_many_keys_random_failures);
+    tcase_add_test(tc, fencing_after_lease_expiry);
+    tcase_add_test(tc, outage_never_charges_attempts);
+    tcase_add_test(tc, graceful_stop_leaves_nothing_processing);
+    tcase_add_test(tc, sigkill_mid_run_loses_nothing);
+    tcase_add_test(tc, bad_config_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

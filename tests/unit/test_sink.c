@@ -1,0 +1,140 @@
+/* See test_sink.h. State is global: Check runs each test in its own process. */
+#include "test_sink.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static test_sink_rule_fn rule;
+static test_sink_log_t delivered[100000];
+static size_t n_delivered;
+static int calls;
+static int max_per_key;
+static void (*hook)(void *);
+static void *hook_ctx;
+
+static int init(const outbox_host_t *host, outbox_diag_t *d)
+{
+    (void)host, (void)d;
+    return OUTBOX_OK;
+}
+
+static int k_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
+{
+    (void)p, (void)d;
+    *h = &calls;
+    return OUTBOX_OK;
+}
+
+static void k_close(void *h)
+{
+    (void)h;
+}
+
+static int same_key_count(const outbox_message_t *msgs, size_t n, size_t i)
+{
+    int c = 0;
+    for (size_t j = 0; j < n; j++)
+        c += strcmp(msgs[j].key, msgs[i].key) == 0;
+    return c;
+}
+
+static int publish_common(const outbox_message_t *msgs, size_t n, outbox_publish_result_t *res,
+                          int ordered)
+{
+    if (hook != NULL)
+        hook(hook_ctx);
+    int call = calls++;
+    for (size_t i = 0; i < n; i++) {
+        int c = same_key_count(msgs, n, i);
+        if (!ordered && c > max_per_key)
+            max_per_key = c;
+        int st = rule ? rule(&msgs[i], call) : OUTBOX_PUBLISH_OK;
+        if (ordered) {
+            /* Honour the ORDERED contract: nothing after a failure of the same key. */
+            for (size_t j = 0; j < i; j++)
+                if (strcmp(msgs[j].key, msgs[i].key) == 0 && res[j].status == OUTBOX_PUBLISH_RETRY)
+                    st = OUTBOX_PUBLISH_RETRY;
+        }
+        res[i].status = st;
+        snprintf(res[i].message, sizeof res[i].message, "test sink says %d", st);
+        if (st == OUTBOX_PUBLISH_OK && n_delivered < sizeof delivered / sizeof delivered[0]) {
+            test_sink_log_t *l = &delivered[n_delivered++];
+            snprintf(l->event_id, sizeof l->event_id, "%s", msgs[i].event_id);
+            snprintf(l->key, sizeof l->key, "%s", msgs[i].key);
+            l->call = call;
+        }
+    }
+    return OUTBOX_OK;
+}
+
+static int k_publish(void *h, const outbox_message_t *msgs, size_t n, outbox_publish_result_t *res,
+                     outbox_diag_t *d)
+{
+    (void)h, (void)d;
+    return publish_common(msgs, n, res, 0);
+}
+
+static int k_publish_ordered(void *h, const outbox_message_t *msgs, size_t n,
+                             outbox_publish_result_t *res, outbox_diag_t *d)
+{
+    (void)h, (void)d;
+    return publish_common(msgs, n, res, 1);
+}
+
+static const outbox_sink_vtable_t vt = {
+    .struct_size = sizeof vt, .open = k_open, .close = k_close, .publish = k_publish};
+static const outbox_sink_vtable_t vt_ordered = {
+    .struct_size = sizeof vt, .open = k_open, .close = k_close, .publish = k_publish_ordered};
+static const char *const schemes[] = {"test", NULL};
+static const char *const schemes_ordered[] = {"testordered", NULL};
+
+static const outbox_driver_t drv = {
+    .struct_size = sizeof drv, .abi_major = OUTBOX_ABI_MAJOR, .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK, .name = "test", .version = "1", .schemes = schemes,
+    .init = init, .sink = &vt};
+static const outbox_driver_t drv_ordered = {
+    .struct_size = sizeof drv, .abi_major = OUTBOX_ABI_MAJOR, .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK, .name = "testordered", .version = "1", .schemes = schemes_ordered,
+    .capabilities = OUTBOX_SINK_CAP_ORDERED, .init = init, .sink = &vt_ordered};
+
+void test_sink_register(void)
+{
+    outbox_diag_t d;
+    if (outbox_driver_register(&drv, &d) != OUTBOX_OK ||
+        outbox_driver_register(&drv_ordered, &d) != OUTBOX_OK) {
+        fprintf(stderr, "test sink: %s\n", d.message);
+        abort();
+    }
+}
+
+void test_sink_reset(test_sink_rule_fn r)
+{
+    rule = r;
+    n_delivered = 0;
+    calls = 0;
+    max_per_key = 0;
+    hook = NULL;
+}
+
+size_t test_sink_delivered(const test_sink_log_t **log)
+{
+    *log = delivered;
+    return n_delivered;
+}
+
+int test_sink_calls(void)
+{
+    return calls;
+}
+
+int test_sink_max_per_key(void)
+{
+    return max_per_key;
+}
+
+void test_sink_on_publish(void (*fn)(void *ctx), void *ctx)
+{
+    hook = fn;
+    hook_ctx = ctx;
+}

@@ -1,0 +1,24 @@
+# Sourced by tools/demo and tools/test: install what the build and tests
+# need, from Debian's packages, only when something is missing (so a
+# second run does nothing). Versions are the ones Debian 12 (bookworm)
+# ships; apt keeps them fixed within the release.
+
+OUTBOX_BUILD_PACKAGES="meson ninja-build gcc pkg-config check libsubunit-dev libltdl-dev libsqlite3-dev sqlite3 python3"
+OUTBOX_TEST_PACKAGES="clang valgrind"
+
+outbox_sudo() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+outbox_install() {
+    missing=""
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    echo "tools: installing$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    outbox_sudo apt-get update -qq >/dev/null || return 1
+    # shellcheck disable=SC2086
+    outbox_sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null || return 1
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Sum meson test logs into one line: N passed, N failed, N skipped.
+
+A Check executable counts each of its test cases (its "Checks: N,
+Failures: F, Errors: E" line); a script that prints "N passed, N failed"
+counts those; any other test counts once. Extra arguments of the form
+name=ok|fail|skip add steps that are not meson tests (builds, linters)."""
+import json
+import re
+import sys
+
+CHECK = re.compile(r"\d+%: Checks: (\d+), Failures: (\d+), Errors: (\d+)")
+PLAIN = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed(?:, (\d+) skipped)?\s*$", re.M)
+
+passed = failed = skipped = 0
+failures = []
+for arg in sys.argv[1:]:
+    if "=" in arg and not arg.endswith(".json"):
+        name, result = arg.split("=", 1)
+        if result == "ok":
+            passed += 1
+        elif result == "skip":
+            skipped += 1
+        else:
+            failed += 1
+            failures.append(name)
+        continue
+    prefix = arg.split("/")[0]
+    try:
+        lines = open(arg).read().splitlines()
+    except OSError:
+        failed += 1
+        failures.append(f"{prefix}: no test log")
+        continue
+    for line in lines:
+        t = json.loads(line)
+        name = f"{prefix}:{t['name']}"
+        out = t.get("stdout", "") or ""
+        result = t["result"]
+        if result == "SKIP":
+            skipped += 1
+            continue
+        ok = result in ("OK", "EXPECTEDFAIL")
+        m = CHECK.findall(out)
+        p = PLAIN.findall(out)
+        if m:
+            c = sum(int(x[0]) for x in m)
+            f = sum(int(x[1]) + int(x[2]) for x in m)
+            passed += c - f
+            failed += f
+            if not ok and f == 0:
+                failed += 1
+        elif p:
+            passed += int(p[-1][0])
+            failed += int(p[-1][1])
+            skipped += int(p[-1][2] or 0)
+            if not ok and int(p[-1][1]) == 0:
+                failed += 1
+        elif ok:
+            passed += 1
+        else:
+            failed += 1
+        if not ok:
+            failures.append(name)
+for f in failures:
+    print(f"FAILED: {f}")
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
