@@ -257,6 +257,17 @@ typedef struct outbox_store_vtable {
                   outbox_diag_t *d);
     /* Optional. Delete published rows with published_at < before, in batches. */
     int (*purge)(void *handle, const char *route, int64_t before, uint64_t *count, outbox_diag_t *d);
+
+    /* Optional. Drop what schema_apply created for opts (the conformance
+     * battery cleans up its per-case relations with it). */
+    int (*schema_drop)(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d);
+    /* Optional. Open a SEPARATE native connection to the same store with a
+     * transaction begun on it, and return the handle an application would
+     * pass as native_tx (sqlite3*, PGconn*, mongoc_client_session_t*).
+     * native_end commits (commit = 1) or rolls back, then closes it. Used by
+     * the conformance battery to stage as an application would. */
+    int (*native_begin)(void *handle, void **native_tx, outbox_diag_t *d);
+    int (*native_end)(void *handle, void *native_tx, int commit, outbox_diag_t *d);
 } outbox_store_vtable_t;
 
 /* ----------------------------------------------------------------- sink */
