@@ -22,3 +22,8 @@ outbox_install() {
     # shellcheck disable=SC2086
     outbox_sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null || return 1
 }
+
+# Servers the integration tests start (tools/services/*.sh); each service
+# appends its own packages. PostgreSQL: the server for
+# tools/services/postgres.sh and libpq for the store driver.
+OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
