@@ -1,0 +1,507 @@
+/* User-facing text that configures the library: URIs, durations, relation
+ * names. Every refusal is one line that names the problem, because these
+ * messages end up in front of an operator who typed the input. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox_int.h"
+
+#define EXAMPLE_URI "sqlite:///path/outbox.db"
+
+/* Echoed input is cut so a message always fits OUTBOX_MESSAGE_MAX with room
+ * for its explanation; the buffer also holds "***" and "...". */
+#define EXCERPT_MAX 160
+#define EXCERPT_BUF (EXCERPT_MAX + 8)
+
+static bool is_alpha(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_control(unsigned char c)
+{
+    return c < 0x20 || c == 0x7f;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Where the password of a "//user:password@host" authority sits in src, so
+ * error messages, which get logged, never carry it. */
+static bool find_password(const char *src, size_t *from, size_t *to)
+{
+    const char *a = strstr(src, "//");
+    if (!a)
+        return false;
+    a += 2;
+    size_t alen = strcspn(a, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (a[i] == '@')
+            at = a + i;
+    if (!at)
+        return false;
+    const char *colon = memchr(a, ':', (size_t)(at - a));
+    if (!colon || colon + 1 >= at)
+        return false;
+    *from = (size_t)(colon + 1 - src);
+    *to = (size_t)(at - src);
+    return true;
+}
+
+/* src made fit for a one-line message: control bytes become '?', long text
+ * is cut with "...", and with mask_password a URI password becomes "***". */
+static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
+{
+    size_t mask_from = 0, mask_to = 0;
+    bool mask = mask_password && find_password(src, &mask_from, &mask_to);
+    size_t w = 0, i = 0;
+    for (; src[i] && w < EXCERPT_MAX; i++) {
+        if (mask && i == mask_from) {
+            memcpy(dst + w, "***", 3);
+            w += 3;
+            i = mask_to - 1;
+            continue;
+        }
+        unsigned char c = (unsigned char)src[i];
+        dst[w++] = is_control(c) ? '?' : (char)c;
+    }
+    if (src[i]) {
+        memcpy(dst + w, "...", 3);
+        w += 3;
+    }
+    dst[w] = '\0';
+}
+
+/* ---------------------------------------------------------------- URIs */
+
+typedef struct builder {
+    char *w;          /* next free byte of the storage block */
+    char *end;        /* one past the storage block */
+    const char *text; /* the URI as given, for messages */
+    outbox_diag_t *d;
+} builder_t;
+
+static int uri_error(builder_t *b, int code, const char *problem)
+{
+    char shown[EXCERPT_BUF];
+    excerpt(shown, b->text, true);
+    return outbox_diag_set(b->d, code, "%s in URI \"%s\"", problem, shown);
+}
+
+/* Copies src[0..n), percent-decoded when decode is set, into the storage
+ * block as a NUL-terminated string and points *dst at it. */
+static int put_string(builder_t *b, const char *src, size_t n, bool decode, const char *what,
+                      const char **dst)
+{
+    /* The block is sized so this cannot fail; the check keeps an error in
+     * that arithmetic from becoming a heap overflow. */
+    if ((size_t)(b->end - b->w) < n + 1)
+        return outbox_diag_set(b->d, OUTBOX_ENOMEM, "internal error: URI storage exhausted");
+    char *start = b->w;
+    for (size_t i = 0; i < n; i++) {
+        char c = src[i];
+        if (decode && c == '%') {
+            int hi = -1, lo = -1;
+            if (i + 2 < n) {
+                hi = hex_value(src[i + 1]);
+                lo = hex_value(src[i + 2]);
+            }
+            if (hi < 0 || lo < 0) {
+                char problem[128];
+                size_t shown = n - i < 3 ? n - i : 3;
+                if (strcmp(what, "password") == 0)
+                    snprintf(problem, sizeof problem,
+                             "bad percent escape in the password (expected %% and two hex digits)");
+                else
+                    snprintf(problem, sizeof problem,
+                             "bad percent escape \"%.*s\" in the %s (expected %% and two hex digits)",
+                             (int)shown, src + i, what);
+                return uri_error(b, OUTBOX_EINVAL, problem);
+            }
+            c = (char)(hi << 4 | lo);
+            if (c == '\0') {
+                char problem[128];
+                snprintf(problem, sizeof problem, "percent escape %%00 (a NUL byte) in the %s", what);
+                return uri_error(b, OUTBOX_EINVAL, problem);
+            }
+            i += 2;
+        }
+        *b->w++ = c;
+    }
+    *b->w++ = '\0';
+    *dst = start;
+    return OUTBOX_OK;
+}
+
+/* Like put_string, but an empty part is absent (NULL). */
+static int put_optional(builder_t *b, const char *src, size_t n, const char *what,
+                        const char **dst)
+{
+    if (n == 0) {
+        *dst = NULL;
+        return OUTBOX_OK;
+    }
+    return put_string(b, src, n, true, what, dst);
+}
+
+static size_t scheme_length(const char *s)
+{
+    if (!is_alpha(s[0]))
+        return 0;
+    size_t i = 1;
+    while (is_alpha(s[i]) || is_digit(s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')
+        i++;
+    return i;
+}
+
+static int scheme_error(const char *text, outbox_diag_t *d)
+{
+    char shown[EXCERPT_BUF];
+    excerpt(shown, text, true);
+    const char *colon = strchr(text, ':');
+    size_t before_path = strcspn(text, "/?");
+    if (colon && colon != text && (size_t)(colon - text) < before_path) {
+        int n = (int)(colon - text) < 32 ? (int)(colon - text) : 32;
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "invalid scheme \"%.*s\" in URI \"%s\": a scheme is a letter "
+                               "followed by letters, digits, '+', '-' or '.'",
+                               n, text, shown);
+    }
+    return outbox_diag_set(d, OUTBOX_EINVAL, "missing scheme in URI \"%s\": expected e.g. %s",
+                           shown, EXAMPLE_URI);
+}
+
+static int parse_port(builder_t *b, const char *s, size_t n, int *port)
+{
+    long v = 0;
+    bool ok = n > 0 && n <= 5;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (!is_digit(s[i]))
+            ok = false;
+        else
+            v = v * 10 + (s[i] - '0');
+    }
+    if (!ok || v < 1 || v > 65535) {
+        char problem[96];
+        snprintf(problem, sizeof problem, "invalid port \"%.*s%s\" (expected 1 to 65535)",
+                 (int)(n < 16 ? n : 16), s, n > 16 ? "..." : "");
+        return uri_error(b, OUTBOX_EINVAL, problem);
+    }
+    *port = (int)v;
+    return OUTBOX_OK;
+}
+
+/* Hex digits, ':' and '.' (embedded IPv4), then an optional "%25zone"
+ * (RFC 6874). Full address grammar is left to the resolver. */
+static bool valid_ipv6(const char *s, size_t n)
+{
+    size_t i = 0, colons = 0;
+    for (; i < n && s[i] != '%'; i++) {
+        if (s[i] == ':')
+            colons++;
+        else if (hex_value(s[i]) < 0 && s[i] != '.')
+            return false;
+    }
+    if (colons < 2)
+        return false;
+    if (i == n)
+        return true;
+    if (n - i < 4 || s[i + 1] != '2' || s[i + 2] != '5')
+        return false;
+    for (i += 3; i < n; i++)
+        if (!is_alpha(s[i]) && !is_digit(s[i]) && !strchr("-._~", s[i]))
+            return false;
+    return true;
+}
+
+static int parse_host_port(builder_t *b, const char *s, size_t n, outbox_uri_t *uri)
+{
+    const char *port = NULL;
+    size_t port_len = 0;
+    int rc;
+    if (n > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (!close)
+            return uri_error(b, OUTBOX_EINVAL, "unterminated '[' in the host");
+        size_t hlen = (size_t)(close - s - 1);
+        if (!valid_ipv6(s + 1, hlen)) {
+            char problem[96];
+            snprintf(problem, sizeof problem, "invalid IPv6 address \"[%.*s%s]\"",
+                     (int)(hlen < 48 ? hlen : 48), s + 1, hlen > 48 ? "..." : "");
+            return uri_error(b, OUTBOX_EINVAL, problem);
+        }
+        size_t after = (size_t)(close + 1 - s);
+        if (after < n) {
+            if (s[after] != ':')
+                return uri_error(b, OUTBOX_EINVAL, "unexpected text after ']' in the host");
+            port = s + after + 1;
+            port_len = n - after - 1;
+        }
+        rc = put_string(b, s + 1, hlen, true, "host", &uri->host);
+    } else {
+        const char *colon = memchr(s, ':', n);
+        size_t hlen = colon ? (size_t)(colon - s) : n;
+        if (colon) {
+            port = colon + 1;
+            port_len = n - hlen - 1;
+        }
+        if (memchr(s, '[', hlen) || memchr(s, ']', hlen))
+            return uri_error(b, OUTBOX_EINVAL,
+                             "unexpected '[' or ']' in the host (an IPv6 host is written [addr])");
+        rc = put_optional(b, s, hlen, "host", &uri->host);
+    }
+    if (rc == OUTBOX_OK && port)
+        rc = parse_port(b, port, port_len, &uri->port);
+    return rc;
+}
+
+/* s..s+n is what follows "scheme://": [user[:password]@]host[:port][/path]. */
+static int parse_authority_form(builder_t *b, const char *s, size_t n, outbox_uri_t *uri)
+{
+    size_t alen = 0;
+    while (alen < n && s[alen] != '/')
+        alen++;
+    int rc = put_optional(b, s + alen, n - alen, "path", &uri->path);
+    if (rc != OUTBOX_OK)
+        return rc;
+
+    /* The last '@' ends the user info, so an unescaped '@' in a password
+     * still parses the way the user meant. */
+    const char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (s[i] == '@')
+            at = s + i;
+    const char *hostport = s;
+    size_t hplen = alen;
+    if (at) {
+        size_t ulen = (size_t)(at - s);
+        const char *colon = memchr(s, ':', ulen);
+        if (colon) {
+            rc = put_optional(b, s, (size_t)(colon - s), "user name", &uri->user);
+            if (rc == OUTBOX_OK)
+                rc = put_string(b, colon + 1, (size_t)(at - colon - 1), true, "password",
+                                &uri->password);
+        } else {
+            rc = put_optional(b, s, ulen, "user name", &uri->user);
+        }
+        if (rc != OUTBOX_OK)
+            return rc;
+        hostport = at + 1;
+        hplen = alen - ulen - 1;
+    }
+    return parse_host_port(b, hostport, hplen, uri);
+}
+
+static int parse_query(builder_t *b, const char *q, outbox_uri_owned_t *out)
+{
+    size_t count = 0;
+    for (const char *p = q; *p;) {
+        size_t seg = strcspn(p, "&");
+        if (seg > 0)
+            count++;
+        p += seg + (p[seg] == '&');
+    }
+    if (count == 0)
+        return OUTBOX_OK;
+    out->params = calloc(count, sizeof *out->params);
+    if (!out->params)
+        return outbox_diag_set(b->d, OUTBOX_ENOMEM, "out of memory parsing a URI");
+
+    size_t k = 0;
+    for (const char *p = q; *p;) {
+        size_t seg = strcspn(p, "&");
+        if (seg > 0) {
+            const char *eq = memchr(p, '=', seg);
+            size_t klen = eq ? (size_t)(eq - p) : seg;
+            if (klen == 0)
+                return uri_error(b, OUTBOX_EINVAL, "empty parameter name in the query");
+            outbox_uri_param_t *param = &out->params[k++];
+            int rc = put_string(b, p, klen, true, "query", &param->key);
+            if (rc == OUTBOX_OK)
+                rc = eq ? put_string(b, eq + 1, seg - klen - 1, true, "query", &param->value)
+                        : put_string(b, "", 0, false, "query", &param->value);
+            if (rc != OUTBOX_OK)
+                return rc;
+        }
+        p += seg + (p[seg] == '&');
+    }
+    out->uri.params = out->params;
+    out->uri.n_params = count;
+    return OUTBOX_OK;
+}
+
+int outbox_uri_parse(const char *text, outbox_uri_owned_t *out, outbox_diag_t *d)
+{
+    if (!out)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "outbox_uri_parse: no output given");
+    memset(out, 0, sizeof *out);
+    if (!text || !*text)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "empty URI: expected e.g. %s", EXAMPLE_URI);
+
+    size_t len = strlen(text);
+    for (size_t i = 0; i < len; i++)
+        if (is_control((unsigned char)text[i]))
+            return outbox_diag_set(d, OUTBOX_EINVAL,
+                                   "control character 0x%02x at offset %zu in URI: a URI is one "
+                                   "line of printable text",
+                                   (unsigned char)text[i], i);
+
+    size_t slen = scheme_length(text);
+    if (slen == 0 || text[slen] != ':')
+        return scheme_error(text, d);
+
+    /* Decoded parts never outgrow their source; besides the raw copy the
+     * block holds at most len bytes of parts plus one NUL per part, and
+     * there are at most 5 + 2 * len parts (each parameter spans >= 1 byte). */
+    if (len > (SIZE_MAX - 16) / 4)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "URI too long");
+    size_t cap = (len + 1) + 3 * len + 8;
+    out->storage = malloc(cap);
+    if (!out->storage)
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory parsing a URI");
+    memcpy(out->storage, text, len + 1);
+    out->uri.raw = out->storage;
+
+    builder_t b = {out->storage + len + 1, out->storage + cap, text, d};
+    char *scheme = b.w;
+    for (size_t i = 0; i < slen; i++)
+        *b.w++ = text[i] >= 'A' && text[i] <= 'Z' ? (char)(text[i] - 'A' + 'a') : text[i];
+    *b.w++ = '\0';
+    out->uri.scheme = scheme;
+
+    const char *rest = text + slen + 1;
+    const char *query = strchr(rest, '?');
+    size_t body = query ? (size_t)(query - rest) : strlen(rest);
+    int rc;
+    if (body >= 2 && rest[0] == '/' && rest[1] == '/')
+        rc = parse_authority_form(&b, rest + 2, body - 2, &out->uri);
+    else
+        rc = put_optional(&b, rest, body, "path", &out->uri.path);
+    if (rc == OUTBOX_OK && query)
+        rc = parse_query(&b, query + 1, out);
+    if (rc != OUTBOX_OK) {
+        outbox_uri_free(out);
+        return rc;
+    }
+    return OUTBOX_OK;
+}
+
+void outbox_uri_free(outbox_uri_owned_t *u)
+{
+    if (!u)
+        return;
+    free(u->storage);
+    free(u->params);
+    memset(u, 0, sizeof *u);
+}
+
+/* ----------------------------------------------------------- durations */
+
+static const struct {
+    const char *name;
+    int64_t us;
+} duration_units[] = {
+    {"us", 1},
+    {"ms", 1000},
+    {"s", 1000000},
+    {"m", INT64_C(60) * 1000000},
+    {"h", INT64_C(3600) * 1000000},
+    {"d", INT64_C(86400) * 1000000},
+};
+
+int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d)
+{
+    if (!text || !*text)
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "empty duration: expected a number and a unit, e.g. 500ms or 30s");
+    char shown[EXCERPT_BUF];
+    excerpt(shown, text, false);
+
+    const char *p = text;
+    if (*p == '-')
+        return outbox_diag_set(d, OUTBOX_EINVAL, "negative duration \"%s\": must be 0 or more",
+                               shown);
+    if (!is_digit(*p))
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "invalid duration \"%s\": expected a whole number followed by "
+                               "us, ms, s, m, h or d, e.g. 500ms",
+                               shown);
+    int64_t n = 0;
+    bool overflow = false;
+    for (; is_digit(*p); p++) {
+        int digit = *p - '0';
+        if (n > (INT64_MAX - digit) / 10)
+            overflow = true;
+        else
+            n = n * 10 + digit;
+    }
+    if (*p == '\0')
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "duration \"%s\" needs a unit: us, ms, s, m, h or d", shown);
+
+    int64_t factor = 0;
+    for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++)
+        if (strcmp(p, duration_units[i].name) == 0)
+            factor = duration_units[i].us;
+    if (factor == 0) {
+        if (is_alpha(*p))
+            return outbox_diag_set(d, OUTBOX_EINVAL,
+                                   "unknown unit in duration \"%s\": expected us, ms, s, m, h or d",
+                                   shown);
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "invalid duration \"%s\": expected a whole number followed by "
+                               "us, ms, s, m, h or d, e.g. 500ms",
+                               shown);
+    }
+    if (overflow || n > INT64_MAX / factor)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "duration \"%s\" is too large", shown);
+    if (us)
+        *us = n * factor;
+    return OUTBOX_OK;
+}
+
+/* ------------------------------------------------------- relation names */
+
+#define RELATION_PART_MAX 63 /* PostgreSQL's NAMEDATALEN - 1 */
+
+static bool ident_start(char c)
+{
+    return is_alpha(c) || c == '_';
+}
+
+int outbox_relation_valid(const char *name)
+{
+    if (!name)
+        return 0;
+    const char *p = name;
+    for (int part = 1;; part++) {
+        if (!ident_start(*p))
+            return 0;
+        const char *start = p;
+        while (ident_start(*p) || is_digit(*p))
+            p++;
+        if (p - start > RELATION_PART_MAX)
+            return 0;
+        if (*p == '\0')
+            return 1;
+        if (*p != '.' || part == 2)
+            return 0;
+        p++;
+    }
+}

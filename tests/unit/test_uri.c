@@ -1,0 +1,429 @@
+/* URIs, durations and relation names: every accepted form and every
+ * refusal with the message an operator would see. */
+#include <check.h>
+#include <string.h>
+
+#include "outbox_int.h"
+
+static outbox_uri_owned_t parse_ok(const char *text)
+{
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    int rc = outbox_uri_parse(text, &u, &d);
+    ck_assert_msg(rc == OUTBOX_OK, "%s: %s", text, d.message);
+    ck_assert_str_eq(u.uri.raw, text);
+    return u;
+}
+
+/* Refused with EINVAL and a one-line message containing want. */
+static void parse_bad(const char *text, const char *want)
+{
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    int rc = outbox_uri_parse(text, &u, &d);
+    ck_assert_msg(rc == OUTBOX_EINVAL, "accepted \"%s\"", text ? text : "(null)");
+    ck_assert_int_eq(d.code, OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, want) != NULL, "\"%s\": message \"%s\" lacks \"%s\"",
+                  text ? text : "(null)", d.message, want);
+    ck_assert_ptr_null(strchr(d.message, '\n'));
+    /* A refusal leaves nothing to free. */
+    ck_assert_ptr_null(u.storage);
+    ck_assert_ptr_null(u.params);
+    outbox_uri_free(&u);
+}
+
+START_TEST(test_scheme_rest_form)
+{
+    outbox_uri_owned_t u = parse_ok("sqlite:relative.db");
+    ck_assert_str_eq(u.uri.scheme, "sqlite");
+    ck_assert_str_eq(u.uri.path, "relative.db");
+    ck_assert_ptr_null(u.uri.host);
+    ck_assert_ptr_null(u.uri.user);
+    ck_assert_ptr_null(u.uri.password);
+    ck_assert_int_eq(u.uri.port, 0);
+    ck_assert_uint_eq(u.uri.n_params, 0);
+    ck_assert_ptr_null(u.uri.params);
+    outbox_uri_free(&u);
+
+    u = parse_ok("stdout:");
+    ck_assert_str_eq(u.uri.scheme, "stdout");
+    ck_assert_ptr_null(u.uri.path);
+    outbox_uri_free(&u);
+
+    u = parse_ok("file:/var/log/events.jsonl");
+    ck_assert_str_eq(u.uri.path, "/var/log/events.jsonl");
+    outbox_uri_free(&u);
+
+    u = parse_ok("X+y.Z-w:thing");
+    ck_assert_str_eq(u.uri.scheme, "x+y.z-w");
+    outbox_uri_free(&u);
+}
+END_TEST
+
+START_TEST(test_absolute_path_form)
+{
+    outbox_uri_owned_t u = parse_ok("SQLite:///var/lib/app/outbox.db");
+    ck_assert_str_eq(u.uri.scheme, "sqlite");
+    ck_assert_str_eq(u.uri.path, "/var/lib/app/outbox.db");
+    ck_assert_ptr_null(u.uri.host);
+    ck_assert_int_eq(u.uri.port, 0);
+    outbox_uri_free(&u);
+
+    u = parse_ok("sqlite:///tmp/a%20b.db?mode=ro&cache");
+    ck_assert_str_eq(u.uri.path, "/tmp/a b.db");
+    ck_assert_uint_eq(u.uri.n_params, 2);
+    ck_assert_str_eq(u.uri.params[0].key, "mode");
+    ck_assert_str_eq(u.uri.params[0].value, "ro");
+    ck_assert_str_eq(u.uri.params[1].key, "cache");
+    ck_assert_str_eq(u.uri.params[1].value, "");
+    outbox_uri_free(&u);
+}
+END_TEST
+
+START_TEST(test_authority_form)
+{
+    outbox_uri_owned_t u = parse_ok(
+        "postgresql://relay:s3cret@db.example.com:5433/app?sslmode=require&application_name=relay%201");
+    ck_assert_str_eq(u.uri.scheme, "postgresql");
+    ck_assert_str_eq(u.uri.user, "relay");
+    ck_assert_str_eq(u.uri.password, "s3cret");
+    ck_assert_str_eq(u.uri.host, "db.example.com");
+    ck_assert_int_eq(u.uri.port, 5433);
+    ck_assert_str_eq(u.uri.path, "/app");
+    ck_assert_uint_eq(u.uri.n_params, 2);
+    ck_assert_str_eq(u.uri.params[0].key, "sslmode");
+    ck_assert_str_eq(u.uri.params[0].value, "require");
+    ck_assert_str_eq(u.uri.params[1].key, "application_name");
+    ck_assert_str_eq(u.uri.params[1].value, "relay 1");
+    outbox_uri_free(&u);
+
+    u = parse_ok("kafka://broker");
+    ck_assert_str_eq(u.uri.host, "broker");
+    ck_assert_int_eq(u.uri.port, 0);
+    ck_assert_ptr_null(u.uri.path);
+    ck_assert_ptr_null(u.uri.user);
+    outbox_uri_free(&u);
+
+    u = parse_ok("amqp://guest@rabbit:5672");
+    ck_assert_str_eq(u.uri.user, "guest");
+    ck_assert_ptr_null(u.uri.password);
+    ck_assert_str_eq(u.uri.host, "rabbit");
+    ck_assert_int_eq(u.uri.port, 5672);
+    ck_assert_ptr_null(u.uri.path);
+    outbox_uri_free(&u);
+
+    u = parse_ok("redis://:pw@localhost");
+    ck_assert_ptr_null(u.uri.user);
+    ck_assert_str_eq(u.uri.password, "pw");
+    ck_assert_str_eq(u.uri.host, "localhost");
+    outbox_uri_free(&u);
+
+    u = parse_ok("http://h:65535/");
+    ck_assert_int_eq(u.uri.port, 65535);
+    ck_assert_str_eq(u.uri.path, "/");
+    outbox_uri_free(&u);
+
+    /* Host-less authority, as libpq allows (socket directory as a param). */
+    u = parse_ok("postgresql:///app?host=%2Fvar%2Frun%2Fpostgresql");
+    ck_assert_ptr_null(u.uri.host);
+    ck_assert_str_eq(u.uri.path, "/app");
+    ck_assert_str_eq(u.uri.params[0].value, "/var/run/postgresql");
+    outbox_uri_free(&u);
+
+    u = parse_ok("stdout://");
+    ck_assert_ptr_null(u.uri.host);
+    ck_assert_ptr_null(u.uri.path);
+    outbox_uri_free(&u);
+}
+END_TEST
+
+START_TEST(test_userinfo_decoding)
+{
+    outbox_uri_owned_t u = parse_ok("postgresql://us%65r:p%40ss%3Aw0rd@h/db");
+    ck_assert_str_eq(u.uri.user, "user");
+    ck_assert_str_eq(u.uri.password, "p@ss:w0rd");
+    ck_assert_str_eq(u.uri.host, "h");
+    outbox_uri_free(&u);
+
+    /* An unescaped '@' in the password: the last '@' ends the user info. */
+    u = parse_ok("postgresql://u:p@ss@h/db");
+    ck_assert_str_eq(u.uri.password, "p@ss");
+    ck_assert_str_eq(u.uri.host, "h");
+    outbox_uri_free(&u);
+
+    u = parse_ok("postgresql://u:@h/db");
+    ck_assert_str_eq(u.uri.user, "u");
+    ck_assert_str_eq(u.uri.password, "");
+    outbox_uri_free(&u);
+}
+END_TEST
+
+START_TEST(test_ipv6_host)
+{
+    outbox_uri_owned_t u = parse_ok("nats://[::1]:4222");
+    ck_assert_str_eq(u.uri.host, "::1");
+    ck_assert_int_eq(u.uri.port, 4222);
+    outbox_uri_free(&u);
+
+    u = parse_ok("http://user@[2001:db8::8a2e:370:7334]/hook?x=1");
+    ck_assert_str_eq(u.uri.user, "user");
+    ck_assert_str_eq(u.uri.host, "2001:db8::8a2e:370:7334");
+    ck_assert_int_eq(u.uri.port, 0);
+    ck_assert_str_eq(u.uri.path, "/hook");
+    ck_assert_uint_eq(u.uri.n_params, 1);
+    outbox_uri_free(&u);
+
+    u = parse_ok("http://[fe80::1%25eth0]:8080/");
+    ck_assert_str_eq(u.uri.host, "fe80::1%eth0");
+    ck_assert_int_eq(u.uri.port, 8080);
+    outbox_uri_free(&u);
+
+    u = parse_ok("redis://[::ffff:192.0.2.1]");
+    ck_assert_str_eq(u.uri.host, "::ffff:192.0.2.1");
+    outbox_uri_free(&u);
+}
+END_TEST
+
+START_TEST(test_params)
+{
+    outbox_uri_owned_t u = parse_ok("file:out.jsonl?a=1&&b=x%3Dy%26z&c=&d=a=b&a=2&");
+    ck_assert_str_eq(u.uri.path, "out.jsonl");
+    ck_assert_uint_eq(u.uri.n_params, 5);
+    ck_assert_str_eq(u.uri.params[0].key, "a");
+    ck_assert_str_eq(u.uri.params[0].value, "1");
+    ck_assert_str_eq(u.uri.params[1].key, "b");
+    ck_assert_str_eq(u.uri.params[1].value, "x=y&z");
+    ck_assert_str_eq(u.uri.params[2].key, "c");
+    ck_assert_str_eq(u.uri.params[2].value, "");
+    ck_assert_str_eq(u.uri.params[3].key, "d");
+    ck_assert_str_eq(u.uri.params[3].value, "a=b");
+    ck_assert_str_eq(u.uri.params[4].key, "a"); /* repeats kept, in order */
+    ck_assert_str_eq(u.uri.params[4].value, "2");
+    outbox_uri_free(&u);
+
+    u = parse_ok("sqlite:x.db?");
+    ck_assert_uint_eq(u.uri.n_params, 0);
+    ck_assert_str_eq(u.uri.path, "x.db");
+    outbox_uri_free(&u);
+
+    /* '+' is literal (RFC 3986), not form-encoded space. */
+    u = parse_ok("stdout:?source=%2Fa+b&k%20ey=v%C3%A9");
+    ck_assert_ptr_null(u.uri.path);
+    ck_assert_str_eq(u.uri.params[0].value, "/a+b");
+    ck_assert_str_eq(u.uri.params[1].key, "k ey");
+    ck_assert_str_eq(u.uri.params[1].value, "v\xc3\xa9");
+    outbox_uri_free(&u);
+}
+END_TEST
+
+START_TEST(test_empty_and_missing_scheme)
+{
+    parse_bad("", "empty URI");
+    parse_bad(NULL, "empty URI");
+    parse_bad("/tmp/outbox.db", "missing scheme in URI \"/tmp/outbox.db\": expected e.g. "
+                                "sqlite:///path/outbox.db");
+    parse_bad("outbox.db", "missing scheme in URI \"outbox.db\"");
+    parse_bad(":foo", "missing scheme");
+    parse_bad("//host/db", "missing scheme");
+    parse_bad("1abc:foo", "invalid scheme \"1abc\"");
+    parse_bad("my_db:x", "invalid scheme \"my_db\"");
+}
+END_TEST
+
+START_TEST(test_bad_ports)
+{
+    parse_bad("postgresql://h:abc/db", "invalid port \"abc\"");
+    parse_bad("postgresql://h:65536/db", "invalid port \"65536\"");
+    parse_bad("postgresql://h:123456/db", "invalid port \"123456\"");
+    parse_bad("postgresql://h:0/db", "invalid port \"0\"");
+    parse_bad("postgresql://h:-1/db", "invalid port \"-1\"");
+    parse_bad("postgresql://h:/db", "invalid port \"\"");
+    parse_bad("postgresql://h:54 32/db", "invalid port");
+    parse_bad("nats://[::1]:x", "invalid port \"x\"");
+    parse_bad("nats://::1:4222", "invalid port"); /* IPv6 needs brackets */
+    parse_bad("postgresql://h:99999999999999999999999/db", "...\"");
+}
+END_TEST
+
+START_TEST(test_bad_escapes)
+{
+    parse_bad("sqlite:///a%zz.db", "bad percent escape \"%zz\" in the path");
+    parse_bad("sqlite:///a%2", "bad percent escape \"%2\" in the path");
+    parse_bad("sqlite:///a%", "bad percent escape \"%\" in the path");
+    parse_bad("sqlite:x?k=%g1", "bad percent escape \"%g1\" in the query");
+    parse_bad("kafka://bro%kr", "bad percent escape \"%kr\" in the host");
+    parse_bad("kafka://u%x@h", "bad percent escape \"%x\" in the user name");
+    parse_bad("sqlite:///a%00b", "%00 (a NUL byte) in the path");
+    parse_bad("sqlite:x?k=a%00", "%00 (a NUL byte) in the query");
+    parse_bad("sqlite:x?%00=v", "%00 (a NUL byte) in the query");
+}
+END_TEST
+
+START_TEST(test_passwords_never_in_messages)
+{
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_uri_parse("postgresql://u:s3cret@h:bad/db", &u, &d), OUTBOX_EINVAL);
+    ck_assert_ptr_null(strstr(d.message, "s3cret"));
+    ck_assert_ptr_nonnull(strstr(d.message, "postgresql://u:***@h:bad/db"));
+
+    ck_assert_int_eq(outbox_uri_parse("postgresql://u:se%zzcret@h/db", &u, &d), OUTBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.message, "bad percent escape in the password"));
+    ck_assert_ptr_null(strstr(d.message, "cret"));
+    ck_assert_ptr_null(strstr(d.message, "%zz"));
+}
+END_TEST
+
+START_TEST(test_other_bad_input)
+{
+    parse_bad("nats://[::1", "unterminated '['");
+    parse_bad("nats://[xyz]:1", "invalid IPv6 address \"[xyz]\"");
+    parse_bad("nats://[]:1", "invalid IPv6 address");
+    parse_bad("nats://[::1]x", "unexpected text after ']'");
+    parse_bad("nats://h]", "unexpected '[' or ']'");
+    parse_bad("sqlite:x?=v", "empty parameter name");
+    parse_bad("sqlite:/a\nb", "control character 0x0a at offset 9");
+    parse_bad("sqlite:/a\tb", "control character 0x09");
+
+    /* A long input is cut, so the message stays one bounded line. */
+    char longtext[2000];
+    memset(longtext, 'a', sizeof longtext - 1);
+    longtext[sizeof longtext - 1] = '\0';
+    parse_bad(longtext, "...\": expected e.g. sqlite:///path/outbox.db");
+}
+END_TEST
+
+START_TEST(test_free_is_safe)
+{
+    outbox_uri_owned_t u = {0};
+    outbox_uri_free(&u);
+    outbox_uri_free(&u);
+    outbox_uri_free(NULL);
+    u = parse_ok("sqlite:x?a=1");
+    outbox_uri_free(&u);
+    outbox_uri_free(&u); /* zeroed by the first free */
+    ck_assert_ptr_null(u.storage);
+    /* NULL diag is tolerated. */
+    ck_assert_int_eq(outbox_uri_parse("nope", &u, NULL), OUTBOX_EINVAL);
+    ck_assert_int_eq(outbox_uri_parse("sqlite:x", NULL, NULL), OUTBOX_EINVAL);
+}
+END_TEST
+
+/* ----------------------------------------------------------- durations */
+
+static int64_t duration_ok(const char *text)
+{
+    int64_t us = -1;
+    outbox_diag_t d = {0};
+    ck_assert_msg(outbox_parse_duration(text, &us, &d) == OUTBOX_OK, "%s: %s", text, d.message);
+    return us;
+}
+
+static void duration_bad(const char *text, const char *want)
+{
+    int64_t us = 12345;
+    outbox_diag_t d = {0};
+    ck_assert_msg(outbox_parse_duration(text, &us, &d) == OUTBOX_EINVAL, "accepted \"%s\"",
+                  text ? text : "(null)");
+    ck_assert_int_eq(d.code, OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, want) != NULL, "message \"%s\" lacks \"%s\"", d.message, want);
+    ck_assert_int_eq(us, 12345); /* untouched on failure */
+    ck_assert_int_eq(outbox_parse_duration(text, &us, NULL), OUTBOX_EINVAL);
+}
+
+START_TEST(test_durations_good)
+{
+    ck_assert_int_eq(duration_ok("250us"), 250);
+    ck_assert_int_eq(duration_ok("500ms"), 500000);
+    ck_assert_int_eq(duration_ok("30s"), 30000000);
+    ck_assert_int_eq(duration_ok("5m"), INT64_C(300000000));
+    ck_assert_int_eq(duration_ok("2h"), INT64_C(7200000000));
+    ck_assert_int_eq(duration_ok("7d"), INT64_C(604800000000));
+    ck_assert_int_eq(duration_ok("0s"), 0);
+    ck_assert_int_eq(duration_ok("007ms"), 7000);
+    ck_assert_int_eq(duration_ok("9223372036854775807us"), INT64_MAX);
+    ck_assert_int_eq(duration_ok("106751991d"), INT64_C(106751991) * 86400 * 1000000);
+    ck_assert_int_eq(outbox_parse_duration("1s", NULL, NULL), OUTBOX_OK);
+}
+END_TEST
+
+START_TEST(test_durations_bad)
+{
+    duration_bad("5", "duration \"5\" needs a unit: us, ms, s, m, h or d");
+    duration_bad("-1s", "negative duration \"-1s\"");
+    duration_bad("1x", "unknown unit in duration \"1x\"");
+    duration_bad("1sec", "unknown unit in duration \"1sec\"");
+    duration_bad("1S", "unknown unit");
+    duration_bad("", "empty duration");
+    duration_bad(NULL, "empty duration");
+    duration_bad("99999999999999999d", "duration \"99999999999999999d\" is too large");
+    duration_bad("106751992d", "too large");
+    duration_bad("9223372036854775808us", "too large");
+    duration_bad("99999999999999999999999999s", "too large");
+    duration_bad("s", "invalid duration \"s\"");
+    duration_bad("1.5s", "invalid duration \"1.5s\"");
+    duration_bad("1 s", "invalid duration");
+    duration_bad(" 1s", "invalid duration");
+    duration_bad("+1s", "invalid duration");
+    duration_bad("1h30m", "unknown unit");
+    duration_bad("1s\n", "unknown unit in duration \"1s?\""); /* masked */
+}
+END_TEST
+
+/* ------------------------------------------------------- relation names */
+
+START_TEST(test_relations)
+{
+    static const char *good[] = {"outbox", "app.outbox", "_x", "A1_b2.c_3", "_._",
+        "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk", /* 63 */
+        "s.abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk"};
+    static const char *bad[] = {"", "a.b.c", "1abc", "a-b", "a;drop", "a.", ".a", "a..b",
+        "a b", "\"a\"", "a.1b", "caf\xc3\xa9", "a;drop table x", "outbox ",
+        "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl", /* 64 */
+        "s.abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ck_assert_msg(outbox_relation_valid(good[i]) == 1, "refused %s", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(outbox_relation_valid(bad[i]) == 0, "accepted %s", bad[i]);
+    ck_assert_int_eq(outbox_relation_valid(NULL), 0);
+}
+END_TEST
+
+static Suite *uri_suite(void)
+{
+    Suite *s = suite_create("uri");
+    TCase *tc = tcase_create("uri");
+    tcase_add_test(tc, test_scheme_rest_form);
+    tcase_add_test(tc, test_absolute_path_form);
+    tcase_add_test(tc, test_authority_form);
+    tcase_add_test(tc, test_userinfo_decoding);
+    tcase_add_test(tc, test_ipv6_host);
+    tcase_add_test(tc, test_params);
+    tcase_add_test(tc, test_empty_and_missing_scheme);
+    tcase_add_test(tc, test_bad_ports);
+    tcase_add_test(tc, test_bad_escapes);
+    tcase_add_test(tc, test_passwords_never_in_messages);
+    tcase_add_test(tc, test_other_bad_input);
+    tcase_add_test(tc, test_free_is_safe);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("duration");
+    tcase_add_test(tc, test_durations_good);
+    tcase_add_test(tc, test_durations_bad);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("relation");
+    tcase_add_test(tc, test_relations);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(uri_suite());
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
