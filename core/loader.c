@@ -290,8 +290,8 @@ int outbox_loader_load(const char *name_or_path, uint32_t kind, const outbox_dri
             rc = load_module_locked(module, &drv, d);
         }
         if (rc == OUTBOX_ENOTFOUND)
-            outbox_diag_set(d, rc, "no %s driver named %s on the driver path", kind_name(kind),
-                            name_or_path);
+            outbox_diag_set(d, rc, "no %s%sdriver named %s on the driver path",
+                            kind ? kind_name(kind) : "", kind ? " " : "", name_or_path);
     }
     if (rc == OUTBOX_OK)
         rc = kind_matches(drv, kind, name_or_path, d);
