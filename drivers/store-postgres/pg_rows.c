@@ -1,0 +1,900 @@
+/* PostgreSQL store driver: staging, claiming, settling, the clock
+ * checkpoint and the LISTEN/NOTIFY wake-up.
+ *
+ * Each of stage, claim and settle is ONE statement and so one round trip:
+ * batches travel as binary arrays that the statement unnests.
+ *
+ * The fence of a claim is the processing_at it writes, a server clock
+ * reading taken once per claim: settle touches a row only while it is still
+ * processing with that exact stamp, so a relay whose lease expired and whose
+ * rows were claimed again changes nothing. A row is only reclaimable when
+ * its old stamp is at least a lease older than the reading, so a new fence
+ * never equals the one it replaces.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pg_int.h"
+
+/* Columns read back by claim, in this order, each cast to the type the
+ * binary decoding below expects (a json payload or varchar key then work
+ * as well); hlc and traceparent follow when the table has them. */
+#define PG_ROW_COLUMNS                                                                         \
+    "o.id::uuid, o.outbox_route::text, o.event_id::uuid, o.event_type::text, "                \
+    "o.tenant_id::uuid, o.execution_id::uuid, o.correlation_id::uuid, o.causation_id::uuid, " \
+    "o.occurred_at::timestamptz, o.payload::text, o.created_at::timestamptz, "                \
+    "o.attempts::int4, o.available_at::timestamptz, o.ordering_key::text, "                   \
+    "o.last_error::text, o.processing_at::timestamptz"
+
+enum {
+    C_ID,
+    C_ROUTE,
+    C_EVENT_ID,
+    C_EVENT_TYPE,
+    C_TENANT,
+    C_EXECUTION,
+    C_CORRELATION,
+    C_CAUSATION,
+    C_OCCURRED,
+    C_PAYLOAD,
+    C_CREATED,
+    C_ATTEMPTS,
+    C_AVAILABLE,
+    C_KEY,
+    C_LAST_ERROR,
+    C_PROCESSING,
+    C_FIXED_COUNT
+};
+
+/* Longest last_error kept; sink messages are short, a runaway one is cut. */
+#define PG_ERROR_MAX 8192
+
+static int checkpoint_missing(const pg_handle_t *h, outbox_diag_t *d)
+{
+    return outbox_pg_fail(d, OUTBOX_ENOTSUP,
+                          "checkpoint table \"%s\" not found (create it with schema apply)",
+                          h->ckpt.table);
+}
+
+/* ------------------------------------------------------------- SQL texts */
+
+/* Parameters: $1..$13 arrays of the fixed columns, $14 the NOTIFY channel,
+ * then hlc[] and traceparent[] when those columns exist, then the
+ * checkpoint node key and mark for the _CKPT variant. */
+static void build_stage(const pg_handle_t *h, pg_buf_t *b, int ckpt)
+{
+    int next = 15;
+    int p_hlc = h->has_hlc ? next++ : 0;
+    int p_tp = h->has_traceparent ? next++ : 0;
+    outbox_pg_buf_add(b, "WITH ins AS (INSERT INTO %s AS o (id, outbox_route, event_id, "
+                         "event_type, tenant_id, execution_id, correlation_id, causation_id, "
+                         "occurred_at, payload, status, created_at, attempts, available_at, "
+                         "ordering_key%s%s) SELECT u.id, u.route, u.event_id, u.event_type, "
+                         "u.tenant_id, u.execution_id, u.correlation_id, u.causation_id, "
+                         "u.occurred_at, u.payload, 'pending', u.created_at, 0, u.available_at, "
+                         "u.ordering_key%s%s FROM unnest($1::uuid[], $2::text[], $3::uuid[], "
+                         "$4::text[], $5::uuid[], $6::uuid[], $7::uuid[], $8::uuid[], "
+                         "$9::timestamptz[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], "
+                         "$13::text[]",
+                      h->rel_sql, h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
+                      h->has_hlc ? ", u.hlc" : "", h->has_traceparent ? ", u.traceparent" : "");
+    if (p_hlc)
+        outbox_pg_buf_add(b, ", $%d::int8[]", p_hlc);
+    if (p_tp)
+        outbox_pg_buf_add(b, ", $%d::text[]", p_tp);
+    outbox_pg_buf_add(b, ") AS u(id, route, event_id, event_type, tenant_id, execution_id, "
+                         "correlation_id, causation_id, occurred_at, payload, created_at, "
+                         "available_at, ordering_key%s%s) ON CONFLICT (outbox_route, event_id) DO "
+                         "NOTHING RETURNING o.outbox_route)",
+                      p_hlc ? ", hlc" : "", p_tp ? ", traceparent" : "");
+    if (ckpt) {
+        /* One statement with the insert: the mark moves in the same
+         * transaction, and as a server-side max it can never go back. */
+        outbox_pg_buf_add(b, ", ck AS (INSERT INTO %s AS c (node_key, hlc) VALUES ($%d::text, "
+                             "$%d::int8) ON CONFLICT (node_key) DO UPDATE SET hlc = "
+                             "GREATEST(c.hlc, EXCLUDED.hlc))",
+                          h->ckpt_sql, next, next + 1);
+    }
+    /* NOTIFY is delivered at commit, so a relay never wakes before it can
+     * see the rows; one per route, and only when something was inserted. */
+    outbox_pg_buf_add(b, " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM (SELECT "
+                         "pg_notify($14::text, r) FROM (SELECT DISTINCT outbox_route AS r FROM "
+                         "ins) AS dr) AS n)");
+}
+
+/* "e comes before o" in claim order, written so that an index on
+ * (route, key, [hlc,] created_at, id) bounds the scan. In hlc order NULL
+ * sorts last, so for a NULL-stamped o every stamped row is earlier. */
+static void earlier(pg_buf_t *b, int hlc, int o_null_hlc, const char *o)
+{
+    if (!hlc)
+        outbox_pg_buf_add(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
+    else if (o_null_hlc)
+        outbox_pg_buf_add(b, "(e.hlc IS NOT NULL OR (e.created_at, e.id) < (%s.created_at, %s.id))",
+                          o, o);
+    else
+        outbox_pg_buf_add(b, "(e.hlc, e.created_at, e.id) < (%s.hlc, %s.created_at, %s.id)", o, o, o);
+}
+
+/* The unfinished rows of o's key: what the key index covers. */
+static void key_rows(const pg_handle_t *h, pg_buf_t *b, const char *o)
+{
+    outbox_pg_buf_add(b, "FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key = %s.ordering_key "
+                         "AND e.status IN ('pending', 'processing') AND e.ordering_key IS NOT NULL AND ",
+                      h->rel_sql, o);
+}
+
+/* An unfinished row that is not claimable now: it holds its key back. */
+#define PG_BLOCKING                                                                       \
+    "((e.status = 'pending' AND e.available_at > (SELECT ts FROM clk)) OR (e.status = "  \
+    "'processing' AND (e.processing_at IS NULL OR e.processing_at > (SELECT cut FROM clk))))"
+
+static void blocked_by(const pg_handle_t *h, pg_buf_t *b, int hlc, int o_null_hlc)
+{
+    outbox_pg_buf_add(b, "EXISTS (SELECT 1 ");
+    key_rows(h, b, "o");
+    earlier(b, hlc, o_null_hlc, "o");
+    outbox_pg_buf_add(b, " AND " PG_BLOCKING ")");
+}
+
+/* The snapshot's per-key rule (SPEC 5): a keyed row is a candidate only when
+ * no earlier row of its key is unfinished and unclaimable. An earlier
+ * claimable row is no obstacle: claim order puts it in the same arm ahead. */
+static void key_rule(const pg_handle_t *h, pg_buf_t *b, int hlc)
+{
+    outbox_pg_buf_add(b, " AND (o.ordering_key IS NULL OR NOT ");
+    if (hlc) {
+        outbox_pg_buf_add(b, "CASE WHEN o.hlc IS NULL THEN ");
+        blocked_by(h, b, 1, 1);
+        outbox_pg_buf_add(b, " ELSE ");
+        blocked_by(h, b, 1, 0);
+        outbox_pg_buf_add(b, " END");
+    } else {
+        blocked_by(h, b, 0, 0);
+    }
+    outbox_pg_buf_add(b, ")");
+}
+
+/* The row just before f among its key's unfinished rows, in claim order, as
+ * the snapshot has it: one backward step on the key index. */
+static void prev_of(const pg_handle_t *h, pg_buf_t *b, int hlc)
+{
+    if (!hlc) {
+        outbox_pg_buf_add(b, "(SELECT e.id ");
+        key_rows(h, b, "f");
+        earlier(b, 0, 0, "f");
+        outbox_pg_buf_add(b, " ORDER BY e.created_at DESC, e.id DESC LIMIT 1)");
+        return;
+    }
+    outbox_pg_buf_add(b, "CASE WHEN f.hlc IS NULL THEN coalesce((SELECT e.id ");
+    key_rows(h, b, "f");
+    outbox_pg_buf_add(b, "e.hlc IS NULL AND (e.created_at, e.id) < (f.created_at, f.id) ORDER BY "
+                         "e.created_at DESC, e.id DESC LIMIT 1), (SELECT e.id ");
+    key_rows(h, b, "f");
+    outbox_pg_buf_add(b, "e.hlc IS NOT NULL ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC "
+                         "LIMIT 1)) ELSE (SELECT e.id ");
+    key_rows(h, b, "f");
+    earlier(b, 1, 0, "f");
+    outbox_pg_buf_add(b, " ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC LIMIT 1) END");
+}
+
+/* One arm: the first $2 rows of one kind that this claim can lock, in claim
+ * order; SKIP LOCKED passes over rows another claim holds right now. */
+static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int hlc,
+                      const char *where)
+{
+    outbox_pg_buf_add(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
+                         "WHERE o.outbox_route = $1 AND %s",
+                      name, hlc ? ", o.hlc" : "", h->rel_sql, where);
+    key_rule(h, b, hlc);
+    outbox_pg_buf_add(b, " ORDER BY %s LIMIT $2 FOR UPDATE OF o SKIP LOCKED)",
+                      hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id");
+}
+
+/* $1 route, $2 limit, $3 lease in microseconds.
+ *
+ * Why this is safe with any number of concurrent claimers, each in READ
+ * COMMITTED with its own snapshot:
+ *
+ * 1. The arms pick candidates under the snapshot (ripe pending rows and
+ *    expired leases whose key has no earlier blocker) and lock them with
+ *    FOR UPDATE SKIP LOCKED. Locking re-reads the newest version of each
+ *    row and re-checks the arm's condition on it, so a row that another
+ *    claim took and committed since our snapshot is dropped, and a row that
+ *    another claim holds uncommitted is skipped.
+ * 2. The snapshot can still be stale about the rows AHEAD of a candidate:
+ *    it may show a key's head as pending while another claim holds it. So
+ *    a keyed row survives only when the rows ahead of it in its key, as the
+ *    snapshot lists them, are exactly the rows this claim locked ahead of
+ *    it: each locked row's predecessor in the batch must be its predecessor
+ *    among the key's unfinished rows (prev_of), all the way to the head.
+ *    A row whose predecessor was skipped or dropped in step 1 breaks that
+ *    chain, and it and every later row of its key are left alone.
+ *
+ * Together: a claim takes a key's rows only as a run that starts at the
+ * key's first unfinished row, every row of which it has locked and seen
+ * claimable in its newest version. Two claims cannot both lock that head,
+ * and after one commits the head is processing, which blocks the key for
+ * every later snapshot (step 1) and fails the re-check for older ones. So
+ * no relay ever holds a later row of a key while an earlier one is in
+ * flight or waiting for its retry, yet one claim moves a hot key's head
+ * together with the rows behind it. */
+static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc)
+{
+    const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
+    /* One clock reading for ripeness, lease expiry and the fence. */
+    outbox_pg_buf_add(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
+                         "clock_timestamp() - $3::int8 * interval '1 microsecond' AS cut)");
+    claim_arm(h, b, "ripe", hlc,
+              "o.status = 'pending' AND (o.available_at IS NULL OR o.available_at <= (SELECT ts "
+              "FROM clk))");
+    claim_arm(h, b, "expired", hlc,
+              "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)");
+    outbox_pg_buf_add(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
+                         "expired) AS c ORDER BY %s LIMIT $2)",
+                      order);
+    outbox_pg_buf_add(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
+                         "f.ordering_key IS NULL OR lag(f.id) OVER w IS NOT DISTINCT FROM ",
+                      hlc ? ", f.hlc" : "");
+    prev_of(h, b, hlc);
+    outbox_pg_buf_add(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
+                         "ORDER BY f.%s, f.id))",
+                      hlc ? "hlc, f.created_at" : "created_at");
+    outbox_pg_buf_add(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
+                         "ordering_key ORDER BY %s ROWS UNBOUNDED PRECEDING) AS ok FROM chained) AS x "
+                         "WHERE ok)",
+                      order);
+    outbox_pg_buf_add(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
+                         "clk), attempts = o.attempts + 1 WHERE o.id = ANY (ARRAY(SELECT id FROM "
+                         "keep)) RETURNING " PG_ROW_COLUMNS "%s%s",
+                      h->rel_sql, h->has_hlc ? ", o.hlc::int8" : "",
+                      h->has_traceparent ? ", o.traceparent::text" : "");
+}
+
+/* $1 ids, $2 kinds, $3 available_at, $4 errors (arrays, one element per
+ * item), $5 the fence. RETURNING says which items still held the fence. */
+static void build_settle(const pg_handle_t *h, pg_buf_t *b)
+{
+    outbox_pg_buf_add(b,
+                      "UPDATE %s AS o SET "
+                      "status = CASE u.kind WHEN 1 THEN 'published' WHEN 3 THEN 'dead' ELSE "
+                      "'pending' END, "
+                      "published_at = CASE WHEN u.kind = 1 THEN statement_timestamp() ELSE "
+                      "o.published_at END, "
+                      "available_at = CASE WHEN u.kind = 2 THEN u.available_at ELSE o.available_at END, "
+                      "last_error = CASE WHEN u.kind IN (2, 3) THEN u.error ELSE o.last_error END, "
+                      /* A released row's attempt never happened: give it back. */
+                      "attempts = CASE WHEN u.kind = 4 THEN greatest(o.attempts - 1, 0) ELSE "
+                      "o.attempts END, "
+                      "processing_at = CASE WHEN u.kind IN (2, 4) THEN NULL ELSE o.processing_at END "
+                      "FROM unnest($1::uuid[], $2::int4[], $3::timestamptz[], $4::text[]) WITH "
+                      "ORDINALITY AS u(id, kind, available_at, error, ord) "
+                      "WHERE o.id = u.id AND o.status = 'processing' AND o.processing_at = "
+                      "$5::timestamptz RETURNING u.ord",
+                      h->rel_sql);
+}
+
+static void build_ckpt_advance(const pg_handle_t *h, pg_buf_t *b)
+{
+    /* One statement: the max is taken by the server under the row lock, so
+     * a slower writer with a smaller mark can never lower it. */
+    outbox_pg_buf_add(b, "INSERT INTO %s AS c (node_key, hlc) VALUES ($1::text, $2::int8) ON "
+                         "CONFLICT (node_key) DO UPDATE SET hlc = GREATEST(c.hlc, EXCLUDED.hlc)",
+                      h->ckpt_sql);
+}
+
+static void build_ckpt_recover(const pg_handle_t *h, pg_buf_t *b)
+{
+    outbox_pg_buf_add(b, "SELECT coalesce(max(hlc), 0)::int8 FROM %s", h->ckpt_sql);
+}
+
+int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
+{
+    pg_buf_t b[PG_SLOT_COUNT] = {{0}};
+    build_stage(h, &b[PG_STAGE], 0);
+    build_stage(h, &b[PG_STAGE_CKPT], 1);
+    build_claim(h, &b[PG_CLAIM], 0);
+    if (h->has_hlc)
+        build_claim(h, &b[PG_CLAIM_HLC], 1);
+    else
+        outbox_pg_buf_add(&b[PG_CLAIM_HLC], "SELECT 1"); /* refused before use */
+    build_settle(h, &b[PG_SETTLE]);
+    build_ckpt_advance(h, &b[PG_CKPT_ADVANCE]);
+    build_ckpt_recover(h, &b[PG_CKPT_RECOVER]);
+    int failed = 0;
+    for (int i = 0; i < PG_SLOT_COUNT; i++)
+        failed |= b[i].failed;
+    if (failed) {
+        for (int i = 0; i < PG_SLOT_COUNT; i++)
+            outbox_pg_buf_free(&b[i]);
+        return outbox_pg_nomem(d);
+    }
+    for (int i = 0; i < PG_SLOT_COUNT; i++) {
+        outbox_pg_host->free(h->sql[i]);
+        h->sql[i] = b[i].p;
+    }
+    return OUTBOX_OK;
+}
+
+/* ------------------------------------------------------------------ stage */
+
+static int check_rows(const pg_handle_t *h, const outbox_row_t *rows, size_t n, outbox_diag_t *d)
+{
+    for (size_t i = 0; i < n; i++) {
+        const outbox_row_t *r = &rows[i];
+        const char *missing = !r->id           ? "id"
+                              : !r->route      ? "route"
+                              : !r->event_id   ? "event_id"
+                              : !r->event_type ? "event_type"
+                              : !r->payload    ? "payload"
+                                               : NULL;
+        if (missing)
+            return outbox_pg_fail(d, OUTBOX_EINVAL, "row %zu has no %s", i, missing);
+        if (r->payload_len >= (size_t)INT32_MAX)
+            return outbox_pg_fail(d, OUTBOX_EINVAL, "row %zu: payload of %zu bytes is too large", i,
+                                  r->payload_len);
+        if (r->hlc != 0 && !h->has_hlc)
+            return outbox_pg_fail(d, OUTBOX_ENOTSUP,
+                                  "row %zu has an hlc but column hlc is missing from \"%s\"", i,
+                                  h->shown);
+        if (r->traceparent && !h->has_traceparent)
+            return outbox_pg_fail(d, OUTBOX_ENOTSUP,
+                                  "row %zu has a traceparent but column traceparent is missing from "
+                                  "\"%s\"",
+                                  i, h->shown);
+    }
+    return OUTBOX_OK;
+}
+
+static int bad_uuid(outbox_diag_t *d, size_t i, const char *field, const char *v)
+{
+    return outbox_pg_fail(d, OUTBOX_EINVAL, "row %zu: %s \"%.40s\" is not a UUID", i, field, v);
+}
+
+/* Fills h->params with one binary array per column. */
+static int stage_arrays(pg_handle_t *h, const outbox_row_t *rows, size_t n, outbox_diag_t *d)
+{
+    pg_array_t a[PG_STAGE_ARRAYS];
+    static const uint32_t oids[] = {PG_OID_UUID, PG_OID_TEXT, PG_OID_UUID, PG_OID_TEXT,
+                                    PG_OID_UUID, PG_OID_UUID, PG_OID_UUID, PG_OID_UUID,
+                                    PG_OID_TIMESTAMPTZ, PG_OID_JSONB, PG_OID_TIMESTAMPTZ,
+                                    PG_OID_TIMESTAMPTZ, PG_OID_TEXT, PG_OID_INT8, PG_OID_TEXT};
+    for (int k = 0; k < PG_STAGE_ARRAYS; k++)
+        outbox_pg_array_begin(&a[k], &h->params[k], oids[k], n);
+    for (size_t i = 0; i < n; i++) {
+        const outbox_row_t *r = &rows[i];
+        const char *uuids[] = {r->id, NULL, r->event_id, NULL, r->tenant_id, r->execution_id,
+                               r->correlation_id, r->causation_id};
+        static const char *const names[] = {"id", "", "event_id", "", "tenant_id", "execution_id",
+                                            "correlation_id", "causation_id"};
+        for (int k = 0; k < 8; k++)
+            if (names[k][0] && !outbox_pg_array_uuid(&a[k], uuids[k]))
+                return bad_uuid(d, i, names[k], uuids[k]);
+        outbox_pg_array_text0(&a[1], r->route);
+        outbox_pg_array_text0(&a[3], r->event_type);
+        outbox_pg_array_stamp(&a[8], r->occurred_at, 0);
+        outbox_pg_array_jsonb(&a[9], r->payload, r->payload_len ? r->payload_len : strlen(r->payload));
+        outbox_pg_array_stamp(&a[10], r->created_at, 0);
+        outbox_pg_array_stamp(&a[11], r->available_at, 1);
+        outbox_pg_array_text0(&a[12], r->ordering_key);
+        outbox_pg_array_int8(&a[13], r->hlc, 1);
+        outbox_pg_array_text0(&a[14], r->traceparent);
+    }
+    for (int k = 0; k < PG_STAGE_ARRAYS; k++)
+        if (h->params[k].failed || h->params[k].len > (size_t)INT32_MAX)
+            return outbox_pg_fail(d, OUTBOX_ENOMEM, "out of memory (or a batch over 2 GB) staging %zu rows", n);
+    return OUTBOX_OK;
+}
+
+static uint64_t count_value(const PGresult *res, int col)
+{
+    if (PQntuples(res) < 1 || PQgetisnull(res, 0, col))
+        return 0;
+    return strtoull(PQgetvalue(res, 0, col), NULL, 10);
+}
+
+static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
+                      size_t n, size_t *count, outbox_diag_t *d)
+{
+    int rc = stage_arrays(h, rows, n, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    const char *values[18];
+    int lengths[18], formats[18];
+    int np = 0;
+    for (int k = 0; k < 13; k++) {
+        values[np] = h->params[k].p;
+        lengths[np] = (int)h->params[k].len;
+        formats[np++] = 1;
+    }
+    values[np] = h->channel;
+    lengths[np] = 0;
+    formats[np++] = 0;
+    for (int k = 13; k < 15; k++) {
+        if ((k == 13 && !h->has_hlc) || (k == 14 && !h->has_traceparent))
+            continue;
+        values[np] = h->params[k].p;
+        lengths[np] = (int)h->params[k].len;
+        formats[np++] = 1;
+    }
+    const char *key = ctx ? ctx->checkpoint_node_key : NULL;
+    char mark[24];
+    if (key) {
+        snprintf(mark, sizeof mark, "%lld", (long long)ctx->max_hlc);
+        values[np] = key;
+        lengths[np] = 0;
+        formats[np++] = 0;
+        values[np] = mark;
+        lengths[np] = 0;
+        formats[np++] = 0;
+    }
+    int slot = key ? PG_STAGE_CKPT : PG_STAGE;
+    PGconn *app = ctx ? ctx->native_tx : NULL;
+    PGresult *res = NULL;
+    if (app)
+        rc = outbox_pg_exec_on(app, h->sql[slot], np, values, lengths, formats, 0, &res, d, "staging");
+    else
+        rc = outbox_pg_exec_slot(h, slot, np, values, lengths, formats, 0, &res, d, "staging");
+    if (rc == OUTBOX_OK)
+        *count = (size_t)count_value(res, 0);
+    PQclear(res);
+    return rc;
+}
+
+/* The handle's own transaction must still be there: a reconnect in
+ * between would have rolled it back, and autocommit would then quietly
+ * take its place. */
+static int in_own_tx(pg_handle_t *h, const char *op, outbox_diag_t *d)
+{
+    if (PQstatus(h->conn) != CONNECTION_OK)
+        return outbox_pg_fail(d, OUTBOX_ETRANSIENT,
+                              "%s: the connection was lost, and the transaction with it", op);
+    if (PQtransactionStatus(h->conn) != PQTRANS_INTRANS &&
+        PQtransactionStatus(h->conn) != PQTRANS_INERROR)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "%s in the handle's transaction, but none is open",
+                              op);
+    return OUTBOX_OK;
+}
+
+int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
+                    size_t n, size_t *staged, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    size_t count = 0;
+    if (staged)
+        *staged = 0;
+    if (n && !rows)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "no rows given");
+    int rc = check_rows(h, rows, n, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    const char *key = ctx ? ctx->checkpoint_node_key : NULL;
+    if (key && !h->has_ckpt)
+        return checkpoint_missing(h, d);
+    if (n == 0) {
+        if (!key)
+            return OUTBOX_OK;
+        return outbox_pg_checkpoint_advance(h, ctx, key, ctx->max_hlc, d);
+    }
+    PGconn *app = ctx ? ctx->native_tx : NULL;
+    if (app)
+        rc = outbox_pg_check_native(app, d);
+    else if (ctx && ctx->in_own_tx)
+        rc = in_own_tx(h, "staging", d);
+    else
+        rc = outbox_pg_no_open_tx(h, "staging outside a transaction", d);
+    /* Without a transaction the single statement is atomic on its own. */
+    if (rc == OUTBOX_OK)
+        rc = stage_rows(h, ctx, rows, n, &count, d);
+    if (rc == OUTBOX_OK && staged)
+        *staged = count;
+    return rc;
+}
+
+/* ------------------------------------------------------------------ claim */
+
+static const char *bin_text(const PGresult *res, int row, int col, char **w)
+{
+    if (PQgetisnull(res, row, col))
+        return NULL;
+    int len = PQgetlength(res, row, col);
+    char *p = *w;
+    memcpy(p, PQgetvalue(res, row, col), (size_t)len);
+    p[len] = '\0';
+    *w += len + 1;
+    return p;
+}
+
+static const char *bin_uuid(const PGresult *res, int row, int col, char **w)
+{
+    if (PQgetisnull(res, row, col) || PQgetlength(res, row, col) != 16)
+        return NULL;
+    char *p = *w;
+    outbox_pg_uuid_text((const unsigned char *)PQgetvalue(res, row, col), p);
+    *w += OUTBOX_UUID_STRLEN + 1;
+    return p;
+}
+
+static int64_t bin_stamp(const PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col) || PQgetlength(res, row, col) != 8)
+        return 0;
+    return outbox_pg_get_stamp(PQgetvalue(res, row, col));
+}
+
+static int cmp_created(const void *a, const void *b)
+{
+    const outbox_row_t *x = a, *y = b;
+    if (x->created_at != y->created_at)
+        return x->created_at < y->created_at ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+static int cmp_hlc(const void *a, const void *b)
+{
+    const outbox_row_t *x = a, *y = b;
+    if ((x->hlc == 0) != (y->hlc == 0))
+        return x->hlc == 0 ? 1 : -1;
+    if (x->hlc != y->hlc)
+        return x->hlc < y->hlc ? -1 : 1;
+    return cmp_created(a, b);
+}
+
+/* Copies the claimed rows out of the result into handle-owned memory. */
+static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox_diag_t *d)
+{
+    int n = PQntuples(res);
+    int cols = C_FIXED_COUNT + (h->has_hlc ? 1 : 0) + (h->has_traceparent ? 1 : 0);
+    if (PQnfields(res) != cols)
+        return outbox_pg_fail(d, OUTBOX_EPERMANENT, "claim returned %d columns, expected %d",
+                              PQnfields(res), cols);
+    size_t need = 0;
+    for (int i = 0; i < n; i++) {
+        need += 6 * (OUTBOX_UUID_STRLEN + 1);
+        for (int c = 0; c < cols; c++)
+            need += (size_t)PQgetlength(res, i, c) + 1;
+    }
+    int rc = outbox_pg_arena_reserve(h, need, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if ((size_t)n > h->cap_rows) {
+        size_t cap = h->cap_rows ? h->cap_rows : 64;
+        while (cap < (size_t)n)
+            cap *= 2;
+        outbox_row_t *v = outbox_pg_host->realloc(h->rows, cap * sizeof *v);
+        if (!v)
+            return outbox_pg_nomem(d);
+        h->rows = v;
+        h->cap_rows = cap;
+    }
+    char *w = h->arena;
+    *fence = 0;
+    for (int i = 0; i < n; i++) {
+        outbox_row_t *r = &h->rows[i];
+        memset(r, 0, sizeof *r);
+        r->id = bin_uuid(res, i, C_ID, &w);
+        r->route = bin_text(res, i, C_ROUTE, &w);
+        r->event_id = bin_uuid(res, i, C_EVENT_ID, &w);
+        r->event_type = bin_text(res, i, C_EVENT_TYPE, &w);
+        r->tenant_id = bin_uuid(res, i, C_TENANT, &w);
+        r->execution_id = bin_uuid(res, i, C_EXECUTION, &w);
+        r->correlation_id = bin_uuid(res, i, C_CORRELATION, &w);
+        r->causation_id = bin_uuid(res, i, C_CAUSATION, &w);
+        r->occurred_at = bin_stamp(res, i, C_OCCURRED);
+        r->payload = bin_text(res, i, C_PAYLOAD, &w);
+        r->payload_len = r->payload ? (size_t)PQgetlength(res, i, C_PAYLOAD) : 0;
+        r->created_at = bin_stamp(res, i, C_CREATED);
+        r->attempts = PQgetlength(res, i, C_ATTEMPTS) == 4
+                          ? outbox_pg_get_int4(PQgetvalue(res, i, C_ATTEMPTS))
+                          : 0;
+        r->available_at = bin_stamp(res, i, C_AVAILABLE);
+        r->ordering_key = bin_text(res, i, C_KEY, &w);
+        r->last_error = bin_text(res, i, C_LAST_ERROR, &w);
+        *fence = bin_stamp(res, i, C_PROCESSING);
+        int next = C_FIXED_COUNT;
+        if (h->has_hlc) {
+            if (!PQgetisnull(res, i, next) && PQgetlength(res, i, next) == 8)
+                r->hlc = outbox_pg_get_int8(PQgetvalue(res, i, next));
+            next++;
+        }
+        if (h->has_traceparent)
+            r->traceparent = bin_text(res, i, next++, &w);
+        if (!r->id || !r->route || !r->event_id || !r->event_type || !r->payload)
+            return outbox_pg_fail(d, OUTBOX_EPERMANENT,
+                                  "claimed a row with a NULL id, route, event_id, event_type or "
+                                  "payload from \"%s\"",
+                                  h->shown);
+        h->n_rows++;
+    }
+    return OUTBOX_OK;
+}
+
+/* Longest lease that still leaves clock_timestamp() - lease inside
+ * timestamptz's range: a century. Longer reclaims nothing either way. */
+#define PG_LEASE_MAX (INT64_C(100) * 366 * 86400 * 1000000)
+
+int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
+                    size_t *n, outbox_fence_t *fence, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    if (!rows || !n || !fence)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "claim needs rows, n and fence");
+    *rows = NULL;
+    *n = 0;
+    memset(fence, 0, sizeof *fence);
+    if (!req || !req->route)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "claim needs a route");
+    if (req->lease_us < 0)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "claim lease must not be negative");
+    if (req->hlc_order && !h->has_hlc)
+        return outbox_pg_fail(d, OUTBOX_ENOTSUP, "hlc ordering needs the hlc column on %s",
+                              h->shown);
+    int rc = outbox_pg_no_open_tx(h, "claim", d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    outbox_pg_rows_reset(h);
+    if (req->limit == 0)
+        return OUTBOX_OK;
+    rc = outbox_pg_connected(h, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    /* Wake-ups that arrived before this statement's snapshot are answered
+     * by it; the ones that arrive from now on still wake the next wait. */
+    outbox_pg_drain_notifies(h, req->route);
+
+    char limit[24], lease[24];
+    snprintf(limit, sizeof limit, "%lld",
+             (long long)(req->limit > (size_t)INT32_MAX ? INT32_MAX : req->limit));
+    snprintf(lease, sizeof lease, "%lld",
+             (long long)(req->lease_us > PG_LEASE_MAX ? PG_LEASE_MAX : req->lease_us));
+    const char *values[3] = {req->route, limit, lease};
+    PGresult *res = NULL;
+    rc = outbox_pg_exec_slot(h, req->hlc_order ? PG_CLAIM_HLC : PG_CLAIM, 3, values, NULL, NULL, 1,
+                             &res, d, "claiming");
+    if (rc != OUTBOX_OK)
+        return rc;
+    int64_t stamp = 0;
+    rc = keep_rows(h, res, &stamp, d);
+    PQclear(res);
+    if (rc != OUTBOX_OK) {
+        /* The rows stay processing until their lease ends, then are
+         * claimed again: nothing is lost, only delayed. */
+        outbox_pg_rows_reset(h);
+        return rc;
+    }
+    /* RETURNING yields rows in no promised order. */
+    qsort(h->rows, h->n_rows, sizeof *h->rows, req->hlc_order ? cmp_hlc : cmp_created);
+    *rows = h->rows;
+    *n = h->n_rows;
+    fence->stamp = stamp;
+    return OUTBOX_OK;
+}
+
+/* ----------------------------------------------------------------- settle */
+
+int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_item_t *items,
+                     size_t n, size_t *applied, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    if (applied)
+        *applied = 0;
+    if (!fence || (n && !items))
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "settle needs a fence and items");
+    for (size_t i = 0; i < n; i++) {
+        items[i].applied = 0;
+        if (!items[i].id)
+            return outbox_pg_fail(d, OUTBOX_EINVAL, "settle item %zu has no id", i);
+        if (items[i].kind < OUTBOX_SETTLE_PUBLISHED || items[i].kind > OUTBOX_SETTLE_RELEASE)
+            return outbox_pg_fail(d, OUTBOX_EINVAL, "settle item %zu has unknown kind %d", i,
+                                  items[i].kind);
+    }
+    if (n == 0)
+        return OUTBOX_OK;
+    if (n > (size_t)INT32_MAX)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "too many settle items");
+    int rc = outbox_pg_no_open_tx(h, "settle", d);
+    if (rc != OUTBOX_OK)
+        return rc;
+
+    pg_array_t ids, kinds, avail, errs;
+    outbox_pg_array_begin(&ids, &h->params[0], PG_OID_UUID, n);
+    outbox_pg_array_begin(&kinds, &h->params[1], PG_OID_INT4, n);
+    outbox_pg_array_begin(&avail, &h->params[2], PG_OID_TIMESTAMPTZ, n);
+    outbox_pg_array_begin(&errs, &h->params[3], PG_OID_TEXT, n);
+    char *clean = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const outbox_settle_item_t *it = &items[i];
+        if (!outbox_pg_array_uuid(&ids, it->id))
+            return outbox_pg_fail(d, OUTBOX_EINVAL, "settle item %zu: id \"%.40s\" is not a UUID",
+                                  i, it->id);
+        outbox_pg_array_int4(&kinds, it->kind);
+        outbox_pg_array_stamp(&avail, it->kind == OUTBOX_SETTLE_RESCHEDULE ? it->available_at : 0, 1);
+        if (!it->error || (it->kind != OUTBOX_SETTLE_RESCHEDULE && it->kind != OUTBOX_SETTLE_DEAD)) {
+            outbox_pg_array_null(&errs);
+            continue;
+        }
+        if (!clean && !(clean = outbox_pg_host->alloc(PG_ERROR_MAX + 1)))
+            return outbox_pg_nomem(d);
+        outbox_pg_utf8_clean(it->error, clean, PG_ERROR_MAX + 1);
+        outbox_pg_array_text0(&errs, clean);
+    }
+    outbox_pg_host->free(clean);
+    for (int k = 0; k < 4; k++)
+        if (h->params[k].failed || h->params[k].len > (size_t)INT32_MAX)
+            return outbox_pg_nomem(d);
+
+    char stamp[8];
+    outbox_pg_put_int8(stamp, fence->stamp - PG_EPOCH_OFFSET_US);
+    const char *values[5] = {h->params[0].p, h->params[1].p, h->params[2].p, h->params[3].p, stamp};
+    int lengths[5] = {(int)h->params[0].len, (int)h->params[1].len, (int)h->params[2].len,
+                      (int)h->params[3].len, 8};
+    int formats[5] = {1, 1, 1, 1, 1};
+    PGresult *res = NULL;
+    rc = outbox_pg_exec_slot(h, PG_SETTLE, 5, values, lengths, formats, 1, &res, d, "settling");
+    if (rc != OUTBOX_OK)
+        return rc;
+    size_t count = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        if (PQgetlength(res, r, 0) != 8)
+            continue;
+        int64_t ord = outbox_pg_get_int8(PQgetvalue(res, r, 0));
+        /* An id given twice updates its row once; count it once. */
+        if (ord >= 1 && (uint64_t)ord <= n && !items[ord - 1].applied) {
+            items[ord - 1].applied = 1;
+            count++;
+        }
+    }
+    PQclear(res);
+    if (applied)
+        *applied = count;
+    return OUTBOX_OK;
+}
+
+/* ------------------------------------------------------------- checkpoint */
+
+int outbox_pg_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx, const char *node_key,
+                                 int64_t hlc, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    if (!node_key)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "checkpoint advance needs a node key");
+    if (!h->has_ckpt)
+        return checkpoint_missing(h, d);
+    char mark[24];
+    snprintf(mark, sizeof mark, "%lld", (long long)hlc);
+    const char *values[2] = {node_key, mark};
+    PGconn *app = ctx ? ctx->native_tx : NULL;
+    PGresult *res = NULL;
+    int rc;
+    if (app) {
+        /* A lone upsert is atomic even between the application's
+         * transactions, so only a broken connection is refused. */
+        if (PQstatus(app) != CONNECTION_OK)
+            return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "the native PGconn is not connected");
+        rc = outbox_pg_exec_on(app, h->sql[PG_CKPT_ADVANCE], 2, values, NULL, NULL, 0, &res, d,
+                               "advancing the checkpoint");
+    } else {
+        rc = ctx && ctx->in_own_tx ? in_own_tx(h, "advancing the checkpoint", d)
+                                   : outbox_pg_no_open_tx(h, "checkpoint advance outside a transaction", d);
+        if (rc == OUTBOX_OK)
+            rc = outbox_pg_exec_slot(h, PG_CKPT_ADVANCE, 2, values, NULL, NULL, 0, &res, d,
+                                     "advancing the checkpoint");
+    }
+    PQclear(res);
+    return rc;
+}
+
+int outbox_pg_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    if (!hlc)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "checkpoint recover needs an output");
+    *hlc = 0;
+    if (!h->has_ckpt)
+        return checkpoint_missing(h, d);
+    PGresult *res = NULL;
+    int rc = outbox_pg_exec_slot(h, PG_CKPT_RECOVER, 0, NULL, NULL, NULL, 0, &res, d,
+                                 "recovering the checkpoint");
+    if (rc == OUTBOX_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+        *hlc = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- wait */
+
+void outbox_pg_drain_notifies(pg_handle_t *h, const char *route)
+{
+    if (!h->listening || !PQconsumeInput(h->conn))
+        return;
+    PGnotify *n;
+    while ((n = PQnotifies(h->conn)) != NULL) {
+        /* Not ours to answer: keep the wake-up for the next wait. */
+        if (strcmp(n->relname, h->channel) != 0 || !n->extra || strcmp(n->extra, route) != 0)
+            h->wake_pending = 1;
+        PQfreemem(n);
+    }
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    if (ms > 0)
+        poll(NULL, 0, ms);
+}
+
+/* 1 when a notification for route (any, when NULL) was received. */
+static int take_notifies(pg_handle_t *h, const char *route)
+{
+    int woke = 0;
+    PGnotify *n;
+    while ((n = PQnotifies(h->conn)) != NULL) {
+        if (strcmp(n->relname, h->channel) == 0 && (!route || !n->extra || strcmp(n->extra, route) == 0))
+            woke = 1;
+        PQfreemem(n);
+    }
+    return woke;
+}
+
+int outbox_pg_wait(void *handle, const char *route, int timeout_ms, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    if (timeout_ms < 0)
+        timeout_ms = 0;
+    /* LISTEN inside an open transaction would only start at its commit. */
+    PGTransactionStatusType st = PQtransactionStatus(h->conn);
+    if (PQstatus(h->conn) == CONNECTION_OK && st != PQTRANS_IDLE) {
+        sleep_ms(timeout_ms);
+        return OUTBOX_OK;
+    }
+    int rc = outbox_pg_connected(h, d);
+    if (rc != OUTBOX_OK) {
+        sleep_ms(timeout_ms);
+        return rc;
+    }
+    if (!h->listening) {
+        pg_buf_t b = {0};
+        outbox_pg_buf_add(&b, "LISTEN ");
+        outbox_pg_buf_ident(&b, h->channel);
+        if (b.failed) {
+            outbox_pg_buf_free(&b);
+            return outbox_pg_nomem(d);
+        }
+        rc = outbox_pg_command(h, b.p, d, "listening for new rows");
+        outbox_pg_buf_free(&b);
+        if (rc != OUTBOX_OK)
+            return rc;
+        h->listening = 1;
+    }
+    if (h->wake_pending) {
+        h->wake_pending = 0;
+        return OUTBOX_OK;
+    }
+    int64_t deadline = mono_ms() + timeout_ms;
+    for (;;) {
+        if (!PQconsumeInput(h->conn))
+            return outbox_pg_result_fail(h->conn, NULL, d, "waiting for new rows");
+        if (take_notifies(h, route))
+            return OUTBOX_OK;
+        int64_t left = deadline - mono_ms();
+        if (left <= 0)
+            return OUTBOX_OK;
+        struct pollfd pfd = {.fd = PQsocket(h->conn), .events = POLLIN};
+        if (pfd.fd < 0)
+            return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "waiting for new rows: no connection");
+        int pr = poll(&pfd, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+        if (pr < 0 && errno != EINTR)
+            return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "waiting for new rows: poll: %s",
+                                  strerror(errno));
+    }
+}

@@ -1,0 +1,336 @@
+/* PostgreSQL store driver: text and binary buffers.
+ *
+ * Batches travel as binary arrays (array_send's format) bound to one
+ * prepared statement, so a stage or settle of any size is one round trip
+ * with one plan, and no value is ever spliced into SQL text or escaped.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pg_int.h"
+
+/* ------------------------------------------------------------- buffer */
+
+static int buf_reserve(pg_buf_t *b, size_t extra)
+{
+    if (b->failed)
+        return 0;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->failed = 1;
+        return 0;
+    }
+    if (b->len + extra + 1 <= b->cap)
+        return 1;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = outbox_pg_host->realloc(b->p, cap);
+    if (!p) {
+        b->failed = 1;
+        return 0;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 1;
+}
+
+void outbox_pg_buf_add(pg_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (need < 0) {
+        b->failed = 1;
+        return;
+    }
+    if (!buf_reserve(b, (size_t)need))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)need;
+}
+
+void outbox_pg_buf_put(pg_buf_t *b, const void *p, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return;
+    if (n)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void buf_quoted(pg_buf_t *b, const char *s, char quote)
+{
+    size_t n = strlen(s);
+    if (!buf_reserve(b, 2 * n + 2))
+        return;
+    b->p[b->len++] = quote;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == quote)
+            b->p[b->len++] = quote;
+        b->p[b->len++] = s[i];
+    }
+    b->p[b->len++] = quote;
+    b->p[b->len] = '\0';
+}
+
+void outbox_pg_buf_ident(pg_buf_t *b, const char *ident)
+{
+    buf_quoted(b, ident, '"');
+}
+
+void outbox_pg_buf_literal(pg_buf_t *b, const char *s)
+{
+    /* standard_conforming_strings is on in every supported server, so a
+     * backslash is an ordinary character and doubling quotes suffices. */
+    buf_quoted(b, s, '\'');
+}
+
+void outbox_pg_buf_rel(pg_buf_t *b, const char *schema, const char *table)
+{
+    if (schema) {
+        outbox_pg_buf_ident(b, schema);
+        outbox_pg_buf_add(b, ".");
+    }
+    outbox_pg_buf_ident(b, table);
+}
+
+void outbox_pg_buf_free(pg_buf_t *b)
+{
+    outbox_pg_host->free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+    b->failed = 0;
+}
+
+char *outbox_pg_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = outbox_pg_host->alloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+/* ------------------------------------------------------------ scalars */
+
+static void put_u32(pg_buf_t *b, uint32_t v)
+{
+    unsigned char c[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
+    outbox_pg_buf_put(b, c, 4);
+}
+
+void outbox_pg_put_int8(char out[8], int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (char)(u & 0xff);
+        u >>= 8;
+    }
+}
+
+int64_t outbox_pg_get_int8(const char *p)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++)
+        u = u << 8 | (unsigned char)p[i];
+    return (int64_t)u;
+}
+
+int32_t outbox_pg_get_int4(const char *p)
+{
+    uint32_t u = 0;
+    for (int i = 0; i < 4; i++)
+        u = u << 8 | (unsigned char)p[i];
+    return (int32_t)u;
+}
+
+int64_t outbox_pg_get_stamp(const char *p)
+{
+    return outbox_pg_get_int8(p) + PG_EPOCH_OFFSET_US;
+}
+
+void outbox_pg_uuid_text(const unsigned char *bin, char out[OUTBOX_UUID_STRLEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t w = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[w++] = '-';
+        out[w++] = hex[bin[i] >> 4];
+        out[w++] = hex[bin[i] & 15];
+    }
+    out[w] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int uuid_parse(const char *s, unsigned char out[16])
+{
+    size_t r = 0;
+    for (int i = 0; i < 16; i++) {
+        if (r == 8 || r == 13 || r == 18 || r == 23) {
+            if (s[r] != '-')
+                return 0;
+            r++;
+        }
+        int hi = hexval(s[r]);
+        int lo = hi < 0 ? -1 : hexval(s[r + 1]);
+        if (lo < 0)
+            return 0;
+        out[i] = (unsigned char)(hi << 4 | lo);
+        r += 2;
+    }
+    return s[r] == '\0';
+}
+
+/* ------------------------------------------------------------- arrays */
+
+void outbox_pg_array_begin(pg_array_t *a, pg_buf_t *b, uint32_t elem_oid, size_t n)
+{
+    a->b = b;
+    b->len = 0;
+    b->failed = 0;
+    put_u32(b, 1); /* dimensions */
+    a->flags_at = b->len;
+    put_u32(b, 0); /* has nulls, patched by the first NULL */
+    put_u32(b, elem_oid);
+    put_u32(b, (uint32_t)n);
+    put_u32(b, 1); /* lower bound */
+}
+
+void outbox_pg_array_null(pg_array_t *a)
+{
+    put_u32(a->b, UINT32_MAX); /* length -1 */
+    if (!a->b->failed)
+        a->b->p[a->flags_at + 3] = 1;
+}
+
+void outbox_pg_array_text(pg_array_t *a, const char *s, size_t len)
+{
+    put_u32(a->b, (uint32_t)len);
+    outbox_pg_buf_put(a->b, s, len);
+}
+
+void outbox_pg_array_text0(pg_array_t *a, const char *s)
+{
+    if (s)
+        outbox_pg_array_text(a, s, strlen(s));
+    else
+        outbox_pg_array_null(a);
+}
+
+int outbox_pg_array_uuid(pg_array_t *a, const char *s)
+{
+    if (!s) {
+        outbox_pg_array_null(a);
+        return 1;
+    }
+    unsigned char bin[16];
+    if (!uuid_parse(s, bin))
+        return 0;
+    put_u32(a->b, 16);
+    outbox_pg_buf_put(a->b, bin, 16);
+    return 1;
+}
+
+void outbox_pg_array_int8(pg_array_t *a, int64_t v, int zero_is_null)
+{
+    if (v == 0 && zero_is_null) {
+        outbox_pg_array_null(a);
+        return;
+    }
+    char c[8];
+    outbox_pg_put_int8(c, v);
+    put_u32(a->b, 8);
+    outbox_pg_buf_put(a->b, c, 8);
+}
+
+void outbox_pg_array_stamp(pg_array_t *a, int64_t us, int zero_is_null)
+{
+    if (us == 0 && zero_is_null)
+        outbox_pg_array_null(a);
+    else
+        outbox_pg_array_int8(a, us - PG_EPOCH_OFFSET_US, 0);
+}
+
+void outbox_pg_array_int4(pg_array_t *a, int32_t v)
+{
+    put_u32(a->b, 4);
+    put_u32(a->b, (uint32_t)v);
+}
+
+void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len)
+{
+    /* jsonb's binary form is a version byte (1) and the JSON text. */
+    put_u32(a->b, (uint32_t)(len + 1));
+    outbox_pg_buf_put(a->b, "\1", 1);
+    outbox_pg_buf_put(a->b, s, len);
+}
+
+/* --------------------------------------------------------------- UTF-8 */
+
+/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF), or 0. */
+static size_t utf8_seq(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t n;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        if (c == 0xf4)
+            hi = 0x8f;
+    } else
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+void outbox_pg_utf8_clean(const char *s, char *out, size_t size)
+{
+    size_t w = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && w + 1 < size) {
+        size_t n = utf8_seq(p);
+        if (n == 0 || w + n >= size) {
+            out[w++] = '?';
+            p += n ? n : 1;
+            continue;
+        }
+        memcpy(out + w, p, n);
+        w += n;
+        p += n;
+    }
+    out[w] = '\0';
+}
