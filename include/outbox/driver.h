@@ -115,6 +115,10 @@ typedef struct outbox_row {
 #define OUTBOX_STORE_CAP_CHECKPOINT   (1u << 4) /* the checkpoint table exists */
 #define OUTBOX_STORE_CAP_WAIT         (1u << 5) /* push wake-up (wait() does not just sleep) */
 #define OUTBOX_STORE_CAP_CONCURRENT   (1u << 6) /* several handles may claim one route at once */
+/* Under hlc ordering, rows without an hlc come FIRST instead of last
+ * (MongoDB sorts a missing field before any value). A store that declares
+ * it documents the deviation; the conformance battery then expects it. */
+#define OUTBOX_STORE_CAP_HLC_NULLS_FIRST (1u << 7)
 
 /* Open flags. */
 #define OUTBOX_OPEN_SCHEMA_ONLY (1u << 0) /* connect only: no table detection (schema apply/check) */

@@ -1,0 +1,221 @@
+/* Conformance cases: settling a claim, and the fence that guards it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf_int.h"
+
+#define ROUTE "conf.settle"
+
+/* Stores keep available_at at their own precision (BSON dates hold
+ * milliseconds), so a millisecond either way is the same instant. */
+static int same_instant(int64_t a, int64_t b)
+{
+    return llabs(a - b) < 1000;
+}
+
+static const char *kind_name(int kind)
+{
+    switch (kind) {
+    case OUTBOX_SETTLE_PUBLISHED:
+        return "PUBLISHED";
+    case OUTBOX_SETTLE_RESCHEDULE:
+        return "RESCHEDULE";
+    case OUTBOX_SETTLE_DEAD:
+        return "DEAD";
+    default:
+        return "RELEASE";
+    }
+}
+
+START_TEST(fencing_after_reclaim)
+{
+    outbox_store_t *a = conf_open();
+    outbox_store_t *b = conf_open();
+    conf_stage(a, NULL, ROUTE, 0, 4, NULL);
+    conf_claim_t stale = conf_claim(a, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_uint_eq(stale.n, 4);
+    conf_sleep_ms(40);
+    conf_claim_t fresh = conf_claim(b, ROUTE, 10, 10000, 0); /* 10 ms lease: a's claim expired */
+    ck_assert_msg(fresh.n == 4, "the reclaim took %zu of 4 rows", fresh.n);
+
+    /* Each verdict of the first claimant, one call each, then all at once. */
+    static const int kinds[] = {OUTBOX_SETTLE_PUBLISHED, OUTBOX_SETTLE_RESCHEDULE, OUTBOX_SETTLE_DEAD,
+                                OUTBOX_SETTLE_RELEASE};
+    outbox_settle_item_t items[4];
+    for (size_t i = 0; i < 4; i++) {
+        int applied = -1;
+        int rc = conf_settle1(a, &stale.fence, stale.rows[i].id, kinds[i], conf_now_us() - 1000000,
+                              "late verdict", &applied);
+        ck_assert_msg(rc == OUTBOX_ECONFLICT,
+                      "a stale %s of a reclaimed row returned %s, expected OUTBOX_ECONFLICT",
+                      kind_name(kinds[i]), outbox_strerror(rc));
+        ck_assert_msg(applied == 0, "a stale %s of a reclaimed row was applied", kind_name(kinds[i]));
+        items[i] = (outbox_settle_item_t){.id = stale.rows[i].id, .kind = kinds[i],
+                                          .available_at = conf_now_us() - 1000000,
+                                          .error = "late verdict", .applied = -1};
+    }
+    size_t applied = 99;
+    int rc = outbox_settle(a, &stale.fence, items, 4, &applied);
+    ck_assert_msg(rc == OUTBOX_ECONFLICT, "a stale settle of 4 rows returned %s", outbox_strerror(rc));
+    ck_assert_msg(applied == 0, "a stale settle applied %zu rows", applied);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(items[i].applied == 0, "stale item %zu (%s) says applied", i,
+                      kind_name(kinds[i]));
+
+    /* Nothing changed: every row still holds the new claim's fence ... */
+    if (CONF_VT_HAS(conf_env.driver->store, stats)) {
+        outbox_stats_t st = conf_stats(a, ROUTE);
+        ck_assert_msg(st.processing == 4 && st.pending == 0 && st.published == 0 && st.dead == 0,
+                      "after stale verdicts: %llu processing, %llu pending, %llu published, %llu "
+                      "dead; expected 4 processing",
+                      (unsigned long long)st.processing, (unsigned long long)st.pending,
+                      (unsigned long long)st.published, (unsigned long long)st.dead);
+    }
+    outbox_settle_item_t mine[4];
+    for (size_t i = 0; i < 4; i++)
+        mine[i] = (outbox_settle_item_t){
+            .id = fresh.rows[i].id,
+            .kind = fresh.rows[i].n == 1 ? OUTBOX_SETTLE_RELEASE : OUTBOX_SETTLE_PUBLISHED};
+    rc = outbox_settle(b, &fresh.fence, mine, 4, &applied);
+    ck_assert_msg(rc == OUTBOX_OK && applied == 4,
+                  "the new claimant could settle %zu of 4 rows (%s): the stale verdicts changed them",
+                  applied, outbox_strerror(rc));
+
+    /* ... and the stale reschedule left no last_error or available_at. */
+    conf_claim_t again = conf_claim(b, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(again.n == 1 && again.rows[0].n == 1, "expected event 1 back after its release");
+    ck_assert_msg(!again.rows[0].has_last_error || strcmp(again.rows[0].last_error, "late verdict") != 0,
+                  "the stale reschedule's last_error reached the row");
+    ck_assert_msg(again.rows[0].attempts == 2,
+                  "attempts %d after claim, stale verdicts, reclaim, release and claim; expected 2",
+                  (int)again.rows[0].attempts);
+    conf_claim_free(&again);
+    conf_claim_free(&fresh);
+    conf_claim_free(&stale);
+    outbox_store_close(b);
+    outbox_store_close(a);
+}
+END_TEST
+
+START_TEST(settle_reschedule)
+{
+    outbox_store_t *s = conf_open();
+    conf_stage(s, NULL, ROUTE, 0, 1, NULL);
+    conf_claim_t c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_uint_eq(c.n, 1);
+    int64_t due = conf_now_us() + 400000;
+    int applied = 0;
+    conf_ok(s, conf_settle1(s, &c.fence, c.rows[0].id, OUTBOX_SETTLE_RESCHEDULE, due,
+                            "broker timeout", &applied));
+    ck_assert_int_eq(applied, 1);
+    conf_claim_free(&c);
+
+    outbox_stats_t st = conf_stats(s, ROUTE);
+    ck_assert_msg(st.pending == 1 && st.processing == 0,
+                  "a rescheduled row: %llu pending, %llu processing; expected 1 pending",
+                  (unsigned long long)st.pending, (unsigned long long)st.processing);
+    c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 0, "a row rescheduled 400 ms ahead was claimed at once");
+    conf_claim_free(&c);
+
+    while (conf_now_us() < due + 20000)
+        conf_sleep_ms(20);
+    c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 1, "a rescheduled row was not claimable once due");
+    ck_assert_msg(c.rows[0].attempts == 2, "attempts %d on the second claim, expected 2",
+                  (int)c.rows[0].attempts);
+    ck_assert_msg(c.rows[0].has_last_error && strcmp(c.rows[0].last_error, "broker timeout") == 0,
+                  "last_error is \"%s\", expected \"broker timeout\"",
+                  c.rows[0].has_last_error ? c.rows[0].last_error : "(null)");
+    ck_assert_msg(same_instant(c.rows[0].available_at, due),
+                  "available_at is %lld, expected %lld", (long long)c.rows[0].available_at,
+                  (long long)due);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(settle_dead)
+{
+    outbox_store_t *s = conf_open();
+    conf_stage(s, NULL, ROUTE, 0, 2, NULL);
+    conf_claim_t c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_uint_eq(c.n, 2);
+    outbox_settle_item_t items[2] = {
+        {.id = c.rows[0].id, .kind = OUTBOX_SETTLE_DEAD, .error = "rejected: too large"},
+        {.id = c.rows[1].id, .kind = OUTBOX_SETTLE_PUBLISHED},
+    };
+    size_t applied = 0;
+    conf_ok(s, outbox_settle(s, &c.fence, items, 2, &applied));
+    ck_assert_msg(applied == 2 && items[0].applied == 1 && items[1].applied == 1,
+                  "settle applied %zu of 2", applied);
+    conf_claim_free(&c);
+
+    outbox_stats_t st = conf_stats(s, ROUTE);
+    ck_assert_msg(st.dead == 1 && st.published == 1 && st.pending == 0 && st.processing == 0,
+                  "%llu dead, %llu published, %llu pending, %llu processing; expected 1 dead, 1 "
+                  "published",
+                  (unsigned long long)st.dead, (unsigned long long)st.published,
+                  (unsigned long long)st.pending, (unsigned long long)st.processing);
+    c = conf_claim(s, ROUTE, 10, 1, 0); /* even a 1 us lease reclaims nothing settled */
+    ck_assert_msg(c.n == 0, "a dead or published row was claimed again");
+    conf_claim_free(&c);
+
+    /* The reason survives until an operator replays the row. */
+    char id[OUTBOX_UUID_STRLEN + 1];
+    conf_event_id(id, 0);
+    uint64_t count = 0;
+    conf_ok(s, outbox_replay(s, ROUTE, id, &count));
+    ck_assert_msg(count == 1, "replay of the dead event reported %llu rows", (unsigned long long)count);
+    c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 1 && c.rows[0].n == 0, "the replayed dead row was not claimable");
+    ck_assert_msg(c.rows[0].has_last_error && strcmp(c.rows[0].last_error, "rejected: too large") == 0,
+                  "the dead row's last_error is \"%s\", expected \"rejected: too large\"",
+                  c.rows[0].has_last_error ? c.rows[0].last_error : "(null)");
+    ck_assert_msg(c.rows[0].attempts == 1, "a replayed row claimed once has attempts %d, expected 1",
+                  (int)c.rows[0].attempts);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(settle_release)
+{
+    outbox_store_t *s = conf_open();
+    conf_stage(s, NULL, ROUTE, 0, 1, NULL);
+    conf_claim_t c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    int applied = 0;
+    conf_ok(s, conf_settle1(s, &c.fence, c.rows[0].id, OUTBOX_SETTLE_RESCHEDULE,
+                            conf_now_us() - 1000000, "retry", &applied));
+    conf_claim_free(&c);
+    c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 1 && c.rows[0].attempts == 2, "second claim: %zu rows, attempts %d", c.n,
+                  c.n ? (int)c.rows[0].attempts : -1);
+
+    conf_ok(s, conf_settle1(s, &c.fence, c.rows[0].id, OUTBOX_SETTLE_RELEASE, 0, NULL, &applied));
+    ck_assert_msg(applied == 1, "release was not applied");
+    conf_claim_free(&c);
+    outbox_stats_t st = conf_stats(s, ROUTE);
+    ck_assert_msg(st.pending == 1 && st.processing == 0,
+                  "a released row: %llu pending, %llu processing; expected 1 pending",
+                  (unsigned long long)st.pending, (unsigned long long)st.processing);
+
+    /* attempts was 2; the release gives one back, this claim charges one. */
+    c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 1, "a released row was not claimable at once");
+    ck_assert_msg(c.rows[0].attempts == 2,
+                  "attempts %d after release and claim, expected 2 (release must give back the "
+                  "attempt its claim charged)",
+                  (int)c.rows[0].attempts);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
+void conf_cases_settle(conf_cases_t *c)
+{
+    conf_add(c, fencing_after_reclaim, 0, 0, 20);
+    conf_add(c, settle_reschedule, CONF_NEED_STATS, 0, 20);
+    conf_add(c, settle_dead, CONF_NEED_STATS | CONF_NEED_REPLAY, 0, 20);
+    conf_add(c, settle_release, CONF_NEED_STATS, 0, 20);
+}

@@ -1,0 +1,199 @@
+/* Conformance cases: staging, in and out of transactions. Rows are looked
+ * at through claim, the one read every store must have. */
+#include <string.h>
+
+#include "conf_int.h"
+
+#define ROUTE "conf.stage"
+
+/* Every row of route, claimed and left processing; fails the case on error. */
+static size_t count_claimable(outbox_store_t *s, const char *route)
+{
+    conf_claim_t c = conf_claim(s, route, 1000, CONF_LONG_LEASE_US, 0);
+    size_t n = c.n;
+    conf_claim_free(&c);
+    return n;
+}
+
+START_TEST(stage_rollback_leaves_nothing)
+{
+    outbox_store_t *s = conf_open();
+    conf_ok(s, outbox_begin(s));
+    ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 0, 3, NULL), 3);
+    conf_ok(s, outbox_rollback(s));
+    size_t n = count_claimable(s, ROUTE);
+    ck_assert_msg(n == 0, "a rolled-back transaction left %zu of its 3 rows claimable", n);
+    /* Not even their (route, event_id) keys may survive. */
+    size_t staged = conf_stage(s, NULL, ROUTE, 0, 3, NULL);
+    ck_assert_msg(staged == 3,
+                  "after the rollback, staging the same event ids inserted %zu of 3: rolled-back "
+                  "rows left duplicates behind",
+                  staged);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(stage_commit_visible)
+{
+    outbox_store_t *s = conf_open();
+    outbox_store_t *other = conf_open();
+    conf_ok(s, outbox_begin(s));
+    ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 0, 3, NULL), 3);
+    conf_ok(s, outbox_commit(s));
+    /* Outside a transaction the call is atomic on its own. */
+    ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 3, 2, NULL), 2);
+
+    conf_claim_t c = conf_claim(other, ROUTE, 100, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 5, "another handle sees %zu of the 5 committed rows", c.n);
+    for (size_t i = 0; i < c.n; i++) {
+        ck_assert_msg(c.rows[i].n == i, "row %zu is event %lu, expected %zu", i, c.rows[i].n, i);
+        ck_assert_str_eq(c.rows[i].route, ROUTE);
+        ck_assert_msg(c.rows[i].attempts == 1, "a fresh row claimed once has attempts %d, expected 1",
+                      (int)c.rows[i].attempts);
+        ck_assert_msg(c.rows[i].available_at == 0, "a fresh row has available_at %lld, expected NULL",
+                      (long long)c.rows[i].available_at);
+        ck_assert_msg(!c.rows[i].has_last_error, "a fresh row has last_error \"%s\"",
+                      c.rows[i].last_error);
+    }
+    /* One created_at per stage call. */
+    ck_assert_msg(c.rows[0].created_at == c.rows[2].created_at &&
+                      c.rows[3].created_at == c.rows[4].created_at,
+                  "rows staged in one call have different created_at");
+    conf_claim_free(&c);
+    outbox_store_close(other);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(stage_duplicate_skipped)
+{
+    outbox_store_t *s = conf_open();
+    ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 0, 2, NULL), 2);
+    size_t staged = conf_stage(s, NULL, ROUTE, 1, 2, NULL); /* events 1 (again) and 2 */
+    ck_assert_msg(staged == 1, "staging events 1 and 2 after 1 reported %zu staged, expected 1",
+                  staged);
+
+    /* A duplicate inside one call is skipped too. */
+    char id[OUTBOX_UUID_STRLEN + 1];
+    conf_event_id(id, 3);
+    outbox_event_t twice[2] = {
+        {.event_id = id, .event_type = "conformance.test", .payload = "{\"n\":3}"},
+        {.event_id = id, .event_type = "conformance.test", .payload = "{\"n\":3}"},
+    };
+    conf_ok(s, outbox_stage(s, NULL, ROUTE, twice, 2, &staged));
+    ck_assert_msg(staged == 1, "one call with event 3 twice reported %zu staged, expected 1", staged);
+
+    /* Uniqueness is per route: the same event id on another route is new. */
+    staged = conf_stage(s, NULL, ROUTE ".other", 0, 1, NULL);
+    ck_assert_msg(staged == 1, "event 0 on a second route reported %zu staged, expected 1", staged);
+
+    conf_claim_t c = conf_claim(s, ROUTE, 100, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 4, "%zu rows on the route, expected 4 (events 0-3 once each)", c.n);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.rows[i].n == i, "row %zu is event %lu, expected %zu", i, c.rows[i].n, i);
+    conf_claim_free(&c);
+    ck_assert_uint_eq(count_claimable(s, ROUTE ".other"), 1);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(stage_require_transaction)
+{
+    outbox_store_t *s = conf_open();
+    outbox_route_config_t cfg = {.struct_size = sizeof cfg, .route = ROUTE, .require_transaction = 1};
+    conf_ok(s, outbox_store_configure_route(s, &cfg));
+    char id[OUTBOX_UUID_STRLEN + 1];
+    conf_event_id(id, 0);
+    outbox_event_t ev = {.event_id = id, .event_type = "conformance.test", .payload = "{}"};
+    size_t staged = 99;
+    int rc = outbox_stage(s, NULL, ROUTE, &ev, 1, &staged);
+    ck_assert_msg(rc != OUTBOX_OK, "a require_transaction route staged outside a transaction");
+    ck_assert_msg(staged == 0, "a refused stage reported %zu staged", staged);
+    ck_assert_msg(count_claimable(s, ROUTE) == 0, "a refused stage left a row behind");
+
+    if (outbox_store_capabilities(s) & OUTBOX_STORE_CAP_TRANSACTIONS) {
+        conf_ok(s, outbox_begin(s));
+        ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 1, 1, NULL), 1);
+        conf_ok(s, outbox_commit(s));
+        ck_assert_msg(count_claimable(s, ROUTE) == 1,
+                      "staging inside a transaction on a require_transaction route left no row");
+    }
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(stage_payload_not_json)
+{
+    static const char *const bad[] = {"{not json", "", "{\"a\":1} trailing", "[1,2", "nul"};
+    outbox_store_t *s = conf_open();
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char id0[OUTBOX_UUID_STRLEN + 1], id1[OUTBOX_UUID_STRLEN + 1];
+        conf_event_id(id0, 2 * i);
+        conf_event_id(id1, 2 * i + 1);
+        /* The good event first: nothing of a refused call may be written. */
+        outbox_event_t ev[2] = {
+            {.event_id = id0, .event_type = "conformance.test", .payload = "{\"ok\":true}"},
+            {.event_id = id1, .event_type = "conformance.test", .payload = bad[i],
+             .payload_len = strlen(bad[i])},
+        };
+        size_t staged = 99;
+        int rc = outbox_stage(s, NULL, ROUTE, ev, 2, &staged);
+        ck_assert_msg(rc == OUTBOX_EINVAL, "payload \"%s\" gave %s, expected OUTBOX_EINVAL", bad[i],
+                      outbox_strerror(rc));
+        ck_assert_msg(staged == 0, "payload \"%s\": %zu reported staged", bad[i], staged);
+    }
+    ck_assert_msg(count_claimable(s, ROUTE) == 0, "a refused stage wrote rows");
+    ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 100, 1, NULL), 1);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* Stages through the native handle native_begin gives, as an application
+ * would inside its own transaction, then ends that transaction. */
+static void stage_native(int commit)
+{
+    void *h = NULL;
+    outbox_store_t *s = conf_open_raw(&h);
+    const outbox_store_vtable_t *vt = conf_env.driver->store;
+    ck_assert_msg(h != NULL, "internal: no driver handle");
+    outbox_diag_t d = {0};
+    void *native = NULL;
+    int rc = vt->native_begin(h, &native, &d);
+    ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)", outbox_strerror(rc),
+                  d.message);
+    ck_assert_uint_eq(conf_stage(s, native, ROUTE, 0, 3, NULL), 3);
+    rc = vt->native_end(h, native, commit, &d);
+    ck_assert_msg(rc == OUTBOX_OK, "native_end(%s): %s (%s)", commit ? "commit" : "rollback",
+                  outbox_strerror(rc), d.message);
+    size_t n = count_claimable(s, ROUTE);
+    if (commit) {
+        ck_assert_msg(n == 3, "after the native transaction committed, %zu of 3 rows are visible", n);
+    } else {
+        ck_assert_msg(n == 0, "after the native transaction rolled back, %zu rows are visible", n);
+        ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 0, 3, NULL), 3);
+    }
+    outbox_store_close(s);
+}
+
+START_TEST(stage_native_commit)
+{
+    stage_native(1);
+}
+END_TEST
+
+START_TEST(stage_native_rollback)
+{
+    stage_native(0);
+}
+END_TEST
+
+void conf_cases_stage(conf_cases_t *c)
+{
+    conf_add(c, stage_rollback_leaves_nothing, CONF_NEED_TX, 0, 20);
+    conf_add(c, stage_commit_visible, CONF_NEED_TX, 0, 20);
+    conf_add(c, stage_duplicate_skipped, 0, 0, 20);
+    conf_add(c, stage_require_transaction, 0, 0, 20);
+    conf_add(c, stage_payload_not_json, 0, 0, 20);
+    conf_add(c, stage_native_commit, CONF_NEED_NATIVE, 0, 20);
+    conf_add(c, stage_native_rollback, CONF_NEED_NATIVE, 0, 20);
+}

@@ -1,0 +1,165 @@
+/* Conformance battery: what the runner and the case files share. Private
+ * to tests/conformance; every symbol here is hidden in the library. */
+#ifndef OUTBOX_CONF_INT_H
+#define OUTBOX_CONF_INT_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/conformance.h"
+#include "outbox/outbox.h"
+
+/* What a case needs from the driver; a case whose needs are not met is
+ * skipped with the reason conf_need_reason() gives. */
+enum conf_need {
+    CONF_NEED_TX = 1u << 0,           /* OUTBOX_STORE_CAP_TRANSACTIONS */
+    CONF_NEED_NATIVE = 1u << 1,       /* OUTBOX_STORE_CAP_NATIVE_TX + native_begin/native_end */
+    CONF_NEED_HLC = 1u << 2,          /* the hlc column after schema apply */
+    CONF_NEED_CHECKPOINT = 1u << 3,   /* the checkpoint table after schema apply */
+    CONF_NEED_CONCURRENT = 1u << 4,   /* OUTBOX_STORE_CAP_CONCURRENT */
+    CONF_NEED_STATS = 1u << 5,        /* the stats entry */
+    CONF_NEED_REPLAY = 1u << 6,       /* the replay entry */
+    CONF_NEED_SCHEMA_CHECK = 1u << 7, /* the schema_check entry */
+    CONF_NEED_TRACEPARENT = 1u << 8,  /* the traceparent column after schema apply */
+};
+
+typedef struct conf_case {
+    const TTest *test;     /* its name is the case name */
+    unsigned needs;        /* enum conf_need */
+    uint32_t schema_flags; /* OUTBOX_SCHEMA_* for the case's relation */
+    double timeout_s;
+} conf_case_t;
+
+#define CONF_MAX_CASES 64
+
+typedef struct conf_cases {
+    conf_case_t v[CONF_MAX_CASES];
+    size_t n;
+} conf_cases_t;
+
+void conf_add(conf_cases_t *c, const TTest *test, unsigned needs, uint32_t schema_flags,
+              double timeout_s);
+
+/* Each case file registers its cases, in the order they run. */
+void conf_cases_stage(conf_cases_t *c);
+void conf_cases_claim(conf_cases_t *c);
+void conf_cases_settle(conf_cases_t *c);
+void conf_cases_concurrency(conf_cases_t *c);
+void conf_cases_checkpoint(conf_cases_t *c);
+void conf_cases_schema(conf_cases_t *c);
+
+/* ------------------------------------------------- the run, set before fork */
+
+typedef struct conf_env {
+    const char *uri;
+    const char *probe_driver;            /* the spy's registered name (see fixture.c) */
+    const outbox_driver_t *driver;       /* the driver under test, as the loader admitted it */
+    uint32_t caps;                       /* per-handle capabilities with every schema flag applied */
+    const conf_case_t *current;          /* the case whose relation is set up */
+    char relation[64];                   /* conf_<pid>_<n> */
+    char checkpoint_relation[80];        /* conf_<pid>_<n>_ckpt */
+    char setup_error[OUTBOX_MESSAGE_MAX]; /* non-empty: the relation could not be created */
+} conf_env_t;
+
+extern conf_env_t conf_env;
+
+/* 1 when the driver's vtable has the optional entry (and is large enough
+ * to hold it). */
+#define CONF_VT_HAS(vt, m)                                                                        \
+    ((vt)->struct_size >= offsetof(outbox_store_vtable_t, m) + sizeof((vt)->m) && (vt)->m != NULL)
+
+/* --------------------------------------------------------------- fixture */
+
+/* Loads the driver, registers the spy, probes capabilities. */
+int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d);
+/* The cases about to run, in Check's order: each conf_fixture_setup()
+ * takes the next one. */
+void conf_fixture_schedule(const conf_case_t *const *cases, size_t n);
+/* Check's unchecked fixtures, run in the runner process around each case
+ * (one test per TCase): create the case's relation, then drop it, even
+ * when the case crashed or timed out. */
+void conf_fixture_setup(void);
+void conf_fixture_teardown(void);
+/* Relations left behind because the driver has no schema_drop. */
+unsigned conf_fixture_leftovers(void);
+/* Why the needs are not met, or NULL when they are. */
+const char *conf_need_reason(unsigned needs);
+
+/* A handle on the case's relation; fails the case when it cannot open. */
+outbox_store_t *conf_open(void);
+/* The same, also returning the driver's own handle (for the optional
+ * entries the application API does not wrap: native_begin/native_end). */
+outbox_store_t *conf_open_raw(void **driver_handle);
+/* A handle for another thread: returns NULL and fills d instead of
+ * failing the case (only the main thread may fail it). */
+outbox_store_t *conf_open_quiet(outbox_diag_t *d);
+
+/* ------------------------------------------------------------- helpers */
+
+int64_t conf_now_us(void);
+void conf_sleep_ms(int ms);
+
+/* Event n's event_id: a valid UUID that encodes n, so rows read back say
+ * which event they are. */
+void conf_event_id(char buf[OUTBOX_UUID_STRLEN + 1], unsigned long n);
+/* The n encoded in a row's event_id; fails the case when it has none. */
+unsigned long conf_row_n(const outbox_row_t *r);
+/* The same without failing: ULONG_MAX when the id was not ours. */
+unsigned long conf_event_n(const char *event_id);
+
+/* Stages events first .. first+count-1 in ONE call (one created_at),
+ * optionally with an ordering key; returns the number staged. Fails the
+ * case unless the call returns OUTBOX_OK. */
+size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigned long first,
+                  size_t count, const char *key);
+
+/* A claimed row, copied out of the handle. */
+typedef struct conf_row {
+    char id[OUTBOX_UUID_STRLEN + 1];
+    unsigned long n;
+    char route[64];
+    char key[64];
+    int has_key;
+    int32_t attempts;
+    int64_t created_at;
+    int64_t available_at;
+    int64_t hlc;
+    char last_error[128];
+    int has_last_error;
+} conf_row_t;
+
+typedef struct conf_claim {
+    conf_row_t *rows;
+    size_t n;
+    outbox_fence_t fence;
+} conf_claim_t;
+
+#define CONF_LONG_LEASE_US (INT64_C(600) * 1000000)
+
+/* Claims and copies; fails the case unless OUTBOX_OK. Free with conf_claim_free. */
+conf_claim_t conf_claim(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
+                        int hlc_order);
+/* The same without failing: returns the code (threads use it). */
+int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
+                     int hlc_order, conf_claim_t *out);
+void conf_claim_free(conf_claim_t *c);
+
+/* Settles one row; returns outbox_settle's code, *applied = the item's applied. */
+int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id, int kind,
+                 int64_t available_at, const char *error, int *applied);
+/* Settles every row of the claim with kind; fails the case unless all apply. */
+void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind);
+
+/* Counts of route; fails the case unless OUTBOX_OK. */
+outbox_stats_t conf_stats(outbox_store_t *s, const char *route);
+
+/* outbox_stage/settle/... return code check with the store's message. */
+#define conf_ok(s, expr)                                                                          \
+    do {                                                                                          \
+        int conf_rc_ = (expr);                                                                    \
+        ck_assert_msg(conf_rc_ == OUTBOX_OK, "%s failed: %s (%s)", #expr,                          \
+                      outbox_strerror(conf_rc_), outbox_store_message(s));                        \
+    } while (0)
+
+#endif

@@ -1,0 +1,215 @@
+/* Conformance battery: choosing the cases, running them with Check, and
+ * reporting (Check's own output, skips, a summary line and TAP). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf_int.h"
+
+static conf_cases_t all_cases;
+
+static const conf_cases_t *cases(void)
+{
+    if (all_cases.n == 0) {
+        conf_cases_stage(&all_cases);
+        conf_cases_claim(&all_cases);
+        conf_cases_settle(&all_cases);
+        conf_cases_concurrency(&all_cases);
+        conf_cases_checkpoint(&all_cases);
+        conf_cases_schema(&all_cases);
+    }
+    return &all_cases;
+}
+
+const char *outbox_conformance_case_name(size_t i)
+{
+    const conf_cases_t *c = cases();
+    return i < c->n ? c->v[i].test->name : NULL;
+}
+
+/* What happened to one selected case. */
+typedef struct outcome {
+    const conf_case_t *c;
+    const char *skip;      /* non-NULL: skipped, and why */
+    int ran;
+    int passed;
+    char detail[OUTBOX_MESSAGE_MAX]; /* file:line: message of a failure */
+} outcome_t;
+
+static int set_error(outbox_diag_t *d, int code, const char *fmt, const char *arg)
+{
+    d->code = code;
+    snprintf(d->message, sizeof d->message, fmt, arg);
+    return code;
+}
+
+/* Check's message of a case, on one line. */
+static void result_detail(TestResult *tr, char *out, size_t size)
+{
+    snprintf(out, size, "%s:%d: %s", tr_lfile(tr) ? tr_lfile(tr) : "?", tr_lno(tr),
+             tr_msg(tr) ? tr_msg(tr) : "");
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+}
+
+static void collect_results(SRunner *sr, outcome_t *out, size_t n)
+{
+    TestResult **results = srunner_results(sr);
+    int count = srunner_ntests_run(sr);
+    for (size_t i = 0; i < n; i++) {
+        if (out[i].skip != NULL)
+            continue;
+        for (int r = 0; results != NULL && r < count; r++) {
+            if (strcmp(tr_tcname(results[r]), out[i].c->test->name) != 0)
+                continue;
+            out[i].ran = 1;
+            out[i].passed = tr_rtype(results[r]) == CK_PASS;
+            if (!out[i].passed)
+                result_detail(results[r], out[i].detail, sizeof out[i].detail);
+        }
+        if (!out[i].ran)
+            snprintf(out[i].detail, sizeof out[i].detail,
+                     "the case did not run (is CK_RUN_CASE or CK_RUN_SUITE set?)");
+    }
+    free(results);
+}
+
+static void write_tap(FILE *f, const outcome_t *out, size_t n)
+{
+    fprintf(f, "TAP version 13\n1..%zu\n", n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = out[i].c->test->name;
+        if (out[i].skip != NULL)
+            fprintf(f, "ok %zu - %s # SKIP %s\n", i + 1, name, out[i].skip);
+        else if (out[i].passed)
+            fprintf(f, "ok %zu - %s\n", i + 1, name);
+        else
+            fprintf(f, "not ok %zu - %s\n# %s\n", i + 1, name, out[i].detail);
+    }
+}
+
+static int check_opts(const outbox_conformance_opts_t *o, outbox_diag_t *d)
+{
+    if (o == NULL || o->struct_size < sizeof *o)
+        return set_error(d, OUTBOX_EINVAL, "%s", "conformance options: struct_size not set");
+    if (o->driver == NULL || o->driver[0] == '\0')
+        return set_error(d, OUTBOX_EINVAL, "%s", "no store driver given");
+    if (o->uri == NULL || o->uri[0] == '\0')
+        return set_error(d, OUTBOX_EINVAL, "%s", "no store URI given");
+    return OUTBOX_OK;
+}
+
+/* Builds one TCase per case that runs: each gets its own relation (the
+ * unchecked fixtures run in this process, around the fork), its own
+ * timeout and its own line in the results. */
+static Suite *build_suite(outcome_t *out, size_t n, const conf_case_t **run, size_t *n_run,
+                          int verbosity)
+{
+    Suite *suite = suite_create("conformance");
+    *n_run = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i].skip = conf_need_reason(out[i].c->needs);
+        if (out[i].skip != NULL) {
+            if (verbosity >= 0)
+                printf("conformance: SKIP %s: %s\n", out[i].c->test->name, out[i].skip);
+            continue;
+        }
+        TCase *tc = tcase_create(out[i].c->test->name);
+        tcase_add_unchecked_fixture(tc, conf_fixture_setup, conf_fixture_teardown);
+        tcase_set_timeout(tc, out[i].c->timeout_s);
+        tcase_add_test(tc, out[i].c->test);
+        suite_add_tcase(suite, tc);
+        run[(*n_run)++] = out[i].c;
+    }
+    return suite;
+}
+
+int outbox_conformance_run(const outbox_conformance_opts_t *o)
+{
+    outbox_diag_t local = {0};
+    outbox_diag_t *d = o != NULL && o->struct_size >= sizeof *o && o->diag ? o->diag : &local;
+    memset(d, 0, sizeof *d);
+    int rc = check_opts(o, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+
+    const conf_cases_t *all = cases();
+    outcome_t *out = calloc(all->n, sizeof *out);
+    const conf_case_t **run = calloc(all->n, sizeof *run);
+    if (out == NULL || run == NULL) {
+        free(out);
+        free(run);
+        return set_error(d, OUTBOX_ENOMEM, "%s", "out of memory");
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < all->n; i++)
+        if (o->case_filter == NULL || strstr(all->v[i].test->name, o->case_filter) != NULL)
+            out[n++].c = &all->v[i];
+    FILE *tap = NULL;
+    if (n == 0)
+        rc = set_error(d, OUTBOX_EINVAL, "no case name contains \"%s\"", o->case_filter);
+    /* Opened first, so a bad path costs nothing but the message. */
+    else if (o->tap_file != NULL && (tap = fopen(o->tap_file, "w")) == NULL)
+        rc = set_error(d, OUTBOX_EINVAL, "cannot write the TAP file %s", o->tap_file);
+    else
+        rc = conf_fixture_init(o->driver, o->uri, d);
+    if (rc != OUTBOX_OK) {
+        if (tap != NULL)
+            fclose(tap);
+        free(out);
+        free(run);
+        return rc;
+    }
+
+    const outbox_driver_t *drv = conf_env.driver;
+    if (o->verbosity >= 0)
+        printf("conformance: store driver %s %s (ABI %u.%u) on %s: %zu cases\n", drv->name,
+               drv->version ? drv->version : "", (unsigned)drv->abi_major,
+               (unsigned)drv->abi_minor, o->uri, n);
+    size_t n_run = 0;
+    Suite *suite = build_suite(out, n, run, &n_run, o->verbosity);
+    conf_fixture_schedule(run, n_run);
+    SRunner *sr = srunner_create(suite);
+    /* Isolation is the point: never let CK_FORK=no share one process. */
+    srunner_set_fork_status(sr, CK_FORK);
+    /* Whatever stdio holds now would be flushed again by every child. */
+    fflush(stdout);
+    fflush(stderr);
+    srunner_run_all(sr, o->verbosity < 0 ? CK_SILENT : o->verbosity > 0 ? CK_VERBOSE : CK_NORMAL);
+    collect_results(sr, out, n);
+    srunner_free(sr);
+
+    outbox_conformance_counts_t counts = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (out[i].skip != NULL)
+            counts.skipped++;
+        else if (out[i].passed)
+            counts.passed++;
+        else
+            counts.failed++;
+    }
+    if (o->verbosity >= 0) {
+        for (size_t i = 0; i < n; i++)
+            if (out[i].skip == NULL && !out[i].ran)
+                printf("conformance: %s: %s\n", out[i].c->test->name, out[i].detail);
+        if (conf_fixture_leftovers() > 0)
+            printf("conformance: %u relations conf_* were left behind (the driver has no "
+                   "schema_drop, or it failed)\n",
+                   conf_fixture_leftovers());
+        printf("conformance: %u passed, %u failed, %u skipped\n", counts.passed, counts.failed,
+               counts.skipped);
+        fflush(stdout);
+    }
+    if (o->counts != NULL)
+        *o->counts = counts;
+    rc = OUTBOX_OK;
+    if (tap != NULL) {
+        write_tap(tap, out, n);
+        if (fclose(tap) != 0)
+            rc = set_error(d, OUTBOX_EINVAL, "cannot write the TAP file %s", o->tap_file);
+    }
+    free(out);
+    free(run);
+    return rc != OUTBOX_OK ? rc : (int)counts.failed;
+}

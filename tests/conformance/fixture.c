@@ -1,0 +1,524 @@
+/* Conformance battery: loading the driver, one fresh relation per case, and
+ * the helpers every case uses.
+ *
+ * The application API does not wrap the driver's optional schema_drop and
+ * native_begin/native_end, and the store handle does not expose the
+ * driver's own handle. So the battery registers a "spy": a copy of the
+ * driver's descriptor and vtable, identical except that open() also
+ * remembers the handle it returned, in a thread-local. Stores opened
+ * through the spy run the driver's own entries on the driver's own
+ * handles, behind every check the core makes; only the battery can reach
+ * the handle. The driver itself is loaded (and ABI-checked, and
+ * initialised) by the real loader, and the capability probe opens it by
+ * the name or path the user gave. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf_int.h"
+
+conf_env_t conf_env;
+
+#define SPY_NAME "conformance-spy"
+
+static const outbox_store_vtable_t *spy_real;
+static outbox_store_vtable_t spy_vt;
+static outbox_driver_t spy_desc;
+static _Thread_local void *spy_handle;
+
+static int spy_open(const outbox_store_open_t *params, void **handle, outbox_diag_t *d)
+{
+    int rc = spy_real->open(params, handle, d);
+    spy_handle = rc == OUTBOX_OK ? *handle : NULL;
+    return rc;
+}
+
+/* The real driver was initialised when the loader admitted it. */
+static int spy_init(const outbox_host_t *host, outbox_diag_t *d)
+{
+    (void)host;
+    (void)d;
+    return OUTBOX_OK;
+}
+
+static int spy_register(const outbox_driver_t *drv, outbox_diag_t *d)
+{
+    /* Copy only what the driver has; the rest stays NULL, which the core
+     * reads as "not supported", exactly as it would for the driver. */
+    size_t dsize = drv->struct_size < sizeof spy_desc ? drv->struct_size : sizeof spy_desc;
+    size_t vsize = drv->store->struct_size < sizeof spy_vt ? drv->store->struct_size : sizeof spy_vt;
+    memset(&spy_desc, 0, sizeof spy_desc);
+    memset(&spy_vt, 0, sizeof spy_vt);
+    memcpy(&spy_desc, drv, dsize);
+    memcpy(&spy_vt, drv->store, vsize);
+    spy_real = drv->store;
+    spy_vt.struct_size = sizeof spy_vt;
+    spy_vt.open = spy_open;
+    spy_desc.struct_size = sizeof spy_desc;
+    spy_desc.name = SPY_NAME;
+    spy_desc.schemes = NULL; /* never chosen by URI scheme */
+    spy_desc.init = spy_init;
+    spy_desc.store = &spy_vt;
+    spy_desc.sink = NULL;
+    return outbox_driver_register(&spy_desc, d);
+}
+
+/* ---------------------------------------------------------------- opens */
+
+static outbox_store_t *open_as(const char *driver, const char *relation, const char *ckpt,
+                               uint32_t flags, void **raw, outbox_diag_t *d)
+{
+    outbox_store_options_t o = {
+        .struct_size = sizeof o,
+        .relation = relation,
+        .checkpoint_relation = ckpt,
+        .driver = driver,
+        .flags = flags,
+    };
+    outbox_store_t *s = NULL;
+    spy_handle = NULL;
+    int rc = outbox_store_open(conf_env.uri, &o, &s, d);
+    if (raw != NULL)
+        *raw = rc == OUTBOX_OK ? spy_handle : NULL;
+    spy_handle = NULL;
+    return rc == OUTBOX_OK ? s : NULL;
+}
+
+static outbox_schema_opts_t schema_opts(const char *relation, const char *ckpt, uint32_t flags)
+{
+    outbox_schema_opts_t o = {
+        .struct_size = sizeof o,
+        .relation = relation,
+        .checkpoint_relation = ckpt,
+        .flags = flags,
+    };
+    return o;
+}
+
+static int create_relation(const char *driver, const char *relation, const char *ckpt,
+                           uint32_t flags, outbox_diag_t *d)
+{
+    outbox_store_t *s = open_as(driver, relation, ckpt, OUTBOX_OPEN_SCHEMA_ONLY, NULL, d);
+    if (s == NULL)
+        return d->code ? d->code : OUTBOX_EPERMANENT;
+    outbox_schema_opts_t o = schema_opts(relation, ckpt, flags);
+    int rc = outbox_schema_apply(s, &o);
+    if (rc != OUTBOX_OK)
+        snprintf(d->message, sizeof d->message, "schema apply on %s: %s", relation,
+                 outbox_store_message(s));
+    d->code = rc;
+    outbox_store_close(s);
+    return rc;
+}
+
+static int drop_relation(const char *relation, const char *ckpt, uint32_t flags, outbox_diag_t *d)
+{
+    void *h = NULL;
+    outbox_store_t *s = open_as(SPY_NAME, relation, ckpt, OUTBOX_OPEN_SCHEMA_ONLY, &h, d);
+    if (s == NULL)
+        return d->code ? d->code : OUTBOX_EPERMANENT;
+    outbox_schema_opts_t o = schema_opts(relation, ckpt, flags);
+    int rc = spy_real->schema_drop(h, &o, d);
+    outbox_store_close(s);
+    return rc;
+}
+
+static void relation_names(const char *suffix, char *rel, size_t rel_size, char *ckpt,
+                           size_t ckpt_size)
+{
+    snprintf(rel, rel_size, "conf_%ld_%s", (long)getpid(), suffix);
+    snprintf(ckpt, ckpt_size, "%s_ckpt", rel);
+}
+
+/* --------------------------------------------------------------- probe */
+
+/* Creates a relation with flags, opens it as an application would (by the
+ * name or path the user gave) and reads the handle's capabilities. */
+static int probe(const char *driver, uint32_t flags, uint32_t *caps, outbox_diag_t *d)
+{
+    char rel[64], ckpt[80];
+    relation_names("probe", rel, sizeof rel, ckpt, sizeof ckpt);
+    if (CONF_VT_HAS(spy_real, schema_drop)) {
+        outbox_diag_t dd = {0};
+        drop_relation(rel, ckpt, flags, &dd);
+    }
+    int rc = create_relation(driver, rel, ckpt, flags, d);
+    if (rc == OUTBOX_OK) {
+        outbox_store_t *s = open_as(driver, rel, ckpt, 0, NULL, d);
+        if (s == NULL) {
+            rc = d->code ? d->code : OUTBOX_EPERMANENT;
+        } else {
+            *caps = outbox_store_capabilities(s);
+            outbox_store_close(s);
+        }
+    }
+    if (CONF_VT_HAS(spy_real, schema_drop)) {
+        outbox_diag_t dd = {0};
+        drop_relation(rel, ckpt, flags, &dd);
+    }
+    return rc;
+}
+
+int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
+{
+    const outbox_driver_t *drv = NULL;
+    memset(&conf_env, 0, sizeof conf_env);
+    conf_env.uri = uri;
+    int rc = outbox_driver_load(driver, &drv, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (drv->kind != OUTBOX_DRIVER_STORE) {
+        snprintf(d->message, sizeof d->message, "%s is not a store driver", driver);
+        return d->code = OUTBOX_EINVAL;
+    }
+    conf_env.driver = drv;
+    rc = spy_register(drv, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    conf_env.probe_driver = SPY_NAME;
+
+    /* The store must at least open for schema work and create a relation. */
+    outbox_store_t *s = open_as(driver, "conf_probe_open", NULL, OUTBOX_OPEN_SCHEMA_ONLY, NULL, d);
+    if (s == NULL) {
+        char why[OUTBOX_MESSAGE_MAX];
+        snprintf(why, sizeof why, "%s", d->message);
+        snprintf(d->message, sizeof d->message, "cannot open %.120s with driver %.40s: %.300s", uri,
+                 drv->name, why);
+        return d->code ? d->code : OUTBOX_EPERMANENT;
+    }
+    outbox_store_close(s);
+    if (!CONF_VT_HAS(drv->store, schema_apply)) {
+        snprintf(d->message, sizeof d->message,
+                 "the %s driver has no schema_apply: the battery creates a fresh relation per "
+                 "case with it",
+                 drv->name);
+        return d->code = OUTBOX_ENOTSUP;
+    }
+
+    /* Every optional part at once; when the driver refuses that, learn
+     * which parts it can create one by one. */
+    const uint32_t all = OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT;
+    uint32_t caps = 0;
+    rc = probe(driver, all, &caps, d);
+    if (rc != OUTBOX_OK) {
+        rc = probe(driver, 0, &caps, d);
+        if (rc != OUTBOX_OK)
+            return rc;
+        for (uint32_t f = 1; f <= OUTBOX_SCHEMA_CHECKPOINT; f <<= 1) {
+            uint32_t more = 0;
+            outbox_diag_t dd = {0};
+            if (probe(driver, f, &more, &dd) == OUTBOX_OK)
+                caps |= more;
+        }
+    }
+    conf_env.caps = caps;
+    memset(d, 0, sizeof *d);
+    return OUTBOX_OK;
+}
+
+const char *conf_need_reason(unsigned needs)
+{
+    const outbox_store_vtable_t *vt = conf_env.driver->store;
+    uint32_t caps = conf_env.caps;
+    if ((needs & CONF_NEED_TX) && !(caps & OUTBOX_STORE_CAP_TRANSACTIONS))
+        return "the store has no transactions (no OUTBOX_STORE_CAP_TRANSACTIONS)";
+    if ((needs & CONF_NEED_NATIVE) && !(caps & OUTBOX_STORE_CAP_NATIVE_TX))
+        return "the store cannot stage through a native handle (no OUTBOX_STORE_CAP_NATIVE_TX)";
+    if ((needs & CONF_NEED_NATIVE) && !(CONF_VT_HAS(vt, native_begin) && CONF_VT_HAS(vt, native_end)))
+        return "the driver has no native_begin/native_end to open an application transaction with";
+    if ((needs & CONF_NEED_HLC) && !(caps & OUTBOX_STORE_CAP_HLC))
+        return "schema apply with OUTBOX_SCHEMA_HLC gives no hlc column (no OUTBOX_STORE_CAP_HLC)";
+    if ((needs & CONF_NEED_TRACEPARENT) && !(caps & OUTBOX_STORE_CAP_TRACEPARENT))
+        return "schema apply with OUTBOX_SCHEMA_TRACEPARENT gives no traceparent column (no "
+               "OUTBOX_STORE_CAP_TRACEPARENT)";
+    if ((needs & CONF_NEED_CHECKPOINT) && !(caps & OUTBOX_STORE_CAP_CHECKPOINT))
+        return "schema apply with OUTBOX_SCHEMA_CHECKPOINT gives no checkpoint table (no "
+               "OUTBOX_STORE_CAP_CHECKPOINT)";
+    if ((needs & CONF_NEED_CHECKPOINT) &&
+        !(CONF_VT_HAS(vt, checkpoint_advance) && CONF_VT_HAS(vt, checkpoint_recover)))
+        return "the driver has no checkpoint_advance/checkpoint_recover";
+    if ((needs & CONF_NEED_CONCURRENT) && !(caps & OUTBOX_STORE_CAP_CONCURRENT))
+        return "the store does not let several handles claim one route (no "
+               "OUTBOX_STORE_CAP_CONCURRENT)";
+    if ((needs & CONF_NEED_STATS) && !CONF_VT_HAS(vt, stats))
+        return "the driver has no stats entry to count rows per status with";
+    if ((needs & CONF_NEED_REPLAY) && !CONF_VT_HAS(vt, replay))
+        return "the driver has no replay entry to bring a dead row back with";
+    if ((needs & CONF_NEED_SCHEMA_CHECK) && !CONF_VT_HAS(vt, schema_check))
+        return "the driver has no schema_check";
+    return NULL;
+}
+
+/* ------------------------------------------------------- per-case relation */
+
+static const conf_case_t *const *sched;
+static size_t sched_n, sched_i;
+static unsigned leftovers;
+/* Never reset: a second run in this process must not meet the first's
+ * relations, which stay when the driver has no schema_drop. */
+static unsigned relation_seq;
+
+void conf_fixture_schedule(const conf_case_t *const *cases, size_t n)
+{
+    sched = cases;
+    sched_n = n;
+    sched_i = 0;
+    leftovers = 0;
+}
+
+void conf_fixture_setup(void)
+{
+    conf_env.current = sched_i < sched_n ? sched[sched_i++] : NULL;
+    conf_env.setup_error[0] = '\0';
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "%u", ++relation_seq);
+    relation_names(suffix, conf_env.relation, sizeof conf_env.relation,
+                   conf_env.checkpoint_relation, sizeof conf_env.checkpoint_relation);
+    if (conf_env.current == NULL) {
+        snprintf(conf_env.setup_error, sizeof conf_env.setup_error,
+                 "internal: more cases ran than were scheduled");
+        return;
+    }
+    outbox_diag_t d = {0};
+    /* A relation of that name can only be a leftover of an earlier process
+     * with the same pid: start from nothing. */
+    if (CONF_VT_HAS(spy_real, schema_drop))
+        drop_relation(conf_env.relation, conf_env.checkpoint_relation, OUTBOX_SCHEMA_HLC |
+                      OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT, &d);
+    memset(&d, 0, sizeof d);
+    if (create_relation(SPY_NAME, conf_env.relation, conf_env.checkpoint_relation,
+                        conf_env.current->schema_flags, &d) != OUTBOX_OK)
+        snprintf(conf_env.setup_error, sizeof conf_env.setup_error, "%s", d.message);
+}
+
+void conf_fixture_teardown(void)
+{
+    if (conf_env.current == NULL)
+        return;
+    if (!CONF_VT_HAS(spy_real, schema_drop)) {
+        leftovers++;
+        return;
+    }
+    outbox_diag_t d = {0};
+    if (drop_relation(conf_env.relation, conf_env.checkpoint_relation,
+                      conf_env.current->schema_flags, &d) != OUTBOX_OK) {
+        printf("conformance: could not drop %s after %s: %s\n", conf_env.relation,
+               conf_env.current->test->name, d.message);
+        fflush(stdout);
+        leftovers++;
+    }
+}
+
+unsigned conf_fixture_leftovers(void)
+{
+    return leftovers;
+}
+
+static void check_setup(void)
+{
+    ck_assert_msg(conf_env.current != NULL && strcmp(tcase_name(), conf_env.current->test->name) == 0,
+                  "internal: the relation was set up for another case");
+    ck_assert_msg(conf_env.setup_error[0] == '\0', "creating relation %s: %s", conf_env.relation,
+                  conf_env.setup_error);
+}
+
+outbox_store_t *conf_open_raw(void **driver_handle)
+{
+    check_setup();
+    outbox_diag_t d = {0};
+    outbox_store_t *s = open_as(SPY_NAME, conf_env.relation, conf_env.checkpoint_relation, 0,
+                                driver_handle, &d);
+    ck_assert_msg(s != NULL, "opening %s on %s: %s", conf_env.relation, conf_env.uri, d.message);
+    return s;
+}
+
+outbox_store_t *conf_open(void)
+{
+    return conf_open_raw(NULL);
+}
+
+outbox_store_t *conf_open_quiet(outbox_diag_t *d)
+{
+    return open_as(SPY_NAME, conf_env.relation, conf_env.checkpoint_relation, 0, NULL, d);
+}
+
+/* --------------------------------------------------------------- helpers */
+
+int64_t conf_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void conf_sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+#define EVENT_PREFIX "00000000-0000-7000-8000-"
+
+void conf_event_id(char buf[OUTBOX_UUID_STRLEN + 1], unsigned long n)
+{
+    snprintf(buf, OUTBOX_UUID_STRLEN + 1, EVENT_PREFIX "%012lx", n & 0xffffffffffffUL);
+}
+
+unsigned long conf_event_n(const char *event_id)
+{
+    size_t plen = sizeof EVENT_PREFIX - 1;
+    if (event_id == NULL || strlen(event_id) != OUTBOX_UUID_STRLEN ||
+        strncmp(event_id, EVENT_PREFIX, plen) != 0)
+        return ULONG_MAX;
+    char *end = NULL;
+    unsigned long n = strtoul(event_id + plen, &end, 16);
+    return end != NULL && *end == '\0' ? n : ULONG_MAX;
+}
+
+unsigned long conf_row_n(const outbox_row_t *r)
+{
+    unsigned long n = conf_event_n(r->event_id);
+    ck_assert_msg(n != ULONG_MAX, "claimed a row whose event_id %s the battery never staged",
+                  r->event_id ? r->event_id : "(null)");
+    return n;
+}
+
+size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigned long first,
+                  size_t count, const char *key)
+{
+    outbox_event_t *ev = calloc(count, sizeof *ev);
+    char(*ids)[OUTBOX_UUID_STRLEN + 1] = calloc(count, sizeof *ids);
+    char(*payloads)[48] = calloc(count, sizeof *payloads);
+    ck_assert_msg(ev != NULL && ids != NULL && payloads != NULL, "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        conf_event_id(ids[i], first + i);
+        snprintf(payloads[i], sizeof payloads[i], "{\"n\":%lu}", first + i);
+        ev[i] = (outbox_event_t){
+            .event_id = ids[i],
+            .event_type = "conformance.test",
+            .payload = payloads[i],
+            .ordering_key = key,
+        };
+    }
+    size_t staged = 0;
+    int rc = outbox_stage(s, native_tx, route, ev, count, &staged);
+    free(ev);
+    free(ids);
+    free(payloads);
+    ck_assert_msg(rc == OUTBOX_OK, "staging %zu events on %s: %s (%s)", count, route,
+                  outbox_strerror(rc), outbox_store_message(s));
+    return staged;
+}
+
+static void copy_text(char *dst, size_t size, const char *src, int *present)
+{
+    if (present != NULL)
+        *present = src != NULL;
+    snprintf(dst, size, "%s", src ? src : "");
+}
+
+int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
+                     int hlc_order, conf_claim_t *out)
+{
+    memset(out, 0, sizeof *out);
+    outbox_claim_req_t req = {
+        .struct_size = sizeof req,
+        .route = route,
+        .limit = limit,
+        .lease_us = lease_us,
+        .hlc_order = hlc_order,
+    };
+    const outbox_row_t *rows = NULL;
+    size_t n = 0;
+    int rc = outbox_claim(s, &req, &rows, &n, &out->fence);
+    if (rc != OUTBOX_OK || n == 0)
+        return rc;
+    out->rows = calloc(n, sizeof *out->rows);
+    if (out->rows == NULL)
+        return OUTBOX_ENOMEM;
+    out->n = n;
+    for (size_t i = 0; i < n; i++) {
+        conf_row_t *c = &out->rows[i];
+        copy_text(c->id, sizeof c->id, rows[i].id, NULL);
+        c->n = conf_event_n(rows[i].event_id);
+        copy_text(c->route, sizeof c->route, rows[i].route, NULL);
+        copy_text(c->key, sizeof c->key, rows[i].ordering_key, &c->has_key);
+        copy_text(c->last_error, sizeof c->last_error, rows[i].last_error, &c->has_last_error);
+        c->attempts = rows[i].attempts;
+        c->created_at = rows[i].created_at;
+        c->available_at = rows[i].available_at;
+        c->hlc = rows[i].hlc;
+    }
+    return OUTBOX_OK;
+}
+
+conf_claim_t conf_claim(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
+                        int hlc_order)
+{
+    conf_claim_t c;
+    int rc = conf_claim_quiet(s, route, limit, lease_us, hlc_order, &c);
+    ck_assert_msg(rc == OUTBOX_OK, "claiming up to %zu rows of %s: %s (%s)", limit, route,
+                  outbox_strerror(rc), outbox_store_message(s));
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.rows[i].n != ULONG_MAX, "claimed row %s that the battery never staged",
+                      c.rows[i].id);
+    return c;
+}
+
+void conf_claim_free(conf_claim_t *c)
+{
+    free(c->rows);
+    c->rows = NULL;
+    c->n = 0;
+}
+
+int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id, int kind,
+                 int64_t available_at, const char *error, int *applied)
+{
+    outbox_settle_item_t it = {
+        .id = id,
+        .kind = kind,
+        .available_at = available_at,
+        .error = error,
+    };
+    size_t count = 0;
+    int rc = outbox_settle(s, fence, &it, 1, &count);
+    if (applied != NULL)
+        *applied = it.applied;
+    return rc;
+}
+
+void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind)
+{
+    if (c->n == 0)
+        return;
+    outbox_settle_item_t *items = calloc(c->n, sizeof *items);
+    ck_assert_msg(items != NULL, "out of memory");
+    for (size_t i = 0; i < c->n; i++)
+        items[i] = (outbox_settle_item_t){.id = c->rows[i].id, .kind = kind};
+    size_t applied = 0;
+    int rc = outbox_settle(s, &c->fence, items, c->n, &applied);
+    free(items);
+    ck_assert_msg(rc == OUTBOX_OK && applied == c->n, "settling %zu rows: %s, %zu applied (%s)",
+                  c->n, outbox_strerror(rc), applied, outbox_store_message(s));
+}
+
+outbox_stats_t conf_stats(outbox_store_t *s, const char *route)
+{
+    outbox_stats_t st;
+    int rc = outbox_stats(s, route, &st);
+    ck_assert_msg(rc == OUTBOX_OK, "stats of %s: %s (%s)", route ? route : "every route",
+                  outbox_strerror(rc), outbox_store_message(s));
+    return st;
+}
+
+void conf_add(conf_cases_t *c, const TTest *test, unsigned needs, uint32_t schema_flags,
+              double timeout_s)
+{
+    if (c->n < CONF_MAX_CASES)
+        c->v[c->n++] = (conf_case_t){test, needs, schema_flags, timeout_s};
+}
