@@ -1,0 +1,38 @@
+/* Deliberately broken SQLite store drivers, to prove the conformance
+ * battery fails them.
+ *
+ * Each variant is a loadable module that links the real SQLite driver's
+ * sources statically (built with -DOUTBOX_DRIVER_STATIC=sqlite_base) and
+ * exports a copy of its descriptor under its own name, with exactly one
+ * vtable entry replaced, the way SQLite's test VFS wraps the real VFS. */
+#ifndef OUTBOX_BROKEN_H
+#define OUTBOX_BROKEN_H
+
+#include "sqlite_int.h"
+
+/* The real driver, as its statically built entry returns it. */
+const outbox_driver_t *outbox_driver_entry_sqlite_base(void);
+
+/* A copy of the real descriptor and vtable renamed to name, never chosen
+ * by URI scheme; the caller then replaces one entry of *vt. */
+void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *name);
+
+/* A claim written plainly: candidates in claim order (hlc order when asked),
+ * each then set processing with the fence, attempts + 1, and read back.
+ * exclusive: select and update in one write transaction, as the contract
+ * needs; otherwise select, pause, and update without a transaction and
+ * without looking at the status again. key_rule: honour ordering keys. */
+int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
+                 size_t *n, outbox_fence_t *fence, outbox_diag_t *d, int exclusive, int key_rule);
+
+/* The module's single exported entry, for a descriptor built at first call. */
+#define BROKEN_ENTRY(build, descriptor)                                                        \
+    __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void);   \
+    __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void)    \
+    {                                                                                          \
+        static pthread_once_t once = PTHREAD_ONCE_INIT;                                        \
+        pthread_once(&once, build);                                                            \
+        return &(descriptor);                                                                  \
+    }
+
+#endif

@@ -1,0 +1,245 @@
+/* What the broken SQLite variants share: wrapping the real descriptor, and
+ * a plainly written claim whose exclusivity and key rule can be switched
+ * off one at a time. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "broken.h"
+
+void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *name)
+{
+    const outbox_driver_t *base = outbox_driver_entry_sqlite_base();
+    *desc = *base;
+    *vt = *base->store;
+    desc->name = name;
+    desc->schemes = NULL; /* load it by path or name, never for sqlite: URIs */
+    desc->store = vt;
+}
+
+static void add_rel(const sq_handle_t *h, sq_buf_t *b)
+{
+    outbox_sqlite_buf_rel(b, h->rel.schema, h->rel.table);
+}
+
+/* "e before o" in claim order. */
+static void earlier(sq_buf_t *b, int hlc)
+{
+    if (hlc)
+        outbox_sqlite_buf_add(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+                                 "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
+    else
+        outbox_sqlite_buf_add(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+}
+
+/* ?1 route, ?2 now, ?3 now - lease, ?4 limit. */
+static void candidates_sql(const sq_handle_t *h, sq_buf_t *b, int hlc, int key_rule)
+{
+    outbox_sqlite_buf_add(b, "SELECT o.id FROM ");
+    add_rel(h, b);
+    outbox_sqlite_buf_add(b, " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
+                             "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
+                             "'processing' AND o.processing_at <= ?3))");
+    if (key_rule) {
+        outbox_sqlite_buf_add(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
+        add_rel(h, b);
+        outbox_sqlite_buf_add(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
+                                 "o.ordering_key AND ((e.status = 'processing' AND "
+                                 "e.processing_at > ?3) OR (e.status = 'pending' AND "
+                                 "e.available_at > ?2)) AND ");
+        earlier(b, hlc);
+        outbox_sqlite_buf_add(b, "))");
+    }
+    outbox_sqlite_buf_add(b, hlc ? " ORDER BY o.hlc IS NULL, o.hlc, o.created_at, o.id LIMIT ?4"
+                                 : " ORDER BY o.created_at, o.id LIMIT ?4");
+}
+
+#define ROW_COLUMNS                                                                           \
+    "id, outbox_route, event_id, event_type, tenant_id, execution_id, correlation_id, "      \
+    "causation_id, occurred_at, payload, created_at, attempts, available_at, ordering_key, " \
+    "last_error"
+
+static const char *col(sq_handle_t *h, sqlite3_stmt *st, int i, int *failed)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return NULL;
+    const char *s = (const char *)sqlite3_column_text(st, i);
+    return outbox_sqlite_arena_str(h, s ? s : "", (size_t)sqlite3_column_bytes(st, i), failed);
+}
+
+static int keep(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d)
+{
+    if (h->n_rows == h->cap_rows) {
+        size_t cap = h->cap_rows ? 2 * h->cap_rows : 64;
+        outbox_row_t *v = outbox_sqlite_host->realloc(h->rows, cap * sizeof *v);
+        if (v == NULL)
+            return outbox_sqlite_nomem(d);
+        h->rows = v;
+        h->cap_rows = cap;
+    }
+    outbox_row_t *r = &h->rows[h->n_rows];
+    int failed = 0;
+    memset(r, 0, sizeof *r);
+    r->id = col(h, st, 0, &failed);
+    r->route = col(h, st, 1, &failed);
+    r->event_id = col(h, st, 2, &failed);
+    r->event_type = col(h, st, 3, &failed);
+    r->tenant_id = col(h, st, 4, &failed);
+    r->execution_id = col(h, st, 5, &failed);
+    r->correlation_id = col(h, st, 6, &failed);
+    r->causation_id = col(h, st, 7, &failed);
+    r->occurred_at = sqlite3_column_int64(st, 8);
+    r->payload = col(h, st, 9, &failed);
+    r->payload_len = (size_t)sqlite3_column_bytes(st, 9);
+    r->created_at = sqlite3_column_int64(st, 10);
+    r->attempts = sqlite3_column_int(st, 11);
+    r->available_at = sqlite3_column_int64(st, 12);
+    r->ordering_key = col(h, st, 13, &failed);
+    r->last_error = col(h, st, 14, &failed);
+    int next = 15;
+    if (h->has_hlc)
+        r->hlc = sqlite3_column_int64(st, next++);
+    if (h->has_traceparent)
+        r->traceparent = col(h, st, next, &failed);
+    if (failed)
+        return outbox_sqlite_nomem(d);
+    h->n_rows++;
+    return OUTBOX_OK;
+}
+
+static int prepare(sq_handle_t *h, sq_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
+{
+    if (b->failed) {
+        outbox_sqlite_buf_free(b);
+        return outbox_sqlite_nomem(d);
+    }
+    int rc = sqlite3_prepare_v2(h->db, b->p, -1, st, NULL);
+    outbox_sqlite_buf_free(b);
+    return rc == SQLITE_OK ? OUTBOX_OK : outbox_sqlite_dbfail(d, h->db, rc, "broken claim");
+}
+
+/* Candidate ids, copied out (the statement is done before any update). */
+typedef struct ids {
+    char (*v)[OUTBOX_UUID_STRLEN + 1];
+    size_t n;
+} ids_t;
+
+static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
+                             int key_rule, ids_t *out, outbox_diag_t *d)
+{
+    sq_buf_t b = {0};
+    sqlite3_stmt *st = NULL;
+    candidates_sql(h, &b, req->hlc_order, key_rule);
+    int rc = prepare(h, &b, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    size_t limit = req->limit > 100000 ? 100000 : req->limit;
+    out->v = outbox_sqlite_host->alloc(limit * sizeof *out->v);
+    out->n = 0;
+    if (out->v == NULL) {
+        sqlite3_finalize(st);
+        return outbox_sqlite_nomem(d);
+    }
+    sqlite3_bind_text(st, 1, req->route, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, now);
+    sqlite3_bind_int64(st, 3, now - req->lease_us);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW && out->n < limit)
+        snprintf(out->v[out->n++], sizeof out->v[0], "%s", (const char *)sqlite3_column_text(st, 0));
+    if (src != SQLITE_DONE && src != SQLITE_ROW)
+        rc = outbox_sqlite_dbfail(d, h->db, src, "broken claim: selecting");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int take(sq_handle_t *h, const ids_t *ids, int64_t stamp, outbox_diag_t *d)
+{
+    sq_buf_t b = {0};
+    sqlite3_stmt *st = NULL;
+    outbox_sqlite_buf_add(&b, "UPDATE ");
+    add_rel(h, &b);
+    outbox_sqlite_buf_add(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
+                              "+ 1 WHERE id = ?1 RETURNING " ROW_COLUMNS "%s%s",
+                          h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "");
+    int rc = prepare(h, &b, &st, d);
+    for (size_t i = 0; rc == OUTBOX_OK && i < ids->n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, ids->v[i], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, stamp);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW)
+            rc = keep(h, st, d);
+        else if (src != SQLITE_DONE)
+            rc = outbox_sqlite_dbfail(d, h->db, src, "broken claim: updating");
+        while (rc == OUTBOX_OK && src == SQLITE_ROW)
+            src = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* One past the newest fence of the route when that is not in the past, so
+ * no two claims share a fence. */
+static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *stamp,
+                       outbox_diag_t *d)
+{
+    sq_buf_t b = {0};
+    sqlite3_stmt *st = NULL;
+    outbox_sqlite_buf_add(&b, "SELECT max(processing_at) FROM ");
+    add_rel(h, &b);
+    outbox_sqlite_buf_add(&b, " WHERE outbox_route = ?1 AND status = 'processing'");
+    int rc = prepare(h, &b, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, route, -1, SQLITE_STATIC);
+    *stamp = now;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        sqlite3_column_int64(st, 0) >= now)
+        *stamp = sqlite3_column_int64(st, 0) + 1;
+    sqlite3_finalize(st);
+    return OUTBOX_OK;
+}
+
+int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
+                 size_t *n, outbox_fence_t *fence, outbox_diag_t *d, int exclusive, int key_rule)
+{
+    sq_handle_t *h = handle;
+    *rows = NULL;
+    *n = 0;
+    memset(fence, 0, sizeof *fence);
+    int rc = outbox_sqlite_no_open_tx(h, "claim", d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    outbox_sqlite_rows_reset(h);
+    int64_t now = outbox_sqlite_host->now_us();
+    int64_t stamp = now;
+    ids_t ids = {0};
+    if (exclusive && (rc = outbox_sqlite_tx_begin(h, d)) != OUTBOX_OK)
+        return rc;
+    if (exclusive)
+        rc = fence_stamp(h, req->route, now, &stamp, d);
+    if (rc == OUTBOX_OK)
+        rc = select_candidates(h, req, now, key_rule, &ids, d);
+    if (rc == OUTBOX_OK && !exclusive) {
+        /* Long enough for another claimer to pick the same candidates. */
+        struct timespec pause = {0, 3 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        stamp = outbox_sqlite_host->now_us();
+    }
+    if (rc == OUTBOX_OK)
+        rc = take(h, &ids, stamp, d);
+    outbox_sqlite_host->free(ids.v);
+    if (exclusive && rc == OUTBOX_OK)
+        rc = outbox_sqlite_tx_commit(h, d);
+    else if (exclusive)
+        outbox_sqlite_tx_abort(h);
+    if (rc != OUTBOX_OK) {
+        outbox_sqlite_rows_reset(h);
+        return rc;
+    }
+    *rows = h->rows;
+    *n = h->n_rows;
+    fence->stamp = stamp;
+    return OUTBOX_OK;
+}

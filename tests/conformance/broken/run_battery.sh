@@ -1,0 +1,75 @@
+#!/bin/sh
+# Runs the conformance battery and checks the verdict.
+#
+# usage: run_battery.sh EXPECT DRIVER STORE RUNNER [RUNNER ARGS...]
+#   EXPECT  pass      every case that ran passed (exit 0)
+#           pass-all  the same, and no case was skipped
+#           CASE      the battery failed (exit 1), and CASE is "not ok" in the TAP
+#   DRIVER  a driver name or module path, given to --driver
+#   STORE   sqlite-temp  a fresh SQLite file in a temporary directory
+#           env:VAR      the URI in $VAR (a server started by tools/test);
+#                        exit 77 (skipped) when VAR is unset
+#   RUNNER  the command: "outbox conformance" or the battery test program
+set -u
+expect=$1
+driver=$2
+store=$3
+shift 3
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-conformance.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+tap=$tmp/battery.tap
+
+case $store in
+sqlite-temp) uri=sqlite://$tmp/conformance.db ;;
+env:*)
+    var=${store#env:}
+    uri=$(printenv "$var")
+    if [ -z "$uri" ]; then
+        echo "SKIP: $var is not set (tools/test starts the server and sets it)"
+        exit 77
+    fi
+    ;;
+*)
+    echo "run_battery.sh: unknown store $store" >&2
+    exit 2
+    ;;
+esac
+
+"$@" --driver "$driver" --uri "$uri" --tap "$tap"
+status=$?
+
+if [ ! -s "$tap" ]; then
+    echo "FAIL: no TAP written (exit $status)"
+    exit 1
+fi
+failed=$(sed -n 's/^not ok [0-9]* - //p' "$tap" | tr '\n' ' ')
+skipped=$(grep -c '# SKIP' "$tap")
+echo "exit $status; failed: ${failed:-none}; skipped: $skipped"
+
+case $expect in
+pass | pass-all)
+    if [ "$status" -ne 0 ] || [ -n "$failed" ]; then
+        echo "FAIL: the battery should pass on $driver"
+        exit 1
+    fi
+    if [ "$expect" = pass-all ] && [ "$skipped" -ne 0 ]; then
+        echo "FAIL: $skipped cases were skipped on $driver:"
+        grep '# SKIP' "$tap"
+        exit 1
+    fi
+    ;;
+*)
+    if [ "$status" -ne 1 ]; then
+        echo "FAIL: the battery exited $status on $driver, expected 1 (a case failed)"
+        exit 1
+    fi
+    if ! grep -q "^not ok [0-9]* - $expect\$" "$tap"; then
+        echo "FAIL: $driver is broken for $expect, but the battery did not fail that case"
+        exit 1
+    fi
+    grep -A1 "^not ok [0-9]* - $expect\$" "$tap"
+    ;;
+esac
+echo "ok: $expect"
+exit 0
