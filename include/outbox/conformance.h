@@ -46,7 +46,8 @@ typedef struct outbox_conformance_opts {
     const char *uri;             /* required: a store the battery may create and drop relations in */
     const char *tap_file;        /* NULL = none; else TAP 13, one line per case, skips as "# SKIP" */
     const char *case_filter;     /* NULL = every case; else only cases whose name contains it */
-    int verbosity;               /* < 0 silent, 0 failures and summary, > 0 every case */
+    int verbosity;               /* < 0 silent; 0 failures and summary (Check's CK_VERBOSITY
+                                    may ask for more); > 0 every case */
     outbox_diag_t *diag;         /* OUT, may be NULL: why the battery could not start */
     outbox_conformance_counts_t *counts; /* OUT, may be NULL */
 } outbox_conformance_opts_t;

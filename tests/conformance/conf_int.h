@@ -53,7 +53,7 @@ void conf_cases_schema(conf_cases_t *c);
 
 typedef struct conf_env {
     const char *uri;
-    const char *probe_driver;            /* the spy's registered name (see fixture.c) */
+    const char *driver_arg;              /* the driver's name or path as the user gave it */
     const outbox_driver_t *driver;       /* the driver under test, as the loader admitted it */
     uint32_t caps;                       /* per-handle capabilities with every schema flag applied */
     const conf_case_t *current;          /* the case whose relation is set up */

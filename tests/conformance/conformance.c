@@ -46,7 +46,10 @@ static int set_error(outbox_diag_t *d, int code, const char *fmt, const char *ar
 /* Check's message of a case, on one line. */
 static void result_detail(TestResult *tr, char *out, size_t size)
 {
-    snprintf(out, size, "%s:%d: %s", tr_lfile(tr) ? tr_lfile(tr) : "?", tr_lno(tr),
+    /* __FILE__ holds the build's relative path; the file name says enough. */
+    const char *file = tr_lfile(tr) ? tr_lfile(tr) : "?";
+    const char *slash = strrchr(file, '/');
+    snprintf(out, size, "%s:%d: %s", slash ? slash + 1 : file, tr_lno(tr),
              tr_msg(tr) ? tr_msg(tr) : "");
     for (char *p = out; *p; p++)
         if (*p == '\n' || *p == '\r')
@@ -176,7 +179,7 @@ int outbox_conformance_run(const outbox_conformance_opts_t *o)
     /* Whatever stdio holds now would be flushed again by every child. */
     fflush(stdout);
     fflush(stderr);
-    srunner_run_all(sr, o->verbosity < 0 ? CK_SILENT : o->verbosity > 0 ? CK_VERBOSE : CK_NORMAL);
+    srunner_run_all(sr, o->verbosity < 0 ? CK_SILENT : o->verbosity > 0 ? CK_VERBOSE : CK_ENV);
     collect_results(sr, out, n);
     srunner_free(sr);
 

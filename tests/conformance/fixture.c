@@ -1,16 +1,16 @@
 /* Conformance battery: loading the driver, one fresh relation per case, and
  * the helpers every case uses.
  *
- * The application API does not wrap the driver's optional schema_drop and
- * native_begin/native_end, and the store handle does not expose the
- * driver's own handle. So the battery registers a "spy": a copy of the
+ * Cases open their stores as an application would: outbox_store_open() with
+ * the driver's name or path as the user gave it, through the real loader
+ * and every check the core makes. But the application API does not wrap
+ * the driver's optional schema_drop and native_begin/native_end, and the
+ * store handle does not expose the driver's own handle they take. For
+ * those two needs only, the battery registers a "spy": a copy of the
  * driver's descriptor and vtable, identical except that open() also
- * remembers the handle it returned, in a thread-local. Stores opened
- * through the spy run the driver's own entries on the driver's own
- * handles, behind every check the core makes; only the battery can reach
- * the handle. The driver itself is loaded (and ABI-checked, and
- * initialised) by the real loader, and the capability probe opens it by
- * the name or path the user gave. */
+ * remembers the handle it returned, in a thread-local. A store opened
+ * through the spy still runs the driver's own entries on the driver's own
+ * handle; only the battery can reach that handle. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +178,7 @@ int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
     rc = spy_register(drv, d);
     if (rc != OUTBOX_OK)
         return rc;
-    conf_env.probe_driver = SPY_NAME;
+    conf_env.driver_arg = driver;
 
     /* The store must at least open for schema work and create a relation. */
     outbox_store_t *s = open_as(driver, "conf_probe_open", NULL, OUTBOX_OPEN_SCHEMA_ONLY, NULL, d);
@@ -289,7 +289,7 @@ void conf_fixture_setup(void)
         drop_relation(conf_env.relation, conf_env.checkpoint_relation, OUTBOX_SCHEMA_HLC |
                       OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT, &d);
     memset(&d, 0, sizeof d);
-    if (create_relation(SPY_NAME, conf_env.relation, conf_env.checkpoint_relation,
+    if (create_relation(conf_env.driver_arg, conf_env.relation, conf_env.checkpoint_relation,
                         conf_env.current->schema_flags, &d) != OUTBOX_OK)
         snprintf(conf_env.setup_error, sizeof conf_env.setup_error, "%s", d.message);
 }
@@ -325,24 +325,30 @@ static void check_setup(void)
                   conf_env.setup_error);
 }
 
-outbox_store_t *conf_open_raw(void **driver_handle)
+static outbox_store_t *open_checked(const char *driver, void **driver_handle)
 {
     check_setup();
     outbox_diag_t d = {0};
-    outbox_store_t *s = open_as(SPY_NAME, conf_env.relation, conf_env.checkpoint_relation, 0,
+    outbox_store_t *s = open_as(driver, conf_env.relation, conf_env.checkpoint_relation, 0,
                                 driver_handle, &d);
     ck_assert_msg(s != NULL, "opening %s on %s: %s", conf_env.relation, conf_env.uri, d.message);
     return s;
 }
 
+outbox_store_t *conf_open_raw(void **driver_handle)
+{
+    return open_checked(SPY_NAME, driver_handle);
+}
+
 outbox_store_t *conf_open(void)
 {
-    return conf_open_raw(NULL);
+    return open_checked(conf_env.driver_arg, NULL);
 }
 
 outbox_store_t *conf_open_quiet(outbox_diag_t *d)
 {
-    return open_as(SPY_NAME, conf_env.relation, conf_env.checkpoint_relation, 0, NULL, d);
+    return open_as(conf_env.driver_arg, conf_env.relation, conf_env.checkpoint_relation, 0, NULL,
+                   d);
 }
 
 /* --------------------------------------------------------------- helpers */
