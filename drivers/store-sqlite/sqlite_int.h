@@ -1,0 +1,215 @@
+/* SQLite store driver: what its source files share. Private to this folder.
+ *
+ * Every cross-file function is hidden so that the module exports only
+ * outbox_driver_entry() and a static test build links no stray symbols.
+ */
+#ifndef OUTBOX_STORE_SQLITE_INT_H
+#define OUTBOX_STORE_SQLITE_INT_H
+
+#include <sqlite3.h>
+
+#include "outbox/driver.h"
+
+#define SQ_HIDDEN __attribute__((visibility("hidden")))
+
+/* Driver name, as used in log lines. */
+#define SQ_NAME "sqlite"
+
+/* The host table given to init(); the only mutable static of the driver. */
+extern SQ_HIDDEN const outbox_host_t *outbox_sqlite_host;
+
+/* ------------------------------------------------------- string builder */
+
+/* A growable string. Once an allocation fails the builder stays failed and
+ * every further append is a no-op, so callers check once at the end. */
+typedef struct sq_buf {
+    char *p;
+    size_t len;
+    size_t cap;
+    int failed;
+} sq_buf_t;
+
+SQ_HIDDEN void outbox_sqlite_buf_add(sq_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+/* Appends ident as a double-quoted SQL identifier. */
+SQ_HIDDEN void outbox_sqlite_buf_ident(sq_buf_t *b, const char *ident);
+/* Appends "schema"."table", or "table" when schema is NULL. */
+SQ_HIDDEN void outbox_sqlite_buf_rel(sq_buf_t *b, const char *schema, const char *table);
+SQ_HIDDEN void outbox_sqlite_buf_free(sq_buf_t *b);
+SQ_HIDDEN char *outbox_sqlite_strdup(const char *s);
+
+/* ------------------------------------------------------------ relations */
+
+/* A relation split into its parts, each allocated with host->alloc. */
+typedef struct sq_rel {
+    char *schema; /* NULL when the name was unqualified */
+    char *table;
+} sq_rel_t;
+
+/* Splits and validates "table" or "schema.table". */
+SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, sq_rel_t *out, outbox_diag_t *d);
+/* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
+SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const sq_rel_t *base, sq_rel_t *out,
+                                           outbox_diag_t *d);
+SQ_HIDDEN void outbox_sqlite_rel_free(sq_rel_t *r);
+
+/* --------------------------------------------------------------- errors */
+
+SQ_HIDDEN int outbox_sqlite_fail(outbox_diag_t *d, int code, const char *fmt, ...)
+    OUTBOX_PRINTF(3, 4);
+/* Maps an SQLite result code to an OUTBOX_E* code. */
+SQ_HIDDEN int outbox_sqlite_code(int rc);
+/* Reports "<what>: <sqlite3_errmsg(db)>" with the mapped code. Call it
+ * before anything else touches db, since that replaces the message. */
+SQ_HIDDEN int outbox_sqlite_dbfail(outbox_diag_t *d, sqlite3 *db, int rc, const char *what);
+SQ_HIDDEN int outbox_sqlite_nomem(outbox_diag_t *d);
+
+/* --------------------------------------------------------------- handle */
+
+/* Statements cached on the handle's own connection (never on an
+ * application's native connection). */
+enum sq_slot {
+    SQ_BEGIN,
+    SQ_COMMIT,
+    SQ_ROLLBACK,
+    SQ_INSERT,
+    SQ_CLAIM,
+    SQ_CLAIM_HLC,
+    SQ_MAX_PROCESSING,
+    SQ_SET_PUBLISHED,
+    SQ_SET_RESCHEDULE,
+    SQ_SET_DEAD,
+    SQ_SET_RELEASE,
+    SQ_CKPT_ADVANCE,
+    SQ_CKPT_RECOVER,
+    SQ_SLOT_COUNT
+};
+
+typedef struct sq_chunk sq_chunk_t;
+
+typedef struct sq_handle {
+    sqlite3 *db;
+    sq_rel_t rel;
+    sq_rel_t ckpt;
+    int has_hlc;
+    int has_traceparent;
+    int has_ckpt;
+    /* Indexes the claim names with INDEXED BY, found by their columns; NULL
+     * when the table has none (the planner then chooses). */
+    char *idx_order; /* (outbox_route, status, created_at, id) */
+    char *idx_hlc;   /* (outbox_route, status, hlc, created_at, id) */
+    char *idx_key;   /* (outbox_route, ordering_key, status, ...) */
+    int busy_ms;        /* how long a writer waits for the write lock */
+    int64_t busy_start; /* monotonic microseconds of the current wait */
+    char *insert_sql; /* also prepared on native connections */
+    char *ckpt_sql;
+    sqlite3_stmt *stmt[SQ_SLOT_COUNT];
+    /* The last claim's rows; strings live in chunks. */
+    outbox_row_t *rows;
+    size_t n_rows;
+    size_t cap_rows;
+    sq_chunk_t *chunks;
+} sq_handle_t;
+
+/* Builds the SQL text of a cached statement. */
+typedef void (*sq_sql_fn)(const sq_handle_t *h, sq_buf_t *b);
+
+/* The cached statement in slot, prepared from build() on first use, reset
+ * and with its bindings cleared. */
+SQ_HIDDEN int outbox_sqlite_stmt(sq_handle_t *h, int slot, sq_sql_fn build, sqlite3_stmt **out,
+                                 outbox_diag_t *d);
+/* Steps a statement that returns no rows to completion and resets it. */
+SQ_HIDDEN int outbox_sqlite_run(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d,
+                                const char *what);
+
+/* BEGIN IMMEDIATE / COMMIT on the handle's connection. commit rolls back
+ * when COMMIT itself fails, so a failed call leaves nothing open. */
+SQ_HIDDEN int outbox_sqlite_tx_begin(sq_handle_t *h, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_tx_commit(sq_handle_t *h, outbox_diag_t *d);
+/* Rolls back when a transaction is open; keeps d as it is. */
+SQ_HIDDEN void outbox_sqlite_tx_abort(sq_handle_t *h);
+/* OUTBOX_EINVAL when the handle's own transaction is open: operations that
+ * run their own transactions cannot nest in it. */
+SQ_HIDDEN int outbox_sqlite_no_open_tx(sq_handle_t *h, const char *op, outbox_diag_t *d);
+
+/* Forgets the cached statements and looks at the table again: after schema
+ * apply, or when a claim finds an index it names gone. */
+SQ_HIDDEN int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d);
+
+/* Drops the rows of the last claim. */
+SQ_HIDDEN void outbox_sqlite_rows_reset(sq_handle_t *h);
+/* Copies s into the claim arena; NULL stays NULL. *failed set on OOM. */
+SQ_HIDDEN const char *outbox_sqlite_arena_str(sq_handle_t *h, const char *s, size_t len,
+                                              int *failed);
+
+/* ------------------------------------------------------ schema (schema.c) */
+
+/* A column as declared. */
+typedef struct sq_column {
+    char *name;
+    char *type;
+    int pk;
+} sq_column_t;
+
+typedef struct sq_columns {
+    sq_column_t *v;
+    size_t n;
+} sq_columns_t;
+
+/* The columns of schema.table; n = 0 when it does not exist. */
+SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out,
+                                    outbox_diag_t *d);
+SQ_HIDDEN void outbox_sqlite_columns_free(sq_columns_t *c);
+SQ_HIDDEN const sq_column_t *outbox_sqlite_column_find(const sq_columns_t *c, const char *name);
+/* 1 when schema is NULL or names an attached database. */
+SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const char *schema, int *attached,
+                                            outbox_diag_t *d);
+
+/* Sets h->idx_order, idx_hlc and idx_key from the table's indexes. */
+SQ_HIDDEN int outbox_sqlite_pick_indexes(sq_handle_t *h, outbox_diag_t *d);
+SQ_HIDDEN void outbox_sqlite_drop_index_names(sq_handle_t *h);
+
+/* OUTBOX_EINVAL naming the schema when rel's schema is not attached. */
+SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag_t *d);
+
+/* The columns every outbox table has, NULL-terminated. */
+extern SQ_HIDDEN const char *const outbox_sqlite_required_columns[];
+
+SQ_HIDDEN int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out,
+                                       outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts,
+                                         outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts,
+                                        outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
+                                         outbox_schema_report_fn report, void *ctx,
+                                         size_t *problems, outbox_diag_t *d);
+
+/* ---------------------------------------------------- rows (rows.c) */
+
+/* Builds insert_sql and ckpt_sql once the optional columns are known. */
+SQ_HIDDEN int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d);
+
+SQ_HIDDEN int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx,
+                                  const outbox_row_t *rows, size_t n, size_t *staged,
+                                  outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req,
+                                  const outbox_row_t **rows, size_t *n, outbox_fence_t *fence,
+                                  outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_settle(void *handle, const outbox_fence_t *fence,
+                                   outbox_settle_item_t *items, size_t n, size_t *applied,
+                                   outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx,
+                                               const char *node_key, int64_t hlc,
+                                               outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d);
+
+/* ---------------------------------------------------- admin (admin.c) */
+
+SQ_HIDDEN int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out,
+                                  outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_replay(void *handle, const char *route, const char *event_id,
+                                   uint64_t *count, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_purge(void *handle, const char *route, int64_t before,
+                                  uint64_t *count, outbox_diag_t *d);
+
+#endif
