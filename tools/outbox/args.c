@@ -1,0 +1,163 @@
+/* Command-line parsing: a small long-option parser and strict value
+ * parsers. Unlike getopt_long it never accepts an abbreviated option, and
+ * every refusal names the command and the option. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_parser_init(cli_parser_t *p, const char *cmd, int argc, char **argv)
+{
+    p->cmd = cmd;
+    p->argc = argc;
+    p->argv = argv;
+    p->next = 1;
+    p->value = NULL;
+}
+
+static const cli_option_t *find_option(const cli_option_t *table, const char *name, size_t len)
+{
+    for (const cli_option_t *o = table; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+int cli_next(cli_parser_t *p, const cli_option_t *table)
+{
+    for (;;) {
+        if (p->next >= p->argc)
+            return CLI_DONE;
+        const char *arg = p->argv[p->next++];
+        p->value = NULL;
+
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+            return CLI_HELP;
+        if (strcmp(arg, "--verbose") == 0) {
+            cli_set_verbose(true);
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            if (arg[0] == '-' && arg[1] != '\0') {
+                cli_error("unknown option %s for %s", arg, p->cmd);
+                return CLI_ERROR;
+            }
+            cli_error("%s: unexpected argument \"%s\"", p->cmd, arg);
+            return CLI_ERROR;
+        }
+
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_option_t *o = find_option(table, name, len);
+        if (!o) {
+            cli_error("unknown option --%.*s for %s", (int)len, name, p->cmd);
+            return CLI_ERROR;
+        }
+
+        if (!o->has_value) {
+            if (eq) {
+                cli_error("%s: option --%s takes no value", p->cmd, o->name);
+                return CLI_ERROR;
+            }
+            return o->id;
+        }
+        if (eq) {
+            p->value = eq + 1;
+            return o->id;
+        }
+        /* A following "--option" is taken for a forgotten value, not as the
+         * value itself; "--route=--odd" still works. */
+        if (p->next >= p->argc ||
+            (strncmp(p->argv[p->next], "--", 2) == 0 && p->argv[p->next][2] != '\0')) {
+            cli_error("%s: option --%s needs a value", p->cmd, o->name);
+            return CLI_ERROR;
+        }
+        p->value = p->argv[p->next++];
+        return o->id;
+    }
+}
+
+bool cli_store_option(cli_store_args_t *a, int id, const char *value)
+{
+    switch (id) {
+    case OPT_STORE: a->uri = value; return true;
+    case OPT_RELATION: a->relation = value; return true;
+    case OPT_HLC: a->schema_flags |= OUTBOX_SCHEMA_HLC; return true;
+    case OPT_TRACEPARENT: a->schema_flags |= OUTBOX_SCHEMA_TRACEPARENT; return true;
+    case OPT_CHECKPOINT: a->schema_flags |= OUTBOX_SCHEMA_CHECKPOINT; return true;
+    default: return false;
+    }
+}
+
+bool cli_parse_uint(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    const char *what = min > 0 ? "a positive integer" : "a non-negative integer";
+    if (text[0] < '0' || text[0] > '9') {
+        cli_error("%s: \"%s\" is not %s", opt, text, what);
+        return false;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end != '\0') {
+        cli_error("%s: \"%s\" is not %s", opt, text, what);
+        return false;
+    }
+    if (errno == ERANGE || v > max) {
+        cli_error("%s: \"%s\" is too large (at most %" PRIu64 ")", opt, text, max);
+        return false;
+    }
+    if (v < min) {
+        cli_error("%s: \"%s\" is not %s", opt, text, what);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_duration(const char *opt, const char *text, bool allow_zero, int64_t *us)
+{
+    outbox_diag_t d = {0};
+    int rc = outbox_parse_duration(text, us, &d);
+    if (rc != OUTBOX_OK) {
+        cli_diag_error(opt, rc, d.message);
+        return false;
+    }
+    if (*us < 0 || (*us == 0 && !allow_zero)) {
+        cli_error("%s: duration \"%s\" must be greater than zero", opt, text);
+        return false;
+    }
+    return true;
+}
+
+bool cli_nonempty(const char *cmd, const char *opt, const char *value)
+{
+    if (value && value[0] == '\0') {
+        cli_error("%s: %s must not be empty", cmd, opt);
+        return false;
+    }
+    return true;
+}
+
+bool cli_require(const char *cmd, const char *opt, const char *value)
+{
+    if (!value) {
+        cli_error("%s: %s is required", cmd, opt);
+        return false;
+    }
+    return cli_nonempty(cmd, opt, value);
+}
+
+bool cli_relation_ok(const char *relation)
+{
+    if (!relation || outbox_relation_valid(relation))
+        return true;
+    cli_error("--relation: \"%s\" is not a valid relation name (letters, digits and _, not "
+              "starting with a digit, optionally schema.table)",
+              relation);
+    return false;
+}

@@ -1,0 +1,135 @@
+/* The outbox command-line tool: what the subcommand files share.
+ *
+ * Exit statuses: 0 success, 1 a check found a problem, 2 usage or runtime
+ * error. Every failure prints exactly one line on stderr starting with
+ * "outbox: ".
+ */
+#ifndef OUTBOX_CLI_H
+#define OUTBOX_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "outbox/outbox.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_PROBLEM 1
+#define CLI_EXIT_ERROR 2
+
+/* ------------------------------------------------------------ options */
+
+/* Every option of every subcommand; each subcommand's table lists the
+ * ones it takes. */
+enum cli_option_id {
+    OPT_STORE = 1,
+    OPT_RELATION,
+    OPT_HLC,
+    OPT_TRACEPARENT,
+    OPT_CHECKPOINT,
+    OPT_YES,
+    OPT_ROUTE,
+    OPT_TYPE,
+    OPT_KEY,
+    OPT_COUNT,
+    OPT_PAYLOAD,
+    OPT_SINK,
+    OPT_BATCH,
+    OPT_MAX_ATTEMPTS,
+    OPT_LEASE,
+    OPT_POLL,
+    OPT_BACKOFF_BASE,
+    OPT_BACKOFF_CAP,
+    OPT_SOURCE,
+    OPT_DESTINATION,
+    OPT_WORKERS,
+    OPT_UNTIL_IDLE,
+    OPT_QUIET,
+    OPT_JSON,
+    OPT_EVENT_ID,
+    OPT_ALL_DEAD,
+    OPT_PUBLISHED_BEFORE,
+};
+
+typedef struct cli_option {
+    const char *name; /* without the leading "--" */
+    bool has_value;
+    int id;           /* enum cli_option_id */
+} cli_option_t;
+
+/* What cli_next() returns besides an option id. */
+#define CLI_DONE 0
+#define CLI_ERROR (-1) /* the message is printed already */
+#define CLI_HELP (-2)
+
+typedef struct cli_parser {
+    const char *cmd;  /* "stage", "schema check": names the command in messages */
+    int argc;
+    char **argv;
+    int next;
+    const char *value; /* the value of the option just returned */
+} cli_parser_t;
+
+/* argv[0] is the subcommand word itself; parsing starts after it. */
+void cli_parser_init(cli_parser_t *p, const char *cmd, int argc, char **argv);
+/* The next option of table (terminated by a NULL name): its id, CLI_DONE,
+ * CLI_HELP (--help or -h) or CLI_ERROR. --verbose is accepted everywhere
+ * and handled here. Accepts "--name value" and "--name=value". */
+int cli_next(cli_parser_t *p, const cli_option_t *table);
+
+/* The store options most subcommands share. */
+typedef struct cli_store_args {
+    const char *uri;
+    const char *relation; /* NULL: the library's default */
+    uint32_t schema_flags; /* OUTBOX_SCHEMA_* from --hlc, --traceparent, --checkpoint */
+} cli_store_args_t;
+
+/* Handles OPT_STORE, OPT_RELATION, OPT_HLC, OPT_TRACEPARENT, OPT_CHECKPOINT;
+ * returns false when id is none of them. */
+bool cli_store_option(cli_store_args_t *a, int id, const char *value);
+
+/* ------------------------------------------------------------- values */
+
+/* A decimal integer in [min, max], nothing else (no sign, no spaces). */
+bool cli_parse_uint(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+/* A duration with a unit ("500ms", "30s"), through the library's parser;
+ * allow_zero refuses "0s" when false. */
+bool cli_parse_duration(const char *opt, const char *text, bool allow_zero, int64_t *us);
+/* A non-empty value. */
+bool cli_nonempty(const char *cmd, const char *opt, const char *value);
+/* Prints "<cmd>: <opt> is required" when value is NULL. */
+bool cli_require(const char *cmd, const char *opt, const char *value);
+/* A relation name the library accepts (or NULL). */
+bool cli_relation_ok(const char *relation);
+
+/* ------------------------------------------------------------- output */
+
+/* Prints "outbox: " + the message + newline on stderr, keeping it on one
+ * line; returns CLI_EXIT_ERROR. */
+int cli_error(const char *fmt, ...) OUTBOX_PRINTF(1, 2);
+/* The same with a library diagnostic: "outbox: <what>: <d->message>". */
+int cli_diag_error(const char *what, int code, const char *message);
+
+/* Sends the core's log to stderr. */
+void cli_logging_init(void);
+void cli_set_verbose(bool on);
+
+/* Wall clock, microseconds since the epoch. */
+int64_t cli_now_us(void);
+
+/* ------------------------------------------------------------- stores */
+
+/* Checks the relation, then opens the store. Prints the error. */
+int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
+                   outbox_store_t **out);
+
+/* ---------------------------------------------------------- subcommands */
+
+int cli_cmd_schema(int argc, char **argv);
+int cli_cmd_stage(int argc, char **argv);
+int cli_cmd_relay(int argc, char **argv);
+int cli_cmd_stats(int argc, char **argv);
+int cli_cmd_replay(int argc, char **argv);
+int cli_cmd_purge(int argc, char **argv);
+int cli_cmd_drivers(int argc, char **argv);
+
+#endif

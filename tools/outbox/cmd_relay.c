@@ -1,0 +1,321 @@
+/* outbox relay: publish a route's staged events to a sink, with N worker
+ * threads, each owning its store handle, sink handle and relay. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define RELAY_MAX_WORKERS 64
+#define RELAY_MAX_BATCH 100000
+#define RELAY_MAX_ATTEMPTS 1000000
+
+static const char usage[] =
+    "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
+    "\n"
+    "Publishes the route's events to the sink until SIGINT/SIGTERM (then\n"
+    "releases what it holds and exits 0), or with --until-idle until nothing\n"
+    "is left to claim. A summary goes to stderr on exit.\n"
+    "\n"
+    "  --store URI             the store\n"
+    "  --relation NAME         table or collection, default outbox\n"
+    "  --route R               the route to relay\n"
+    "  --sink URI              where to publish: stdout:, file:///path.jsonl, kafka://..., ...\n"
+    "  --batch N               rows per claim (default 100)\n"
+    "  --max-attempts N        attempts before an event is dead-lettered (default 10)\n"
+    "  --lease DURATION        a claim older than this may be taken over (default 30s)\n"
+    "  --poll DURATION         idle poll interval when the store has no push (default 100ms)\n"
+    "  --backoff-base DURATION first retry delay ceiling (default 1s; 0s: retry at once)\n"
+    "  --backoff-cap DURATION  largest retry delay (default 5m)\n"
+    "  --source S              CloudEvents source (default /outbox/<route>)\n"
+    "  --destination TEMPLATE  topic/subject/path; {route} is replaced (default {route})\n"
+    "  --hlc                   claim in hybrid-logical-clock order\n"
+    "  --workers N             relay threads, each with its own connections (default 1)\n"
+    "  --until-idle            exit once no claimable row is left\n"
+    "  --quiet                 no summary line\n"
+    "\n"
+    "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n";
+
+static const cli_option_t options[] = {
+    {"store", true, OPT_STORE},
+    {"relation", true, OPT_RELATION},
+    {"route", true, OPT_ROUTE},
+    {"sink", true, OPT_SINK},
+    {"batch", true, OPT_BATCH},
+    {"max-attempts", true, OPT_MAX_ATTEMPTS},
+    {"lease", true, OPT_LEASE},
+    {"poll", true, OPT_POLL},
+    {"backoff-base", true, OPT_BACKOFF_BASE},
+    {"backoff-cap", true, OPT_BACKOFF_CAP},
+    {"source", true, OPT_SOURCE},
+    {"destination", true, OPT_DESTINATION},
+    {"hlc", false, OPT_HLC},
+    {"workers", true, OPT_WORKERS},
+    {"until-idle", false, OPT_UNTIL_IDLE},
+    {"quiet", false, OPT_QUIET},
+    {NULL, false, 0},
+};
+
+typedef struct relay_args {
+    cli_store_args_t store;
+    const char *sink;
+    outbox_relay_config_t cfg;
+    size_t workers;
+    bool quiet;
+    bool base_given, cap_given;
+} relay_args_t;
+
+typedef struct worker {
+    outbox_store_t *store;
+    outbox_sink_t *sink;
+    outbox_relay_t *relay;
+    pthread_t thread;
+    bool started;
+    int rc;
+    char message[OUTBOX_MESSAGE_MAX];
+} worker_t;
+
+/* What the signal handler stops. Set before the handlers are installed
+ * and cleared only with the signals blocked. */
+static worker_t *volatile stop_workers;
+static volatile sig_atomic_t stop_count;
+
+static void stop_all(void)
+{
+    worker_t *w = stop_workers;
+    for (sig_atomic_t i = 0; i < stop_count; i++)
+        if (w[i].relay)
+            outbox_relay_stop(w[i].relay);
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_all();
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    w->rc = outbox_relay_run(w->relay);
+    if (w->rc != OUTBOX_OK) {
+        const char *m = outbox_relay_message(w->relay);
+        snprintf(w->message, sizeof w->message, "%s",
+                 m && m[0] ? m : outbox_strerror(w->rc));
+        stop_all(); /* one worker failing ends the run */
+    }
+    return NULL;
+}
+
+/* ----------------------------------------------------------- arguments */
+
+static bool parse_option(relay_args_t *a, int id, const char *v)
+{
+    uint64_t n;
+    switch (id) {
+    case OPT_HLC: a->cfg.hlc_order = 1; return true;
+    case OPT_ROUTE: a->cfg.route = v; return true;
+    case OPT_SINK: a->sink = v; return true;
+    case OPT_SOURCE: a->cfg.source = v; return true;
+    case OPT_DESTINATION: a->cfg.destination = v; return true;
+    case OPT_UNTIL_IDLE: a->cfg.until_idle = 1; return true;
+    case OPT_QUIET: a->quiet = true; return true;
+    case OPT_BATCH:
+        if (!cli_parse_uint("--batch", v, 1, RELAY_MAX_BATCH, &n))
+            return false;
+        a->cfg.batch = (size_t)n;
+        return true;
+    case OPT_MAX_ATTEMPTS:
+        if (!cli_parse_uint("--max-attempts", v, 1, RELAY_MAX_ATTEMPTS, &n))
+            return false;
+        a->cfg.max_attempts = (int)n;
+        return true;
+    case OPT_WORKERS:
+        if (!cli_parse_uint("--workers", v, 1, RELAY_MAX_WORKERS, &n))
+            return false;
+        a->workers = (size_t)n;
+        return true;
+    case OPT_LEASE: return cli_parse_duration("--lease", v, false, &a->cfg.lease_us);
+    case OPT_POLL: return cli_parse_duration("--poll", v, false, &a->cfg.poll_us);
+    case OPT_BACKOFF_BASE:
+        a->base_given = true;
+        return cli_parse_duration("--backoff-base", v, true, &a->cfg.backoff_base_us);
+    case OPT_BACKOFF_CAP:
+        a->cap_given = true;
+        return cli_parse_duration("--backoff-cap", v, false, &a->cfg.backoff_cap_us);
+    default:
+        return cli_store_option(&a->store, id, v);
+    }
+}
+
+static bool check_args(const relay_args_t *a)
+{
+    if (!cli_require("relay", "--store", a->store.uri) ||
+        !cli_require("relay", "--route", a->cfg.route) ||
+        !cli_require("relay", "--sink", a->sink) ||
+        !cli_nonempty("relay", "--source", a->cfg.source) ||
+        !cli_nonempty("relay", "--destination", a->cfg.destination) ||
+        !cli_relation_ok(a->store.relation))
+        return false;
+    if (a->base_given && a->cap_given && a->cfg.backoff_cap_us < a->cfg.backoff_base_us) {
+        cli_error("relay: --backoff-cap must not be shorter than --backoff-base");
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------- workers */
+
+static int worker_open(worker_t *w, const relay_args_t *a)
+{
+    int ex = cli_open_store("relay", &a->store, 0, &w->store);
+    if (ex != CLI_EXIT_OK)
+        return ex;
+    outbox_diag_t d = {0};
+    int rc = outbox_sink_open(a->sink, NULL, &w->sink, &d);
+    if (rc != OUTBOX_OK) {
+        w->sink = NULL;
+        return cli_diag_error("relay: --sink", rc, d.message);
+    }
+    rc = outbox_relay_new(w->store, w->sink, &a->cfg, &w->relay, &d);
+    if (rc != OUTBOX_OK) {
+        w->relay = NULL;
+        return cli_diag_error("relay", rc, d.message);
+    }
+    return CLI_EXIT_OK;
+}
+
+static void worker_close(worker_t *w)
+{
+    if (w->relay)
+        outbox_relay_free(w->relay);
+    if (w->sink)
+        outbox_sink_close(w->sink);
+    if (w->store)
+        outbox_store_close(w->store);
+}
+
+/* Starts every worker with SIGINT/SIGTERM blocked, so the handler always
+ * runs on the main thread, then installs the handler. */
+static int start_workers(worker_t *ws, size_t n, struct sigaction old[2])
+{
+    sigset_t set, prev;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, &prev);
+
+    stop_workers = ws;
+    stop_count = (sig_atomic_t)n;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+
+    int ex = CLI_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        int err = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
+        if (err) {
+            ex = cli_error("relay: cannot start worker %zu: %s", i + 1, strerror(err));
+            stop_all();
+            break;
+        }
+        ws[i].started = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    return ex;
+}
+
+static void join_workers(worker_t *ws, size_t n, const struct sigaction old[2])
+{
+    for (size_t i = 0; i < n; i++)
+        if (ws[i].started)
+            pthread_join(ws[i].thread, NULL);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    stop_count = 0;
+    stop_workers = NULL;
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+static void print_summary(const worker_t *ws, size_t n, const char *route)
+{
+    outbox_relay_counters_t sum = {0};
+    for (size_t i = 0; i < n; i++) {
+        outbox_relay_counters_t c;
+        outbox_relay_counters(ws[i].relay, &c);
+        sum.claimed += c.claimed;
+        sum.published += c.published;
+        sum.retried += c.retried;
+        sum.dead += c.dead;
+        sum.released += c.released;
+    }
+    fprintf(stderr,
+            "outbox: relay %s: claimed %llu, published %llu, retried %llu, dead %llu, "
+            "released %llu\n",
+            route, (unsigned long long)sum.claimed, (unsigned long long)sum.published,
+            (unsigned long long)sum.retried, (unsigned long long)sum.dead,
+            (unsigned long long)sum.released);
+}
+
+static int run(const relay_args_t *a)
+{
+    worker_t *ws = calloc(a->workers, sizeof *ws);
+    if (!ws)
+        return cli_error("relay: out of memory");
+    int ex = worker_open(&ws[0], a);
+    if (ex == CLI_EXIT_OK && a->workers > 1 &&
+        !(outbox_store_capabilities(ws[0].store) & OUTBOX_STORE_CAP_CONCURRENT))
+        ex = cli_error("relay: --workers %zu: the %s store does not allow concurrent claimers; "
+                       "run one worker",
+                       a->workers, outbox_store_driver(ws[0].store)->name);
+    for (size_t i = 1; i < a->workers && ex == CLI_EXIT_OK; i++)
+        ex = worker_open(&ws[i], a);
+
+    if (ex == CLI_EXIT_OK) {
+        /* A reader of a stdout: sink going away is a write error (RETRY),
+         * not a reason to die with rows in processing. */
+        signal(SIGPIPE, SIG_IGN);
+        struct sigaction old[2];
+        ex = start_workers(ws, a->workers, old);
+        join_workers(ws, a->workers, old);
+        for (size_t i = 0; i < a->workers && ex == CLI_EXIT_OK; i++)
+            if (ws[i].rc != OUTBOX_OK)
+                ex = cli_error("relay: %s", ws[i].message);
+        if (ex == CLI_EXIT_OK && !a->quiet)
+            print_summary(ws, a->workers, a->cfg.route);
+    }
+    for (size_t i = 0; i < a->workers; i++)
+        worker_close(&ws[i]);
+    free(ws);
+    return ex;
+}
+
+int cli_cmd_relay(int argc, char **argv)
+{
+    relay_args_t a = {.workers = 1};
+    outbox_relay_config_init(&a.cfg);
+    a.cfg.struct_size = sizeof a.cfg;
+    cli_parser_t p;
+    cli_parser_init(&p, "relay", argc, argv);
+    int id;
+    while ((id = cli_next(&p, options)) > 0)
+        if (!parse_option(&a, id, p.value))
+            return CLI_EXIT_ERROR;
+    if (id == CLI_HELP) {
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (id == CLI_ERROR || !check_args(&a))
+        return CLI_EXIT_ERROR;
+    return run(&a);
+}

@@ -1,0 +1,63 @@
+/* outbox: the command-line front end of liboutbox. Picks the subcommand;
+ * each lives in its own file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: outbox [--verbose] COMMAND [OPTIONS]\n"
+    "\n"
+    "commands:\n"
+    "  schema print|apply|check   show, create or verify the outbox table\n"
+    "  stage                      stage events in one transaction\n"
+    "  relay                      publish staged events to a sink\n"
+    "  stats                      count rows per status\n"
+    "  replay                     send dead events back to pending\n"
+    "  purge                      delete old published rows\n"
+    "  drivers                    list the driver modules found\n"
+    "\n"
+    "  --help, -h     this text (after a command: that command's usage)\n"
+    "  --version      print the version\n"
+    "  --verbose      log debug lines of the library to stderr (accepted anywhere)\n"
+    "\n"
+    "Exit status: 0 success, 1 a check found a problem, 2 usage or runtime error.\n";
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"schema", cli_cmd_schema}, {"stage", cli_cmd_stage},   {"relay", cli_cmd_relay},
+    {"stats", cli_cmd_stats},   {"replay", cli_cmd_replay}, {"purge", cli_cmd_purge},
+    {"drivers", cli_cmd_drivers},
+};
+
+int main(int argc, char **argv)
+{
+    cli_logging_init();
+
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("outbox %s (driver ABI %d.%d)\n", OUTBOX_VERSION, OUTBOX_ABI_MAJOR,
+                   OUTBOX_ABI_MINOR);
+            return CLI_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--verbose") == 0) {
+            cli_set_verbose(true);
+            continue;
+        }
+        return cli_error("unknown option %s (try outbox --help)", argv[i]);
+    }
+    if (i >= argc)
+        return cli_error("no command given (try outbox --help)");
+
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+        if (strcmp(argv[i], commands[c].name) == 0)
+            return commands[c].run(argc - i, argv + i);
+    return cli_error("unknown command \"%s\" (try outbox --help)", argv[i]);
+}
