@@ -16,6 +16,7 @@ static const char usage[] =
     "  replay                     send dead events back to pending\n"
     "  purge                      delete old published rows\n"
     "  drivers                    list the driver modules found\n"
+    "  conformance                run the store-driver conformance battery\n"
     "\n"
     "  --help, -h     this text (after a command: that command's usage)\n"
     "  --version      print the version\n"
@@ -29,7 +30,7 @@ static const struct {
 } commands[] = {
     {"schema", cli_cmd_schema}, {"stage", cli_cmd_stage},   {"relay", cli_cmd_relay},
     {"stats", cli_cmd_stats},   {"replay", cli_cmd_replay}, {"purge", cli_cmd_purge},
-    {"drivers", cli_cmd_drivers},
+    {"drivers", cli_cmd_drivers}, {"conformance", cli_cmd_conformance},
 };
 
 int main(int argc, char **argv)

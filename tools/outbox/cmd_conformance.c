@@ -1,0 +1,135 @@
+/* outbox conformance: the store-driver conformance battery
+ * (liboutbox-conformance) against a driver given by name or path. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#ifdef OUTBOX_CLI_CONFORMANCE
+#include "outbox/conformance.h"
+#endif
+
+/* Exit status when there is nothing to test: the "skipped" of automake and meson. */
+#define CONFORMANCE_EXIT_NO_URI 77
+
+static const char usage[] =
+    "usage: outbox conformance --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR]\n"
+    "       outbox conformance --list\n"
+    "\n"
+    "Runs the conformance battery against a store driver: every case in its own\n"
+    "process, on a fresh relation conf_<pid>_<n> that it creates with the driver's\n"
+    "schema apply and drops afterwards. Cases the driver's capabilities exclude are\n"
+    "skipped with the reason. Check's report goes to stdout.\n"
+    "\n"
+    "  --driver NAME_OR_PATH  the driver to test: a name on the driver path (sqlite)\n"
+    "                         or a module file (./store-mine.so)\n"
+    "  --uri URI              a store the battery may create and drop relations in;\n"
+    "                         default: $OUTBOX_CONFORMANCE_URI\n"
+    "  --tap FILE             also write the results as TAP (skips as \"# SKIP why\")\n"
+    "  --case SUBSTR          run only the cases whose name contains SUBSTR\n"
+    "  --list                 print the case names and exit\n"
+    "\n"
+    "Exit status: 0 every case that ran passed, 1 a case failed, 2 usage or setup\n"
+    "error, 77 no URI given (nothing was tested).\n";
+
+/* Local option ids, above the shared ones of cli.h. */
+enum {
+    OPT_CONF_DRIVER = 1000,
+    OPT_CONF_URI,
+    OPT_CONF_TAP,
+    OPT_CONF_CASE,
+    OPT_CONF_LIST,
+};
+
+static const cli_option_t options[] = {
+    {"driver", true, OPT_CONF_DRIVER}, {"uri", true, OPT_CONF_URI},
+    {"tap", true, OPT_CONF_TAP},       {"case", true, OPT_CONF_CASE},
+    {"list", false, OPT_CONF_LIST},    {NULL, false, 0},
+};
+
+typedef struct conformance_args {
+    const char *driver;
+    const char *uri;
+    const char *tap;
+    const char *filter;
+    bool list;
+} conformance_args_t;
+
+#ifdef OUTBOX_CLI_CONFORMANCE
+static int list_cases(void)
+{
+    for (size_t i = 0; outbox_conformance_case_name(i) != NULL; i++)
+        puts(outbox_conformance_case_name(i));
+    return CLI_EXIT_OK;
+}
+
+static int run_battery(const conformance_args_t *a)
+{
+    outbox_diag_t d = {0};
+    outbox_conformance_opts_t o = {
+        .struct_size = sizeof o,
+        .driver = a->driver,
+        .uri = a->uri,
+        .tap_file = a->tap,
+        .case_filter = a->filter,
+        .diag = &d,
+    };
+    int rc = outbox_conformance_run(&o);
+    if (rc < 0)
+        return cli_diag_error("conformance", rc, d.message);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_PROBLEM;
+}
+#else
+/* Built without Check: there is no battery library to run. */
+static int unavailable(void)
+{
+    return cli_error("conformance: this outbox was built without Check, so without the "
+                     "conformance battery (liboutbox-conformance)");
+}
+
+static int list_cases(void)
+{
+    return unavailable();
+}
+
+static int run_battery(const conformance_args_t *a)
+{
+    (void)a;
+    return unavailable();
+}
+#endif
+
+int cli_cmd_conformance(int argc, char **argv)
+{
+    const char *cmd = "conformance";
+    cli_parser_t p;
+    cli_parser_init(&p, cmd, argc, argv);
+    conformance_args_t a = {0};
+    for (int id; (id = cli_next(&p, options)) != CLI_DONE;) {
+        switch (id) {
+        case CLI_HELP:
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        case CLI_ERROR:
+            return CLI_EXIT_ERROR;
+        case OPT_CONF_DRIVER: a.driver = p.value; break;
+        case OPT_CONF_URI: a.uri = p.value; break;
+        case OPT_CONF_TAP: a.tap = p.value; break;
+        case OPT_CONF_CASE: a.filter = p.value; break;
+        case OPT_CONF_LIST: a.list = true; break;
+        default: return cli_error("%s: unhandled option", cmd);
+        }
+    }
+    if (a.list)
+        return list_cases();
+    if (!cli_require(cmd, "--driver", a.driver) || !cli_nonempty(cmd, "--uri", a.uri) ||
+        !cli_nonempty(cmd, "--tap", a.tap) || !cli_nonempty(cmd, "--case", a.filter))
+        return CLI_EXIT_ERROR;
+    if (a.uri == NULL)
+        a.uri = getenv("OUTBOX_CONFORMANCE_URI");
+    if (a.uri == NULL || a.uri[0] == '\0') {
+        cli_error("%s: no store URI (give --uri or set OUTBOX_CONFORMANCE_URI): nothing tested",
+                  cmd);
+        return CONFORMANCE_EXIT_NO_URI;
+    }
+    return run_battery(&a);
+}
