@@ -1,5 +1,6 @@
 /* outbox drivers: every driver module on the search path. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -24,6 +25,10 @@ static void print_driver(void *ctx, const outbox_driver_info_t *info)
 static void print_refused(void *ctx, const char *path, const char *reason)
 {
     (void)ctx;
+    /* The loader's reason may start with the path already. */
+    size_t n = strlen(path);
+    if (strncmp(reason, path, n) == 0 && strncmp(reason + n, ": ", 2) == 0)
+        reason += n + 2;
     fflush(stdout);
     cli_error("drivers: refused %s: %s", path, reason);
 }

@@ -39,6 +39,7 @@ typedef struct stage_args {
     const char *route, *type, *key, *payload;
     uint64_t count;
     bool count_given;
+    bool hlc;
 } stage_args_t;
 
 /* The payloads to stage: one repeated count times, or one per stdin line. */
@@ -225,9 +226,8 @@ int cli_cmd_stage(int argc, char **argv)
     cli_parser_init(&p, "stage", argc, argv);
     int id;
     while ((id = cli_next(&p, options)) > 0) {
-        if (cli_store_option(&a.store, id, p.value))
-            continue;
         switch (id) {
+        case OPT_HLC: a.hlc = true; break;
         case OPT_ROUTE: a.route = p.value; break;
         case OPT_TYPE: a.type = p.value; break;
         case OPT_KEY: a.key = p.value; break;
@@ -237,6 +237,7 @@ int cli_cmd_stage(int argc, char **argv)
                 return CLI_EXIT_ERROR;
             a.count_given = true;
             break;
+        default: cli_store_option(&a.store, id, p.value); break;
         }
     }
     if (id == CLI_HELP) {
@@ -252,7 +253,7 @@ int cli_cmd_stage(int argc, char **argv)
     outbox_store_t *s = NULL;
     if (ex == CLI_EXIT_OK)
         ex = cli_open_store("stage", &a.store, 0, &s);
-    if (ex == CLI_EXIT_OK && (a.store.schema_flags & OUTBOX_SCHEMA_HLC))
+    if (ex == CLI_EXIT_OK && a.hlc)
         ex = configure_hlc(s, &a);
     size_t staged = 0;
     if (ex == CLI_EXIT_OK)
