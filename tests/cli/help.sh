@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh" "$@"
 
 for cmd in "" "schema" "schema print" "schema apply" "schema check" stage relay stats \
-    replay purge drivers; do
+    replay purge drivers conformance; do
     # shellcheck disable=SC2086
     if expect 0 $cmd --help; then
         if ! grep -q '^usage: outbox' "$OUT"; then
