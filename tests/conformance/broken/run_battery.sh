@@ -8,7 +8,7 @@
 #   DRIVER  a driver name or module path, given to --driver
 #   STORE   sqlite-temp  a fresh SQLite file in a temporary directory
 #           env:VAR      the URI in $VAR (a server started by tools/test);
-#                        exit 77 (skipped) when VAR is unset
+#                        when VAR is unset: skipped (77), or a failure under CI=true
 #   RUNNER  the command: "outbox conformance" or the battery test program
 set -u
 expect=$1
@@ -26,6 +26,10 @@ env:*)
     var=${store#env:}
     uri=$(printenv "$var")
     if [ -z "$uri" ]; then
+        if [ "${CI:-}" = true ]; then
+            echo "FAIL: $var is not set and CI=true: the battery must run on $driver in CI"
+            exit 1
+        fi
         echo "SKIP: $var is not set (tools/test starts the server and sets it)"
         exit 77
     fi
