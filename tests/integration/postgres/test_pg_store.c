@@ -1,0 +1,815 @@
+/* PostgreSQL store driver against a real server, through the public API
+ * and the real loader (OUTBOX_DRIVER_PATH points at the build tree).
+ *
+ * Every case works in its own schema (it_<tag>_<pid>, Check forks each
+ * case) and drops it afterwards, so cases and other test programs can share
+ * one server and run in parallel. */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "outbox/outbox.h"
+#include "pgt.h"
+
+static PGconn *db;
+static char schema[64];
+static char rel[128];
+
+static void setup(void)
+{
+    db = pgt_connect();
+    snprintf(schema, sizeof schema, "%s", pgt_schema("store"));
+    snprintf(rel, sizeof rel, "%s.outbox", schema);
+    pgt_exec(db, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
+}
+
+static void teardown(void)
+{
+    if (!getenv("PGT_KEEP")) /* PGT_KEEP=1 leaves a failed case's rows to look at */
+        pgt_exec(db, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
+    PQfinish(db);
+}
+
+static outbox_store_t *open_rel(const char *uri, const char *relation, int want, char *msg,
+                                size_t size)
+{
+    outbox_store_options_t o = {.struct_size = sizeof o, .relation = relation};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d = {0};
+    int rc = outbox_store_open(uri, &o, &s, &d);
+    if (msg)
+        snprintf(msg, size, "%s", d.message);
+    ck_assert_msg(rc == want, "open %s on %s: rc %d (%s), want %d", relation, uri, rc, d.message, want);
+    return s;
+}
+
+/* A store on rel, made by the driver's own schema apply. */
+static outbox_store_t *fresh(uint32_t flags)
+{
+    outbox_store_options_t o = {.struct_size = sizeof o, .relation = rel, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_store_open(pgt_uri(), &o, &s, &d), OUTBOX_OK);
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel, .flags = flags};
+    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    outbox_store_close(s);
+    return open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+}
+
+static int stage(outbox_store_t *s, void *native, const char *route, const char *key,
+                 const char *event_id, const char *payload)
+{
+    outbox_event_t e = {.event_type = "test.event", .payload = payload ? payload : "{}",
+                        .ordering_key = key, .event_id = event_id};
+    size_t n = 0;
+    int rc = outbox_stage(s, native, route, &e, 1, &n);
+    return rc == OUTBOX_OK ? (int)n : rc;
+}
+
+static outbox_claim_req_t req(const char *route, size_t limit)
+{
+    return (outbox_claim_req_t){.struct_size = sizeof(outbox_claim_req_t), .route = route,
+                                .limit = limit, .lease_us = 30000000};
+}
+
+/* ---------------------------------------------------------------- open */
+
+START_TEST(test_spec_ddl_open)
+{
+    /* The table exactly as SPEC 2 writes it: the relay must work on it. */
+    pgt_spec_table(db, schema, "outbox", NULL);
+    outbox_store_t *s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    uint32_t caps = outbox_store_capabilities(s);
+    ck_assert(caps & OUTBOX_STORE_CAP_CONCURRENT);
+    ck_assert(caps & OUTBOX_STORE_CAP_WAIT);
+    ck_assert(caps & OUTBOX_STORE_CAP_NATIVE_TX);
+    ck_assert(!(caps & (OUTBOX_STORE_CAP_HLC | OUTBOX_STORE_CAP_TRACEPARENT | OUTBOX_STORE_CAP_CHECKPOINT)));
+    ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "{\"n\":1}"), 1);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("orders", 10);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 1);
+    outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_PUBLISHED};
+    ck_assert_int_eq(outbox_settle(s, &f, &it, 1, NULL), OUTBOX_OK);
+    outbox_store_close(s);
+
+    /* The optional parts of SPEC 2, added by hand, are detected. */
+    pgt_exec(db, "ALTER TABLE %s ADD COLUMN traceparent TEXT", rel);
+    pgt_exec(db, "ALTER TABLE %s ADD COLUMN hlc BIGINT", rel);
+    pgt_exec(db, "CREATE INDEX outbox_claim_hlc_idx ON %s (outbox_route, status, available_at, hlc, created_at, id)", rel);
+    pgt_exec(db, "CREATE TABLE %s.hlc_checkpoint (node_key TEXT NOT NULL, hlc BIGINT NOT NULL, PRIMARY KEY (node_key))", schema);
+    s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    caps = outbox_store_capabilities(s);
+    ck_assert(caps & OUTBOX_STORE_CAP_HLC);
+    ck_assert(caps & OUTBOX_STORE_CAP_TRACEPARENT);
+    ck_assert(caps & OUTBOX_STORE_CAP_CHECKPOINT);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(test_missing_parts)
+{
+    char msg[OUTBOX_MESSAGE_MAX];
+    open_rel(pgt_uri(), rel, OUTBOX_ESCHEMA, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "outbox") && strstr(msg, "not found"), "%s", msg);
+    pgt_spec_table(db, schema, "outbox", "ordering_key");
+    open_rel(pgt_uri(), rel, OUTBOX_ESCHEMA, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "column ordering_key missing"), "%s", msg);
+}
+END_TEST
+
+static void collect(void *ctx, const char *problem)
+{
+    char *all = ctx;
+    strncat(all, problem, 4000 - strlen(all));
+    strncat(all, "\n", 4000 - strlen(all));
+}
+
+START_TEST(test_schema_check)
+{
+    pgt_spec_table(db, schema, "outbox", NULL);
+    outbox_store_t *s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel};
+    char all[4096] = "";
+    size_t problems = 0;
+    ck_assert_int_eq(outbox_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    /* The SPEC's two indexes make every claim sort the backlog: warned. */
+    ck_assert_msg(problems == 3, "%zu problems:\n%s", problems, all);
+    ck_assert_msg(strstr(all, "WHERE status = 'pending': claims will sort the whole pending backlog"), "%s", all);
+    ck_assert_msg(!strstr(all, "column"), "%s", all);
+    ck_assert_int_eq(outbox_schema_apply(s, &so), OUTBOX_OK);
+    all[0] = '\0';
+    ck_assert_int_eq(outbox_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    ck_assert_msg(problems == 0, "%s", all);
+    pgt_exec(db, "ALTER TABLE %s ALTER COLUMN payload TYPE text", rel);
+    pgt_exec(db, "DROP INDEX %s.outbox_pending_idx", schema);
+    so.flags = OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_CHECKPOINT;
+    ck_assert_int_eq(outbox_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    ck_assert_msg(strstr(all, "column payload has type text, expected jsonb"), "%s", all);
+    ck_assert_msg(strstr(all, "missing column hlc"), "%s", all);
+    ck_assert_msg(strstr(all, "missing table " ), "%s", all);
+    ck_assert_msg(strstr(all, "missing index on (outbox_route, created_at, id)"), "%s", all);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* -------------------------------------------------------------- basics */
+
+START_TEST(test_stage_claim_settle)
+{
+    outbox_store_t *s = fresh(0);
+    const char *dup = "0190a0b0-0000-7000-8000-000000000001";
+    ck_assert_int_eq(stage(s, NULL, "orders", NULL, dup, "{\"a\":[1,2]}"), 1);
+    ck_assert_int_eq(stage(s, NULL, "orders", NULL, dup, "{}"), 0); /* a duplicate is skipped */
+    ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "\"x\""), 1);
+    ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "3"), 1);
+    ck_assert_int_eq(stage(s, NULL, "other", NULL, NULL, "null"), 1);
+    ck_assert_int_eq(stage(s, NULL, "orders", NULL, NULL, "{bad"), OUTBOX_EINVAL);
+
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("orders", 10);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(rows[0].event_id, dup);
+    ck_assert_str_eq(rows[0].payload, "{\"a\": [1, 2]}"); /* jsonb's own spelling */
+    ck_assert_int_eq(rows[0].attempts, 1);
+    ck_assert_str_eq(rows[1].ordering_key, "k");
+    ck_assert_str_eq(rows[1].payload, "\"x\"");
+    ck_assert(f.stamp > 0);
+
+    int64_t later = rows[0].created_at + 3600 * INT64_C(1000000);
+    outbox_settle_item_t it[3] = {
+        {.id = rows[0].id, .kind = OUTBOX_SETTLE_PUBLISHED},
+        {.id = rows[1].id, .kind = OUTBOX_SETTLE_RESCHEDULE, .available_at = later, .error = "503 \xff bad"},
+        {.id = rows[2].id, .kind = OUTBOX_SETTLE_RELEASE},
+    };
+    size_t applied = 0;
+    ck_assert_int_eq(outbox_settle(s, &f, it, 3, &applied), OUTBOX_OK);
+    ck_assert_uint_eq(applied, 3);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'published' AND published_at IS NOT NULL", rel), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE last_error = '503 ? bad' AND available_at > now()", rel), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT attempts FROM %s WHERE id = '%s'", rel, it[2].id), 0);
+
+    /* A stale fence changes nothing. */
+    outbox_fence_t stale = f;
+    ck_assert_int_eq(outbox_settle(s, &stale, it, 1, &applied), OUTBOX_ECONFLICT);
+    ck_assert_uint_eq(applied, 0);
+
+    /* The released row is behind its rescheduled elder: the key is held. */
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 0);
+    pgt_exec(db, "UPDATE %s SET available_at = now() - interval '1 second' WHERE last_error IS NOT NULL", rel);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(rows[0].last_error, "503 ? bad");
+    ck_assert_int_eq(rows[0].attempts, 2);
+    outbox_settle_item_t dead[2] = {{.id = rows[0].id, .kind = OUTBOX_SETTLE_DEAD, .error = "400"},
+                                    {.id = rows[1].id, .kind = OUTBOX_SETTLE_DEAD}};
+    ck_assert_int_eq(outbox_settle(s, &f, dead, 2, NULL), OUTBOX_OK);
+
+    outbox_stats_t st;
+    ck_assert_int_eq(outbox_stats(s, "orders", &st), OUTBOX_OK);
+    ck_assert_uint_eq(st.published, 1);
+    ck_assert_uint_eq(st.dead, 2);
+    ck_assert_uint_eq(st.pending, 0);
+    ck_assert_int_eq(outbox_stats(s, NULL, &st), OUTBOX_OK);
+    ck_assert_uint_eq(st.pending, 1);
+    ck_assert(st.oldest_pending_created_at > 0);
+
+    uint64_t count = 0;
+    ck_assert_int_eq(outbox_replay(s, "orders", dup, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 0); /* published, not dead */
+    ck_assert_int_eq(outbox_replay(s, "orders", NULL, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'pending' AND attempts = 0", rel), 3);
+
+    ck_assert_int_eq(outbox_purge(s, NULL, INT64_MAX / 2, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 1);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(test_hlc_refused)
+{
+    outbox_store_t *s = fresh(0);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("orders", 10);
+    r.hlc_order = 1;
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_ENOTSUP);
+    ck_assert_msg(strstr(outbox_store_message(s), "hlc"), "%s", outbox_store_message(s));
+    outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "orders", .hlc = 1};
+    ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_ENOTSUP);
+    outbox_store_close(s);
+
+    /* With the column, hlc order puts unstamped rows last. */
+    s = fresh(OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_CHECKPOINT);
+    ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "1"), 1);
+    ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_OK);
+    ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "2"), 1);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(rows[0].payload, "2");
+    ck_assert(rows[0].hlc > 0);
+    ck_assert_int_eq(rows[1].hlc, 0);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- URIs */
+
+/* The connection parameters of OUTBOX_PG_URI as a libpq key=value string. */
+static void keyvalue(char *out, size_t size)
+{
+    char *err = NULL;
+    PQconninfoOption *opts = PQconninfoParse(pgt_uri(), &err);
+    ck_assert_msg(opts, "%s", err ? err : "");
+    out[0] = '\0';
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !*o->val)
+            continue;
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%s=%s", used ? " " : "", o->keyword, o->val);
+    }
+    PQconninfoFree(opts);
+}
+
+START_TEST(test_uri_forms)
+{
+    outbox_store_close(fresh(0));
+    char kv[512], uri[600];
+    keyvalue(kv, sizeof kv);
+    snprintf(uri, sizeof uri, "postgres:%s", kv);
+    outbox_store_t *s = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
+    outbox_store_close(s);
+    /* The scheme is matched without regard to case, also for libpq. */
+    if (strncmp(pgt_uri(), "postgresql://", 13) == 0) {
+        snprintf(uri, sizeof uri, "PostgreSQL://%s", pgt_uri() + 13);
+        outbox_store_close(open_rel(uri, rel, OUTBOX_OK, NULL, 0));
+    }
+    char msg[OUTBOX_MESSAGE_MAX];
+    open_rel("postgresql:host=localhost bogus_option=1", rel, OUTBOX_EINVAL, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "bogus_option"), "%s", msg);
+    open_rel("postgresql://127.0.0.1:1/nothing?connect_timeout=2", rel, OUTBOX_ETRANSIENT, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "cannot connect"), "%s", msg);
+    open_rel("postgres:?host=127.0.0.1&port=1&connect_timeout=2", rel, OUTBOX_ETRANSIENT, msg, sizeof msg);
+}
+END_TEST
+
+/* -------------------------------------------------------- transactions */
+
+START_TEST(test_native_tx)
+{
+    outbox_store_t *s = fresh(0);
+    PGconn *app = pgt_connect();
+    pgt_exec(app, "CREATE TABLE %s.accounts (id int PRIMARY KEY, balance int)", schema);
+    pgt_exec(app, "INSERT INTO %s.accounts VALUES (1, 100)", schema);
+
+    pgt_exec(app, "BEGIN");
+    pgt_exec(app, "UPDATE %s.accounts SET balance = 50 WHERE id = 1", schema);
+    ck_assert_int_eq(stage(s, app, "acct", NULL, NULL, "{\"balance\":50}"), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 0); /* not yet visible */
+    pgt_exec(app, "ROLLBACK");
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 0);
+    ck_assert_int_eq(pgt_int(db, "SELECT balance FROM %s.accounts", schema), 100);
+
+    pgt_exec(app, "BEGIN");
+    pgt_exec(app, "UPDATE %s.accounts SET balance = 50 WHERE id = 1", schema);
+    ck_assert_int_eq(stage(s, app, "acct", NULL, NULL, "{\"balance\":50}"), 1);
+    pgt_exec(app, "COMMIT");
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT balance FROM %s.accounts", schema), 50);
+
+    /* Outside BEGIN the application's connection is refused. */
+    ck_assert_int_eq(stage(s, app, "acct", NULL, NULL, "{}"), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(outbox_store_message(s), "BEGIN"), "%s", outbox_store_message(s));
+    PQfinish(app);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(test_own_tx)
+{
+    outbox_store_t *s = fresh(OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_CHECKPOINT);
+    outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "r", .hlc = 1,
+                                .checkpoint_node_key = "node-a"};
+    ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_OK);
+    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
+    ck_assert_int_eq(outbox_rollback(s), OUTBOX_OK);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 0);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.hlc_checkpoint", schema), 0);
+
+    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
+    ck_assert_int_eq(outbox_commit(s), OUTBOX_OK);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 2);
+    /* The mark moved in that transaction, to the highest stamp staged. */
+    ck_assert_int_eq(pgt_int(db, "SELECT hlc FROM %s.hlc_checkpoint WHERE node_key = 'node-a'", schema),
+                     pgt_int(db, "SELECT max(hlc) FROM %s", rel));
+    /* Claims run their own transaction and refuse to nest. */
+    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("r", 10);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_EINVAL);
+    ck_assert_int_eq(outbox_rollback(s), OUTBOX_OK);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* --------------------------------------------------------------- faults */
+
+/* application_name=tag on top of OUTBOX_PG_URI, to find our session. */
+static void tagged_uri(char *out, size_t size, const char *tag, const char *extra)
+{
+    const char *u = pgt_uri();
+    snprintf(out, size, "%s%sapplication_name=%s%s", u, strchr(u, '?') ? "&" : "?", tag, extra ? extra : "");
+}
+
+START_TEST(test_reconnect)
+{
+    outbox_store_close(fresh(0));
+    char uri[600], tag[64];
+    snprintf(tag, sizeof tag, "it_reset_%ld", (long)getpid());
+    tagged_uri(uri, sizeof uri, tag, NULL);
+    outbox_store_t *s = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '%s'", tag), 1);
+    usleep(100000);
+    /* The call that meets the dead session fails as transient... */
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("r", 10);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_ETRANSIENT);
+    /* ...and the next one reconnects, prepares again and works. */
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 1);
+    outbox_store_close(s);
+}
+END_TEST
+
+typedef struct crossed {
+    outbox_store_t *s;
+    const char *first, *second;
+    pthread_barrier_t *bar;
+    int rc;
+    char msg[OUTBOX_MESSAGE_MAX];
+} crossed_t;
+
+static void *crossed_stage(void *arg)
+{
+    crossed_t *c = arg;
+    ck_assert_int_eq(outbox_begin(c->s), OUTBOX_OK);
+    ck_assert_int_eq(stage(c->s, NULL, "r", NULL, c->first, "{}"), 1);
+    pthread_barrier_wait(c->bar);
+    c->rc = stage(c->s, NULL, "r", NULL, c->second, "{}");
+    snprintf(c->msg, sizeof c->msg, "%s", outbox_store_message(c->s));
+    outbox_rollback(c->s);
+    return NULL;
+}
+
+START_TEST(test_deadlock_is_transient)
+{
+    outbox_store_t *a = fresh(0);
+    outbox_store_t *b = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    const char *e1 = "0190a0b0-0000-7000-8000-0000000000e1", *e2 = "0190a0b0-0000-7000-8000-0000000000e2";
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    crossed_t ca = {a, e1, e2, &bar, 0, ""}, cb = {b, e2, e1, &bar, 0, ""};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, crossed_stage, &ca);
+    pthread_create(&tb, NULL, crossed_stage, &cb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&bar);
+    crossed_t *victim = ca.rc == OUTBOX_ETRANSIENT ? &ca : &cb;
+    ck_assert_msg(victim->rc == OUTBOX_ETRANSIENT, "rcs %d %d: %s / %s", ca.rc, cb.rc, ca.msg, cb.msg);
+    ck_assert_msg(strstr(victim->msg, "40P01"), "%s", victim->msg);
+    outbox_store_close(a);
+    outbox_store_close(b);
+}
+END_TEST
+
+START_TEST(test_serialization_is_transient)
+{
+    outbox_store_close(fresh(0));
+    char uri[600];
+    tagged_uri(uri, sizeof uri, "it_ser", "&options=-c%20default_transaction_isolation%3Dserializable");
+    outbox_store_t *a = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    outbox_store_t *b = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    const char *e1 = "0190a0b0-0000-7000-8000-0000000000f1";
+    ck_assert_int_eq(outbox_begin(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_begin(b), OUTBOX_OK);
+    ck_assert_int_eq(stage(b, NULL, "r", NULL, NULL, "{}"), 1); /* b's snapshot is taken */
+    ck_assert_int_eq(stage(a, NULL, "r", NULL, e1, "{}"), 1);
+    ck_assert_int_eq(outbox_commit(a), OUTBOX_OK);
+    /* b cannot see a's row and must not skip it as a duplicate. */
+    ck_assert_int_eq(stage(b, NULL, "r", NULL, e1, "{}"), OUTBOX_ETRANSIENT);
+    ck_assert_msg(strstr(outbox_store_message(b), "40001"), "%s", outbox_store_message(b));
+    ck_assert_int_eq(outbox_commit(b), OUTBOX_ETRANSIENT); /* the failure, not a silent rollback */
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1);
+    outbox_store_close(a);
+    outbox_store_close(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------- per-key rule */
+
+START_TEST(test_locked_head_holds_key)
+{
+    outbox_store_t *s = fresh(0);
+    const char *head = "0190a0b0-0000-7000-8000-00000000a001";
+    ck_assert_int_eq(stage(s, NULL, "r", "k1", head, "1"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "k2", NULL, "1"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "k1", NULL, "2"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "0"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "k1", NULL, "3"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "k2", NULL, "2"), 1);
+
+    /* Another transaction holds k1's head, as a claim in flight would. */
+    PGconn *other = pgt_connect();
+    pgt_exec(other, "BEGIN");
+    pgt_exec(other, "SELECT 1 FROM %s WHERE event_id = '%s' FOR UPDATE", rel, head);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("r", 100);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    /* The rows behind the locked head look claimable to the snapshot, but
+     * the chain check leaves them: only k2 and the unkeyed row move. */
+    ck_assert_uint_eq(n, 3);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!rows[i].ordering_key || strcmp(rows[i].ordering_key, "k1") != 0,
+                      "claimed k1 row %s behind a locked head", rows[i].payload);
+    outbox_settle_item_t it[3];
+    for (size_t i = 0; i < n; i++)
+        it[i] = (outbox_settle_item_t){.id = rows[i].id, .kind = OUTBOX_SETTLE_PUBLISHED};
+    ck_assert_int_eq(outbox_settle(s, &f, it, n, NULL), OUTBOX_OK);
+    pgt_exec(other, "ROLLBACK");
+    PQfinish(other);
+
+    /* Released, the key moves as one run: head and the rows behind it. */
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(rows[0].event_id, head);
+    ck_assert_str_eq(rows[1].payload, "2");
+    ck_assert_str_eq(rows[2].payload, "3");
+    outbox_store_close(s);
+}
+END_TEST
+
+/* A sink for the stress test: RETRY for some rows on their first attempts,
+ * OK otherwise, and a live check that each key's rows are accepted in
+ * staging order, each exactly once. */
+#define KEYS 24
+#define PER_KEY 60
+#define UNKEYED 150
+static pthread_mutex_t sink_mu = PTHREAD_MUTEX_INITIALIZER;
+static int next_of[KEYS];
+static int unkeyed_ok[UNKEYED];
+static int deliveries[KEYS][PER_KEY], unkeyed_deliveries[UNKEYED];
+static atomic_int violations, duplicates, accepted, retried;
+
+static int sink_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
+{
+    (void)p;
+    (void)d;
+    *h = &sink_mu;
+    return OUTBOX_OK;
+}
+
+static void sink_close(void *h)
+{
+    (void)h;
+}
+
+static int sink_publish(void *h, const outbox_message_t *msgs, size_t n, outbox_publish_result_t *res,
+                        outbox_diag_t *d)
+{
+    (void)h;
+    (void)d;
+    for (size_t i = 0; i < n; i++) {
+        /* jsonb hands the payload back in its own key order. */
+        const char *pk = strstr(msgs[i].payload, "\"k\": ");
+        const char *pi = strstr(msgs[i].payload, "\"i\": ");
+        int k = pk ? atoi(pk + 5) : KEYS, seq = pi ? atoi(pi + 5) : -1;
+        /* Every 7th row fails its first 1-3 deliveries. Counted here, not
+         * by attempts: a batch that only fails is an outage to the relay,
+         * which gives the attempts back. */
+        pthread_mutex_lock(&sink_mu);
+        int *seen = k >= 0 && k < KEYS && seq >= 0 && seq < PER_KEY ? &deliveries[k][seq]
+                    : k < 0 && seq >= 0 && seq < UNKEYED          ? &unkeyed_deliveries[seq]
+                                                                  : NULL;
+        int flaky = (k * 31 + seq * 7 + 3) % 7 == 0 ? 1 + (k + seq + 3) % 3 : 0;
+        if (seen && (*seen)++ < flaky) {
+            pthread_mutex_unlock(&sink_mu);
+            res[i].status = OUTBOX_PUBLISH_RETRY;
+            snprintf(res[i].message, sizeof res[i].message, "flaky");
+            atomic_fetch_add(&retried, 1);
+            continue;
+        }
+        if (k < 0) {
+            if (seq >= 0 && seq < UNKEYED && unkeyed_ok[seq]++)
+                atomic_fetch_add(&duplicates, 1);
+        } else if (k >= KEYS || seq != next_of[k]) {
+            if (k < KEYS && seq < next_of[k])
+                atomic_fetch_add(&duplicates, 1);
+            else
+                atomic_fetch_add(&violations, 1);
+        } else {
+            next_of[k]++;
+        }
+        pthread_mutex_unlock(&sink_mu);
+        atomic_fetch_add(&accepted, 1);
+        res[i].status = OUTBOX_PUBLISH_OK;
+    }
+    return OUTBOX_OK;
+}
+
+static const outbox_sink_vtable_t sink_vt = {.struct_size = sizeof sink_vt, .open = sink_open,
+                                             .close = sink_close, .publish = sink_publish};
+static const char *const sink_schemes[] = {"pgtest", NULL};
+static int sink_init(const outbox_host_t *host, outbox_diag_t *d)
+{
+    (void)host;
+    (void)d;
+    return OUTBOX_OK;
+}
+static const outbox_driver_t sink_desc = {
+    .struct_size = sizeof sink_desc, .abi_major = OUTBOX_ABI_MAJOR, .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK, .name = "pgtest", .version = "1", .schemes = sink_schemes,
+    .init = sink_init, .sink = &sink_vt};
+
+typedef struct worker {
+    outbox_store_t *store;
+    outbox_sink_t *sink;
+    outbox_relay_t *relay;
+    pthread_t thread;
+    int rc;
+} worker_t;
+
+static void *run_relay(void *arg)
+{
+    worker_t *w = arg;
+    w->rc = outbox_relay_run(w->relay);
+    return NULL;
+}
+
+START_TEST(test_relays_keep_key_order)
+{
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_driver_register(&sink_desc, &d), OUTBOX_OK);
+    outbox_store_t *s = fresh(0);
+    /* Keys interleaved in staging order, some unkeyed rows between. */
+    outbox_event_t ev[KEYS + 1];
+    char payloads[KEYS + 1][48], keys[KEYS][16];
+    int unkeyed = 0;
+    for (int seq = 0; seq < PER_KEY; seq++) {
+        size_t m = 0;
+        for (int k = 0; k < KEYS; k++) {
+            snprintf(keys[k], sizeof keys[k], "key-%d", k);
+            snprintf(payloads[m], sizeof payloads[m], "{\"k\": %d, \"i\": %d}", k, seq);
+            ev[m] = (outbox_event_t){.event_type = "t", .payload = payloads[m], .ordering_key = keys[k]};
+            m++;
+        }
+        if (unkeyed < UNKEYED) {
+            snprintf(payloads[m], sizeof payloads[m], "{\"k\": -1, \"i\": %d}", unkeyed++);
+            ev[m] = (outbox_event_t){.event_type = "t", .payload = payloads[m]};
+            m++;
+        }
+        size_t staged = 0;
+        ck_assert_int_eq(outbox_stage(s, NULL, "stress", ev, m, &staged), OUTBOX_OK);
+        ck_assert_uint_eq(staged, m);
+    }
+    int total = KEYS * PER_KEY + unkeyed;
+
+    enum { WORKERS = 4 };
+    worker_t w[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        w[i].store = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+        ck_assert_int_eq(outbox_sink_open("pgtest:", NULL, &w[i].sink, &d), OUTBOX_OK);
+        outbox_relay_config_t cfg;
+        outbox_relay_config_init(&cfg);
+        cfg.route = "stress";
+        cfg.batch = 5 + 4 * (size_t)i; /* unequal batches interleave the claims */
+        cfg.backoff_base_us = 0;
+        cfg.poll_us = 5000;
+        cfg.max_attempts = 100;
+        ck_assert_int_eq(outbox_relay_new(w[i].store, w[i].sink, &cfg, &w[i].relay, &d), OUTBOX_OK);
+        pthread_create(&w[i].thread, NULL, run_relay, &w[i]);
+    }
+    int64_t deadline = pgt_mono_us() + 120 * INT64_C(1000000);
+    while (pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'published'", rel) < total &&
+           pgt_mono_us() < deadline)
+        usleep(50000);
+    for (int i = 0; i < WORKERS; i++)
+        outbox_relay_stop(w[i].relay);
+    uint64_t claimed_by[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(w[i].thread, NULL);
+        ck_assert_msg(w[i].rc == OUTBOX_OK, "relay %d: %s", i, outbox_relay_message(w[i].relay));
+        outbox_relay_counters_t c;
+        outbox_relay_counters(w[i].relay, &c);
+        claimed_by[i] = c.published;
+        outbox_relay_free(w[i].relay);
+        outbox_sink_close(w[i].sink);
+        outbox_store_close(w[i].store);
+    }
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'published'", rel), total);
+    ck_assert_int_eq(atomic_load(&violations), 0);
+    ck_assert_int_eq(atomic_load(&duplicates), 0);
+    ck_assert_int_eq(atomic_load(&accepted), total);
+    ck_assert(atomic_load(&retried) > 0);
+    for (int k = 0; k < KEYS; k++)
+        ck_assert_int_eq(next_of[k], PER_KEY);
+    /* published_at never goes back within a key, in staging order. */
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM (SELECT published_at < lag(published_at) OVER "
+                                 "(PARTITION BY ordering_key ORDER BY created_at, id) AS back FROM %s "
+                                 "WHERE ordering_key IS NOT NULL) x WHERE back", rel), 0);
+    int busy = 0;
+    for (int i = 0; i < WORKERS; i++)
+        busy += claimed_by[i] > 0;
+    ck_assert_msg(busy >= 2, "only %d of %d relays published anything", busy, WORKERS);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* ----------------------------------------------------------- wake-up */
+
+typedef struct waiter {
+    outbox_store_t *s;
+    const char *route;
+    int timeout_ms;
+    int64_t took_us;
+    pthread_barrier_t *ready;
+} waiter_t;
+
+static void *wait_thread(void *arg)
+{
+    waiter_t *w = arg;
+    /* A first short wait issues LISTEN, so the stage below cannot race it. */
+    outbox_store_wait(w->s, w->route, 1);
+    pthread_barrier_wait(w->ready);
+    int64_t t0 = pgt_mono_us();
+    outbox_store_wait(w->s, w->route, w->timeout_ms);
+    w->took_us = pgt_mono_us() - t0;
+    return NULL;
+}
+
+static int64_t wait_while_staging(outbox_store_t *waiting, outbox_store_t *stager,
+                                  const char *wait_route, const char *stage_route, int timeout_ms)
+{
+    pthread_barrier_t ready;
+    pthread_barrier_init(&ready, NULL, 2);
+    waiter_t w = {waiting, wait_route, timeout_ms, 0, &ready};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_thread, &w);
+    pthread_barrier_wait(&ready);
+    usleep(200000);
+    ck_assert_int_eq(stage(stager, NULL, stage_route, NULL, NULL, "{}"), 1);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&ready);
+    return w.took_us;
+}
+
+START_TEST(test_wait_wakes_on_stage)
+{
+    outbox_store_t *relay = fresh(0);
+    outbox_store_t *app = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    /* Woken by the commit, long before the 5 s timeout. */
+    int64_t took = wait_while_staging(relay, app, "orders", "orders", 5000);
+    ck_assert_msg(took >= 150000 && took < 1500000, "wait took %lld us", (long long)took);
+    /* Staging on another route does not wake it. */
+    took = wait_while_staging(relay, app, "orders", "invoices", 1000);
+    ck_assert_msg(took >= 950000, "woken after %lld us by another route", (long long)took);
+    /* A claim answers the wake-ups that came before it. */
+    ck_assert_int_eq(stage(app, NULL, "orders", NULL, NULL, "{}"), 1);
+    usleep(100000);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("orders", 10);
+    ck_assert_int_eq(outbox_claim(relay, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 2);
+    int64_t t0 = pgt_mono_us();
+    ck_assert_int_eq(outbox_store_wait(relay, "orders", 300), OUTBOX_OK);
+    ck_assert_msg(pgt_mono_us() - t0 >= 250000, "woke for a row the claim already took");
+    outbox_store_close(app);
+    outbox_store_close(relay);
+}
+END_TEST
+
+/* ------------------------------------------------------------- purge */
+
+START_TEST(test_purge_batches)
+{
+    outbox_store_t *s = fresh(0);
+    enum { N = 12000, BATCH = 1000 };
+    outbox_event_t ev[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        ev[i] = (outbox_event_t){.event_type = "t", .payload = "{}"};
+    for (int i = 0; i < N / BATCH; i++)
+        ck_assert_int_eq(outbox_stage(s, NULL, i % 2 ? "a" : "b", ev, BATCH, NULL), OUTBOX_OK);
+    pgt_exec(db, "UPDATE %s SET status = 'published', published_at = now() - interval '2 days' "
+                 "WHERE id IN (SELECT id FROM %s ORDER BY created_at LIMIT 11000)", rel, rel);
+    uint64_t count = 0;
+    int64_t day_ago = (int64_t)time(NULL) * 1000000 - 86400 * INT64_C(1000000);
+    /* Batches 0-10 are published: 5 of route a, 6 of route b. */
+    ck_assert_int_eq(outbox_purge(s, "a", day_ago, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 5000);
+    ck_assert_int_eq(outbox_purge(s, NULL, day_ago, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 6000);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1000);
+    outbox_store_close(s);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *su = suite_create("postgres");
+    TCase *tc = tcase_create("store");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_spec_ddl_open);
+    tcase_add_test(tc, test_missing_parts);
+    tcase_add_test(tc, test_schema_check);
+    tcase_add_test(tc, test_stage_claim_settle);
+    tcase_add_test(tc, test_hlc_refused);
+    tcase_add_test(tc, test_uri_forms);
+    tcase_add_test(tc, test_native_tx);
+    tcase_add_test(tc, test_own_tx);
+    tcase_add_test(tc, test_reconnect);
+    tcase_add_test(tc, test_deadlock_is_transient);
+    tcase_add_test(tc, test_serialization_is_transient);
+    tcase_add_test(tc, test_locked_head_holds_key);
+    tcase_add_test(tc, test_relays_keep_key_order);
+    tcase_add_test(tc, test_wait_wakes_on_stage);
+    tcase_add_test(tc, test_purge_batches);
+    suite_add_tcase(su, tc);
+    return su;
+}
+
+int main(void)
+{
+    pgt_uri(); /* skip or fail here, before Check forks */
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
