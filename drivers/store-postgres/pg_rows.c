@@ -667,7 +667,8 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
         return rc;
     }
     /* RETURNING yields rows in no promised order. */
-    qsort(h->rows, h->n_rows, sizeof *h->rows, req->hlc_order ? cmp_hlc : cmp_created);
+    if (h->n_rows > 1)
+        qsort(h->rows, h->n_rows, sizeof *h->rows, req->hlc_order ? cmp_hlc : cmp_created);
     *rows = h->rows;
     *n = h->n_rows;
     fence->stamp = stamp;
