@@ -1,0 +1,320 @@
+/* outbox-bench, latency mode: commit-to-publish latency.
+ *
+ * A producer stages one event per transaction at a fixed rate and notes the
+ * instant each COMMIT returned; a relay (with the store's push wake-up when
+ * it has one, else polling every --poll) publishes to an in-process sink
+ * that notes the instant each message reached it. The payload carries the
+ * event's sequence number, which joins the two. Both instants come from
+ * CLOCK_MONOTONIC in this process, so no clock skew enters the numbers.
+ *
+ * A message can reach the sink a few microseconds before COMMIT has
+ * returned to the producer (the row is visible as soon as the commit is
+ * durable); such a latency counts as 0.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+/* How long to wait for the last events once the producer has stopped. */
+#define DRAIN_WAIT_US (30 * 1000000LL)
+
+typedef struct lat_state {
+    long n;
+    int64_t *commit_us;  /* written by the producer */
+    int64_t *publish_us; /* written by the sink, in the relay's thread */
+    atomic_long published;
+    atomic_long duplicates;
+} lat_state_t;
+
+static lat_state_t *lat; /* the run in progress, for the sink */
+
+/* ------------------------------------------------- the recording sink */
+
+static int lat_init(const outbox_host_t *host, outbox_diag_t *d)
+{
+    (void)host, (void)d;
+    return OUTBOX_OK;
+}
+
+static int lat_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
+{
+    (void)p, (void)d;
+    *h = &lat;
+    return OUTBOX_OK;
+}
+
+static void lat_close(void *h)
+{
+    (void)h;
+}
+
+/* The sequence number from a payload made by bench_payload(). */
+static long payload_seq(const char *p, size_t len)
+{
+    static const char head[] = "{\"seq\":";
+    if (len < sizeof head || memcmp(p, head, sizeof head - 1) != 0)
+        return -1;
+    long v = 0;
+    for (size_t i = sizeof head - 1; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+        v = v * 10 + (p[i] - '0');
+    return v;
+}
+
+static int lat_publish(void *h, const outbox_message_t *msgs, size_t n,
+                       outbox_publish_result_t *res, outbox_diag_t *d)
+{
+    (void)h, (void)d;
+    int64_t now = bench_mono_us();
+    for (size_t i = 0; i < n; i++) {
+        res[i].status = OUTBOX_PUBLISH_OK;
+        long seq = payload_seq(msgs[i].payload, msgs[i].payload_len);
+        if (!lat || seq < 0 || seq >= lat->n)
+            continue;
+        if (lat->publish_us[seq] != 0) {
+            atomic_fetch_add(&lat->duplicates, 1);
+            continue;
+        }
+        lat->publish_us[seq] = now;
+        atomic_fetch_add(&lat->published, 1);
+    }
+    return OUTBOX_OK;
+}
+
+static const outbox_sink_vtable_t lat_vt = {
+    .struct_size = sizeof lat_vt, .open = lat_open, .close = lat_close, .publish = lat_publish};
+static const char *const lat_schemes[] = {"benchlat", NULL};
+static const outbox_driver_t lat_driver = {
+    .struct_size = sizeof lat_driver,
+    .abi_major = OUTBOX_ABI_MAJOR,
+    .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK,
+    .name = "bench-latency",
+    .version = "1",
+    .schemes = lat_schemes,
+    .capabilities = OUTBOX_SINK_CAP_ORDERED,
+    .init = lat_init,
+    .sink = &lat_vt,
+};
+
+/* -------------------------------------------------------------- relay */
+
+typedef struct relay_thread {
+    outbox_relay_t *relay;
+    int rc;
+} relay_thread_t;
+
+static void *relay_main(void *arg)
+{
+    relay_thread_t *t = arg;
+    t->rc = outbox_relay_run(t->relay);
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted v[0..n), in milliseconds. */
+static double pct_ms(const int64_t *v, long n, double p)
+{
+    if (n == 0)
+        return 0;
+    long k = (long)ceil(p * (double)n) - 1;
+    if (k < 0)
+        k = 0;
+    if (k >= n)
+        k = n - 1;
+    return (double)v[k] / 1000.0;
+}
+
+static void sleep_until(int64_t mono_us)
+{
+    int64_t left = mono_us - bench_mono_us();
+    if (left <= 0)
+        return;
+    struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (left % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Stages st->n events, one per transaction, at o->rate per second. */
+static int produce(const bench_opts_t *o, outbox_store_t *s, lat_state_t *st, int64_t *t_end,
+                   char *err, size_t errlen)
+{
+    char payload[BENCH_PAYLOAD_MAX], key[32];
+    int64_t t0 = bench_mono_us();
+    for (long i = 0; i < st->n; i++) {
+        sleep_until(t0 + (int64_t)((double)i * 1e6 / o->rate));
+        size_t len = bench_payload(payload, i);
+        outbox_event_t ev = {.event_type = "bench.order_created", .payload = payload,
+                             .payload_len = len};
+        if (o->keys > 0) {
+            snprintf(key, sizeof key, "key-%ld", i % o->keys);
+            ev.ordering_key = key;
+        }
+        size_t staged = 0;
+        if (outbox_begin(s) != OUTBOX_OK ||
+            outbox_stage(s, NULL, BENCH_ROUTE, &ev, 1, &staged) != OUTBOX_OK ||
+            outbox_commit(s) != OUTBOX_OK) {
+            snprintf(err, errlen, "producer: %s", outbox_store_message(s));
+            outbox_rollback(s);
+            return BENCH_EXIT_FAIL;
+        }
+        st->commit_us[i] = bench_mono_us();
+    }
+    *t_end = bench_mono_us() - t0;
+    return 0;
+}
+
+static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double *cpu_s, char *err,
+               size_t errlen)
+{
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
+    outbox_store_t *producer = NULL, *rstore = NULL;
+    outbox_sink_t *sink = NULL;
+    outbox_relay_t *relay = NULL;
+    outbox_diag_t d;
+    int rc = 0;
+    if (outbox_store_open(o->store, &so, &producer, &d) != OUTBOX_OK ||
+        outbox_store_open(o->store, &so, &rstore, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        rc = BENCH_EXIT_FAIL;
+    }
+    if (rc == 0 && outbox_sink_open("benchlat:", NULL, &sink, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open the recording sink: %s", d.message);
+        rc = BENCH_EXIT_FAIL;
+    }
+    if (rc == 0) {
+        outbox_relay_config_t cfg;
+        outbox_relay_config_init(&cfg);
+        cfg.route = BENCH_ROUTE;
+        cfg.batch = (size_t)o->batch;
+        cfg.poll_us = o->poll_us;
+        if (outbox_relay_new(rstore, sink, &cfg, &relay, &d) != OUTBOX_OK) {
+            snprintf(err, errlen, "relay: %s", d.message);
+            rc = BENCH_EXIT_FAIL;
+        }
+    }
+    relay_thread_t rt = {.relay = relay};
+    pthread_t tid;
+    int started = 0;
+    if (rc == 0) {
+        if (pthread_create(&tid, NULL, relay_main, &rt) != 0) {
+            snprintf(err, errlen, "cannot start the relay thread");
+            rc = BENCH_EXIT_FAIL;
+        } else {
+            started = 1;
+        }
+    }
+    double cpu0 = bench_cpu_s();
+    int64_t produced_us = 0;
+    if (rc == 0)
+        rc = produce(o, producer, st, &produced_us, err, errlen);
+    if (started) {
+        int64_t deadline = bench_mono_us() + DRAIN_WAIT_US;
+        while (rc == 0 && atomic_load(&st->published) < st->n && bench_mono_us() < deadline) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        outbox_relay_stop(relay);
+        pthread_join(tid, NULL);
+        if (rc == 0 && rt.rc != OUTBOX_OK) {
+            snprintf(err, errlen, "relay: %s", outbox_relay_message(relay));
+            rc = BENCH_EXIT_FAIL;
+        }
+        if (rc == 0 && atomic_load(&st->published) < st->n) {
+            snprintf(err, errlen, "only %ld of %ld events were published within %lld s",
+                     atomic_load(&st->published), st->n, DRAIN_WAIT_US / 1000000);
+            rc = BENCH_EXIT_FAIL;
+        }
+    }
+    *cpu_s = bench_cpu_s() - cpu0;
+    *achieved = produced_us > 0 ? (double)st->n * 1e6 / (double)produced_us : 0;
+    outbox_relay_free(relay);
+    outbox_sink_close(sink);
+    outbox_store_close(rstore);
+    outbox_store_close(producer);
+    return rc;
+}
+
+int bench_latency(const bench_opts_t *o)
+{
+    char err[1024] = "";
+    static int registered;
+    outbox_diag_t d;
+    if (!registered && outbox_driver_register(&lat_driver, &d) != OUTBOX_OK) {
+        bench_err("registering the recording sink: %s", d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    registered = 1;
+
+    lat_state_t st = {0};
+    st.n = (long)ceil(o->rate * (double)o->duration_us / 1e6);
+    if (st.n < 1)
+        st.n = 1;
+    st.commit_us = calloc((size_t)st.n, sizeof *st.commit_us);
+    st.publish_us = calloc((size_t)st.n, sizeof *st.publish_us);
+    int64_t *lat_us = calloc((size_t)st.n, sizeof *lat_us);
+    atomic_init(&st.published, 0);
+    atomic_init(&st.duplicates, 0);
+    if (!st.commit_us || !st.publish_us || !lat_us) {
+        free(st.commit_us);
+        free(st.publish_us);
+        free(lat_us);
+        bench_err("out of memory for %ld events", st.n);
+        return BENCH_EXIT_FAIL;
+    }
+
+    bsq_t *b = NULL;
+    int rc = bsq_open(o->store, &b, err, sizeof err);
+    if (rc == 0)
+        rc = bsq_claim_relation(b, o->relation, err, sizeof err);
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, o->relation, err, sizeof err);
+    if (rc == 0)
+        rc = bsq_checkpoint(b, err, sizeof err);
+    double achieved = 0, cpu_s = 0;
+    if (rc == 0) {
+        lat = &st;
+        rc = run(o, &st, &achieved, &cpu_s, err, sizeof err);
+        lat = NULL;
+    }
+    if (b) {
+        char err2[512];
+        bsq_drop_relation(b, o->relation, err2, sizeof err2);
+        bsq_checkpoint(b, err2, sizeof err2);
+        bsq_close(b);
+    }
+    if (rc == 0) {
+        long m = 0;
+        for (long i = 0; i < st.n; i++)
+            if (st.publish_us[i] && st.commit_us[i])
+                lat_us[m++] = st.publish_us[i] > st.commit_us[i] ? st.publish_us[i] - st.commit_us[i]
+                                                                 : 0;
+        qsort(lat_us, (size_t)m, sizeof *lat_us, cmp_i64);
+        char store[1024];
+        bench_json_str(store, sizeof store, o->store);
+        printf("{\"mode\":\"latency\",\"store\":%s,\"sink\":\"in-process\",\"events\":%ld,"
+               "\"keys\":%ld,\"batch\":%ld,\"rate\":%.0f,\"achieved_rate\":%.0f,"
+               "\"duration_s\":%.3f,\"poll_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+               "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"duplicates\":%ld,\"cpu_s\":%.3f,"
+               "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
+               store, st.n, o->keys, o->batch, o->rate, achieved, (double)o->duration_us / 1e6,
+               (double)o->poll_us / 1000.0, pct_ms(lat_us, m, 0.50), pct_ms(lat_us, m, 0.99),
+               pct_ms(lat_us, m, 0.999), m ? (double)lat_us[m - 1] / 1000.0 : 0,
+               atomic_load(&st.duplicates), cpu_s, bench_peak_rss_kb(), bench_loadavg());
+        fflush(stdout);
+    } else {
+        bench_err("%s", err);
+    }
+    free(st.commit_us);
+    free(st.publish_us);
+    free(lat_us);
+    return rc;
+}

@@ -1,0 +1,251 @@
+/* outbox-bench: relay throughput against the store's physical ceiling, and
+ * commit-to-publish latency. See docs/performance.md. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bench.h"
+
+static const char usage_text[] =
+    "usage: outbox-bench --store URI [options]\n"
+    "\n"
+    "Throughput (default): stage a backlog of --events events, drain it with --workers\n"
+    "relays, drain an identical backlog with the store's bare claim/mark SQL (the\n"
+    "ceiling), and print one JSON line with both rates and their ratio.\n"
+    "\n"
+    "  --store URI        store to measure (sqlite:///path/bench.db)\n"
+    "  --relation NAME    relation to create and drop (default outbox_bench; the ceiling\n"
+    "                     uses NAME_ceiling); a table outbox-bench did not create is refused\n"
+    "  --sink URI         sink for the relay (default null:)\n"
+    "  --events N         backlog size (default 100000)\n"
+    "  --keys K           ordering keys, round-robin (default 0: no keys)\n"
+    "  --batch B          claim batch size (default 100)\n"
+    "  --workers W        relays (and ceiling connections) in parallel (default 1)\n"
+    "  --repeat N         rounds, each on a fresh copy of the backlog, the ceiling and\n"
+    "                     the relay taking turns to go first; medians are printed\n"
+    "                     (default 3, 1 with --quick)\n"
+    "  --quick            a few thousand events: a smoke test, not a measurement\n"
+    "\n"
+    "Latency: a producer stages one event per transaction at --rate for --duration;\n"
+    "prints commit-to-publish p50/p99/p99.9 as one JSON line.\n"
+    "\n"
+    "  --latency          latency mode\n"
+    "  --rate R           events per second (default 1000)\n"
+    "  --duration D       how long the producer runs, e.g. 10s (default 10s)\n"
+    "  --poll D           relay poll interval when the store has no push wake-up\n"
+    "                     (default 100ms, the relay's own default); in throughput mode,\n"
+    "                     how long a worker that found nothing waits before it claims again\n"
+    "\n"
+    "  --help             this text\n";
+
+enum {
+    OPT_STORE = 256,
+    OPT_RELATION,
+    OPT_SINK,
+    OPT_EVENTS,
+    OPT_KEYS,
+    OPT_BATCH,
+    OPT_WORKERS,
+    OPT_REPEAT,
+    OPT_QUICK,
+    OPT_LATENCY,
+    OPT_RATE,
+    OPT_DURATION,
+    OPT_POLL,
+    OPT_HELP,
+};
+
+static const struct option options[] = {
+    {"store", required_argument, NULL, OPT_STORE},
+    {"relation", required_argument, NULL, OPT_RELATION},
+    {"sink", required_argument, NULL, OPT_SINK},
+    {"events", required_argument, NULL, OPT_EVENTS},
+    {"keys", required_argument, NULL, OPT_KEYS},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"latency", no_argument, NULL, OPT_LATENCY},
+    {"rate", required_argument, NULL, OPT_RATE},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"poll", required_argument, NULL, OPT_POLL},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    bench_err("%s", line);
+    return BENCH_EXIT_USAGE;
+}
+
+static int parse_long(const char *opt, const char *text, long min, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || errno || v < min || v > max) {
+        bench_err("%s: expected a whole number from %ld to %ld, got \"%.64s\"", opt, min, max,
+                  text);
+        return BENCH_EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_duration(const char *opt, const char *text, int64_t *out)
+{
+    outbox_diag_t d;
+    if (outbox_parse_duration(text, out, &d) != OUTBOX_OK) {
+        bench_err("%s: %s", opt, d.message);
+        return BENCH_EXIT_USAGE;
+    }
+    if (*out <= 0) {
+        bench_err("%s: must be above 0, got \"%.64s\"", opt, text);
+        return BENCH_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The store kinds the bench knows how to reset and measure the ceiling of. */
+static int check_store(const char *uri)
+{
+    size_t n = strcspn(uri, ":");
+    if (uri[n] != ':' || n == 0)
+        return bad("--store: \"%.200s\" is not a URI (expected e.g. sqlite:///tmp/bench.db)",
+                   uri);
+    if (n == 6 && strncasecmp(uri, "sqlite", 6) == 0)
+        return 0;
+    char scheme[64];
+    snprintf(scheme, sizeof scheme, "%.*s", (int)(n < 60 ? n : 60), uri);
+    return bad("--store: the %s store is not supported by outbox-bench yet (it has a ceiling "
+               "for sqlite only)",
+               scheme);
+}
+
+static int parse(int argc, char **argv, bench_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->relation = "outbox_bench";
+    o->batch = 100;
+    o->workers = 1;
+    o->events = -1;
+    o->rate = -1;
+    o->duration_us = -1;
+    o->poll_us = 100 * 1000;
+    const char *sink = NULL;
+    int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case OPT_STORE: o->store = optarg; break;
+        case OPT_RELATION: o->relation = optarg; break;
+        case OPT_SINK: sink = optarg; break;
+        case OPT_EVENTS:
+            seen_events = 1;
+            rc = parse_long("--events", optarg, 1, 100000000, &o->events);
+            break;
+        case OPT_KEYS: rc = parse_long("--keys", optarg, 0, 10000000, &o->keys); break;
+        case OPT_BATCH: rc = parse_long("--batch", optarg, 1, 100000, &o->batch); break;
+        case OPT_WORKERS:
+            seen_workers = 1;
+            rc = parse_long("--workers", optarg, 1, 64, &o->workers);
+            break;
+        case OPT_REPEAT:
+            seen_repeat = 1;
+            rc = parse_long("--repeat", optarg, 1, 100, &o->repeat);
+            break;
+        case OPT_QUICK: o->quick = 1; break;
+        case OPT_LATENCY: o->latency = 1; break;
+        case OPT_RATE: {
+            seen_rate = 1;
+            char *end = NULL;
+            errno = 0;
+            o->rate = strtod(optarg, &end);
+            if (!*optarg || *end || errno || !isfinite(o->rate) || o->rate <= 0 || o->rate > 1e6)
+                rc = bad("--rate: expected events per second above 0 and at most 1000000, got "
+                         "\"%.64s\"",
+                         optarg);
+            break;
+        }
+        case OPT_DURATION:
+            seen_duration = 1;
+            rc = parse_duration("--duration", optarg, &o->duration_us);
+            if (rc == 0 && o->duration_us > 3600LL * 1000000)
+                rc = bad("--duration: at most 1h, got \"%.64s\"", optarg);
+            break;
+        case OPT_POLL:
+            rc = parse_duration("--poll", optarg, &o->poll_us);
+            break;
+        case OPT_HELP: fputs(usage_text, stdout); exit(0);
+        case ':':
+            rc = bad("%s needs a value", argv[optind - 1]);
+            break;
+        default:
+            rc = bad("unknown option \"%.64s\" (try --help)", argv[optind - 1]);
+            break;
+        }
+        if (rc != 0)
+            return rc;
+    }
+    if (optind < argc)
+        return bad("unexpected argument \"%.64s\" (try --help)", argv[optind]);
+    if (!o->store)
+        return bad("--store is required, e.g. --store sqlite:///tmp/bench.db");
+    int rc = check_store(o->store);
+    if (rc != 0)
+        return rc;
+    if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200 ||
+        strcasecmp(o->relation, "outbox_bench_relations") == 0)
+        return bad("--relation: \"%.64s\" is not a usable name (letters, digits and _, "
+                   "optionally schema.name, at most 200 characters)",
+                   o->relation);
+    if (o->latency) {
+        if (sink)
+            return bad("--sink cannot be used with --latency: it publishes to an in-process "
+                       "recording sink");
+        if (seen_events)
+            return bad("--events cannot be used with --latency: it stages --rate events per "
+                       "second for --duration");
+        if (seen_repeat)
+            return bad("--repeat cannot be used with --latency");
+        if (seen_workers)
+            return bad("--workers cannot be used with --latency: it runs one producer and one "
+                       "relay");
+        if (!seen_rate)
+            o->rate = o->quick ? 200 : 1000;
+        if (!seen_duration)
+            o->duration_us = (o->quick ? 1 : 10) * 1000000LL;
+    } else {
+        if (seen_rate || seen_duration)
+            return bad("--rate and --duration belong to --latency mode");
+        if (!seen_events)
+            o->events = o->quick ? 2000 : 100000;
+        if (!seen_repeat)
+            o->repeat = o->quick ? 1 : 3;
+    }
+    o->sink = sink ? sink : "null:";
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc;
+    return o.latency ? bench_latency(&o) : bench_throughput(&o);
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the throughput matrix of docs/performance.md and prints each JSON line
+# and then a Markdown table.
+#
+#   tools/bench/matrix.sh BENCH STORE_URI [EVENTS] [REPEAT]
+#
+# BENCH is the outbox-bench executable (e.g. build/tools/bench/outbox-bench);
+# OUTBOX_DRIVER_PATH must find the drivers when they are not installed.
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 BENCH STORE_URI [EVENTS] [REPEAT]" >&2; exit 2; }
+bench=$1 store=$2 events=${3:-100000} repeat=${4:-3}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for workers in 1 2; do
+    for keys in 0 100; do
+        for batch in 100 1000; do
+            "$bench" --store "$store" --events "$events" --repeat "$repeat" \
+                --batch "$batch" --keys "$keys" --workers "$workers" | tee -a "$out"
+        done
+    done
+done
+python3 - "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print()
+print("| workers | keys | batch | relay events/s | ceiling events/s | ratio (median) | ratios | relay CPU s | ceiling CPU s | peak RSS KiB |")
+print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+for r in rows:
+    print("| %d | %d | %d | %d | %d | %.2f | %s | %.2f | %.2f | %d |" % (
+        r["workers"], r["keys"], r["batch"], r["events_per_s"], r["ceiling_events_per_s"],
+        r["ratio"], " ".join("%.2f" % x for x in r["ratios"]), r["cpu_s"], r["ceiling_cpu_s"],
+        r["peak_rss_kb"]))
+PY

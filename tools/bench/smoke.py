@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Smoke test of outbox-bench: it runs, prints one well-formed JSON line per
+mode, and refuses bad input with one line and exit 2. Never checks a speed."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+bench = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args):
+    p = subprocess.run([bench] + args, capture_output=True, text=True, timeout=240)
+    return p.returncode, p.stdout, p.stderr
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    store = "sqlite://" + os.path.join(tmp, "bench.db")
+
+    rc, out, err = run(["--store", store, "--quick"])
+    check(rc == 0, "throughput --quick exits 0 (rc %d, stderr %r)" % (rc, err))
+    lines = out.strip().splitlines()
+    check(len(lines) == 1, "throughput prints one line, got %r" % out)
+    if rc == 0 and lines:
+        row = json.loads(lines[0])
+        for key in ["store", "sink", "events", "keys", "batch", "workers", "events_per_s",
+                    "cpu_s", "peak_rss_kb", "ceiling_events_per_s", "ratio"]:
+            check(key in row, "throughput line has %s" % key)
+        check(row.get("events_per_s", 0) > 0, "events_per_s > 0")
+        check(row.get("ceiling_events_per_s", 0) > 0, "ceiling_events_per_s > 0")
+        check(row.get("sink") == "null:", "default sink is null:")
+        check(row.get("sql_verified") is True,
+              "the ceiling's SQL is the SQL the driver runs (sql_verified)")
+
+    rc, out, err = run(["--store", store, "--quick", "--events", "1500", "--keys", "7",
+                        "--batch", "50", "--workers", "2"])
+    check(rc == 0, "throughput with keys and 2 workers exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        row = json.loads(out)
+        check(row["events"] == 1500 and row["keys"] == 7 and row["workers"] == 2,
+              "the line echoes the parameters")
+
+    rc, out, err = run(["--store", store, "--latency", "--quick", "--poll", "5ms"])
+    check(rc == 0, "latency --quick exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        row = json.loads(out)
+        for key in ["p50_ms", "p99_ms", "p999_ms", "events"]:
+            check(key in row, "latency line has %s" % key)
+        check(row.get("events", 0) > 0 and row.get("p50_ms", -1) >= 0, "latency numbers")
+
+    bad_inputs = [
+        [],
+        ["--store", store, "--events", "0"],
+        ["--store", store, "--batch", "x"],
+        ["--store", store, "--bogus"],
+        ["--store", store, "--rate", "10"],
+        ["--store", store, "--latency", "--sink", "null:"],
+        ["--store", store, "--relation", "bad-name"],
+        ["--store", "nosuchscheme"],
+        ["--store", "mongodb://localhost/x"],
+        ["--store", store, "--sink", "null:/some/path", "--quick"],
+        ["--store", store, "stray"],
+    ]
+    for args in bad_inputs:
+        rc, out, err = run(args)
+        check(rc == 2, "%r exits 2 (got %d)" % (args, rc))
+        check(err.startswith("outbox-bench: ") and err.count("\n") == 1,
+              "%r gives one 'outbox-bench:' line, got %r" % (args, err))
+        check(out == "", "%r prints nothing on stdout" % (args,))
+
+    # A table the bench did not create is never dropped.
+    subprocess.run(["sqlite3", os.path.join(tmp, "bench.db"),
+                    "CREATE TABLE precious (x INTEGER)"], check=False)
+    if os.path.exists(os.path.join(tmp, "bench.db")):
+        rc, out, err = run(["--store", store, "--quick", "--relation", "precious"])
+        check(rc == 2 and "not created by outbox-bench" in err,
+              "an existing table is refused (rc %d, %r)" % (rc, err))
+
+if failures:
+    print("%d check(s) failed" % len(failures))
+    sys.exit(1)
+print("ok")

@@ -1,0 +1,478 @@
+/* outbox-bench, throughput mode: stage a backlog, drain it with the relay,
+ * drain an identical backlog with the bare SQL of the store (the ceiling),
+ * and print one JSON line with both rates and their ratio.
+ *
+ * The backlog is staged once through outbox_stage() into <relation>_backlog.
+ * Each round copies it row for row into <relation> (for the relay) and
+ * <relation>_ceiling, checkpoints the WAL before each drain and lets the
+ * two sides take turns to go first. The clock of a drain runs from the
+ * moment every worker has its connections open until the last row is
+ * published. The medians over the rounds are printed.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+/* Staging: events per outbox_stage() call and per transaction. */
+#define STAGE_CHUNK 1000
+#define STAGE_TX 10000
+
+int bench_schema_apply(const char *store_uri, const char *relation, char *err, size_t errlen)
+{
+    outbox_store_options_t so = {.struct_size = sizeof so,
+                                 .relation = relation,
+                                 .flags = OUTBOX_OPEN_SCHEMA_ONLY};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d;
+    if (outbox_store_open(store_uri, &so, &s, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open store %s: %s", store_uri, d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    outbox_schema_opts_t opts = {.struct_size = sizeof opts, .relation = relation};
+    int rc = outbox_schema_apply(s, &opts);
+    if (rc != OUTBOX_OK)
+        snprintf(err, errlen, "schema apply on %s: %s", relation, outbox_store_message(s));
+    outbox_store_close(s);
+    return rc == OUTBOX_OK ? 0 : BENCH_EXIT_FAIL;
+}
+
+/* Stages o->events events on relation in transactions of STAGE_TX. */
+static int stage_backlog(const bench_opts_t *o, const char *relation, double *seconds, char *err,
+                         size_t errlen)
+{
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d;
+    if (outbox_store_open(o->store, &so, &s, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    outbox_event_t *ev = calloc(STAGE_CHUNK, sizeof *ev);
+    char (*payload)[BENCH_PAYLOAD_MAX] = calloc(STAGE_CHUNK, sizeof *payload);
+    char (*key)[32] = calloc(STAGE_CHUNK, sizeof *key);
+    int rc = 0;
+    if (!ev || !payload || !key) {
+        snprintf(err, errlen, "out of memory");
+        rc = BENCH_EXIT_FAIL;
+    }
+    int64_t t0 = bench_mono_us();
+    int in_tx = 0;
+    for (long i = 0; rc == 0 && i < o->events;) {
+        long m = o->events - i < STAGE_CHUNK ? o->events - i : STAGE_CHUNK;
+        for (long j = 0; j < m; j++) {
+            long seq = i + j;
+            size_t len = bench_payload(payload[j], seq);
+            ev[j] = (outbox_event_t){.event_type = "bench.order_created",
+                                     .payload = payload[j],
+                                     .payload_len = len};
+            if (o->keys > 0) {
+                snprintf(key[j], sizeof key[j], "key-%ld", seq % o->keys);
+                ev[j].ordering_key = key[j];
+            }
+        }
+        if (!in_tx && outbox_begin(s) != OUTBOX_OK)
+            break;
+        in_tx = 1;
+        size_t staged = 0;
+        if (outbox_stage(s, NULL, BENCH_ROUTE, ev, (size_t)m, &staged) != OUTBOX_OK)
+            break;
+        if ((long)staged != m) {
+            snprintf(err, errlen, "staging: %zu of %ld events staged", staged, m);
+            rc = BENCH_EXIT_FAIL;
+            break;
+        }
+        i += m;
+        if (i % STAGE_TX == 0 || i == o->events) {
+            in_tx = 0;
+            if (outbox_commit(s) != OUTBOX_OK)
+                break;
+        }
+    }
+    if (rc == 0 && outbox_store_message(s)[0]) {
+        snprintf(err, errlen, "staging: %s", outbox_store_message(s));
+        rc = BENCH_EXIT_FAIL;
+    }
+    if (in_tx)
+        outbox_rollback(s);
+    *seconds = (double)(bench_mono_us() - t0) / 1e6;
+    free(ev);
+    free(payload);
+    free(key);
+    outbox_store_close(s);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the relay */
+
+typedef struct rworker {
+    long events;
+    int64_t poll_us;
+    atomic_long *published;
+    bench_gate_t *gate;
+    outbox_store_t *store;
+    outbox_sink_t *sink;
+    outbox_relay_t *relay;
+    int rc;
+    char err[600];
+} rworker_t;
+
+/* Runs the relay until idle, again and again, until every row of the
+ * backlog is published by some worker: with several workers one of them
+ * may find nothing claimable while another still holds the last rows. */
+static void *rworker_main(void *arg)
+{
+    rworker_t *w = arg;
+    pthread_setname_np(pthread_self(), "bench-relay"); /* for perf and top */
+    if (!bench_gate_wait(w->gate))
+        return NULL;
+    uint64_t seen = 0;
+    bench_idle_t idle = BENCH_IDLE_INIT;
+    while (atomic_load(w->published) < w->events) {
+        int rc = outbox_relay_run(w->relay);
+        if (rc != OUTBOX_OK) {
+            snprintf(w->err, sizeof w->err, "relay: %s", outbox_relay_message(w->relay));
+            w->rc = BENCH_EXIT_FAIL;
+            /* Let the others stop too. */
+            atomic_store(w->published, w->events);
+            break;
+        }
+        outbox_relay_counters_t c;
+        outbox_relay_counters(w->relay, &c);
+        if (c.retried || c.dead || c.fence_lost || c.outages) {
+            snprintf(w->err, sizeof w->err,
+                     "relay: unexpected outcomes: %llu retried, %llu dead, %llu fences lost, "
+                     "%llu outages",
+                     (unsigned long long)c.retried, (unsigned long long)c.dead,
+                     (unsigned long long)c.fence_lost, (unsigned long long)c.outages);
+            w->rc = BENCH_EXIT_FAIL;
+            atomic_store(w->published, w->events);
+            break;
+        }
+        long delta = (long)(c.published - seen);
+        seen = c.published;
+        if (delta > 0) {
+            atomic_fetch_add(w->published, delta);
+        } else if (bench_idle_wait(&idle, w->published, w->events, w->poll_us)) {
+            snprintf(w->err, sizeof w->err,
+                     "relay stalled: nothing published for %lld s, %ld of %ld published",
+                     BENCH_STALL_US / 1000000, atomic_load(w->published), w->events);
+            w->rc = BENCH_EXIT_FAIL;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void rworkers_free(rworker_t *w, long n)
+{
+    for (long i = 0; i < n; i++) {
+        outbox_relay_free(w[i].relay);
+        outbox_sink_close(w[i].sink);
+        outbox_store_close(w[i].store);
+    }
+    free(w);
+}
+
+/* Opens each worker's store, sink and relay. */
+static int rworkers_open(const bench_opts_t *o, const char *relation, rworker_t *w,
+                         atomic_long *published, bench_gate_t *gate, char *err, size_t errlen)
+{
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = BENCH_ROUTE;
+    cfg.batch = (size_t)o->batch;
+    cfg.until_idle = 1;
+    cfg.poll_us = o->poll_us;
+    for (long i = 0; i < o->workers; i++) {
+        outbox_diag_t d;
+        w[i].events = o->events;
+        w[i].poll_us = o->poll_us;
+        w[i].published = published;
+        w[i].gate = gate;
+        if (outbox_store_open(o->store, &so, &w[i].store, &d) != OUTBOX_OK) {
+            snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+            return BENCH_EXIT_FAIL;
+        }
+        if (outbox_sink_open(o->sink, NULL, &w[i].sink, &d) != OUTBOX_OK) {
+            snprintf(err, errlen, "cannot open sink %s: %s", o->sink, d.message);
+            return BENCH_EXIT_USAGE;
+        }
+        if (outbox_relay_new(w[i].store, w[i].sink, &cfg, &w[i].relay, &d) != OUTBOX_OK) {
+            snprintf(err, errlen, "relay: %s", d.message);
+            return BENCH_EXIT_FAIL;
+        }
+    }
+    return 0;
+}
+
+static int relay_drain(const bench_opts_t *o, const char *relation, bench_drain_t *out, char *err,
+                       size_t errlen)
+{
+    rworker_t *w = calloc((size_t)o->workers, sizeof *w);
+    pthread_t *tid = calloc((size_t)o->workers, sizeof *tid);
+    if (!w || !tid) {
+        free(w);
+        free(tid);
+        snprintf(err, errlen, "out of memory");
+        return BENCH_EXIT_FAIL;
+    }
+    atomic_long published;
+    atomic_init(&published, 0);
+    bench_gate_t gate;
+    bench_gate_init(&gate);
+    int rc = rworkers_open(o, relation, w, &published, &gate, err, errlen);
+    long started = 0;
+    for (long i = 0; rc == 0 && i < o->workers; i++) {
+        if (pthread_create(&tid[i], NULL, rworker_main, &w[i]) != 0) {
+            snprintf(err, errlen, "cannot start %ld threads", o->workers);
+            rc = BENCH_EXIT_FAIL;
+            break;
+        }
+        started++;
+    }
+    bench_gate_open(&gate, started, rc == 0);
+    double cpu0 = bench_cpu_s();
+    int64_t t0 = bench_mono_us();
+    for (long i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    out->seconds = (double)(bench_mono_us() - t0) / 1e6;
+    out->cpu_s = bench_cpu_s() - cpu0;
+    for (long i = 0; i < started; i++) {
+        if (w[i].rc != 0 && rc == 0) {
+            snprintf(err, errlen, "%s", w[i].err);
+            rc = w[i].rc;
+        }
+    }
+    bench_gate_destroy(&gate);
+    rworkers_free(w, o->workers);
+    free(tid);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the run */
+
+static int check_published(bsq_t *b, const char *relation, long events, const char *who,
+                           char *err, size_t errlen)
+{
+    long n = 0;
+    int rc = bsq_count(b, relation, "published", &n, err, errlen);
+    if (rc == 0 && n != events) {
+        snprintf(err, errlen, "%s: %ld of %ld rows published after the drain", who, n, events);
+        rc = BENCH_EXIT_FAIL;
+    }
+    return rc;
+}
+
+/* Recreates relation empty with the canonical schema and fills it with a
+ * copy of the backlog. */
+static int fresh_copy(const bench_opts_t *o, bsq_t *b, const char *backlog, const char *relation,
+                      char *err, size_t errlen)
+{
+    int rc = bsq_drop_relation(b, relation, err, errlen);
+    if (rc == 0)
+        rc = bsq_claim_relation(b, relation, err, errlen);
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, relation, err, errlen);
+    if (rc == 0)
+        rc = bsq_copy(b, backlog, relation, err, errlen);
+    return rc;
+}
+
+/* One round: a fresh copy of the backlog for each side, then both drains,
+ * the ceiling first in odd rounds and the relay first in even ones, so
+ * neither always runs on the warmer cache. */
+static int round_once(const bench_opts_t *o, bsq_t *b, int round, const char *backlog,
+                      const char *relay_rel, const char *ceiling_rel, bench_drain_t *relay,
+                      bench_drain_t *ceiling, char *err, size_t errlen)
+{
+    int rc = fresh_copy(o, b, backlog, relay_rel, err, errlen);
+    if (rc == 0)
+        rc = fresh_copy(o, b, backlog, ceiling_rel, err, errlen);
+    for (int step = 0; step < 2 && rc == 0; step++) {
+        int ceiling_now = (step == 0) == (round % 2 == 0);
+        rc = bsq_checkpoint(b, err, errlen);
+        if (rc == 0 && ceiling_now) {
+            rc = bsq_ceiling(b, ceiling_rel, o->batch, o->workers, o->events, o->poll_us, ceiling,
+                             err, errlen);
+            if (rc == 0)
+                rc = check_published(b, ceiling_rel, o->events, "ceiling", err, errlen);
+        } else if (rc == 0) {
+            rc = relay_drain(o, relay_rel, relay, err, errlen);
+            if (rc == 0)
+                rc = check_published(b, relay_rel, o->events, "relay", err, errlen);
+        }
+    }
+    return rc;
+}
+
+/* Runs the driver over a few rows with statement tracing on, and checks
+ * that the ceiling's copies of its statements are the ones it runs. */
+static int verify_driver_sql(const bench_opts_t *o, bsq_t *b, const char *relation, int *verified,
+                             char *err, size_t errlen)
+{
+    *verified = 0;
+    int rc = bsq_claim_relation(b, relation, err, errlen);
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, relation, err, errlen);
+    if (rc == 0)
+        rc = bench_register_ok_sink(err, errlen);
+    if (rc != 0)
+        return rc;
+    bsq_trace_start();
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
+    outbox_store_t *s = NULL;
+    outbox_sink_t *k = NULL;
+    outbox_relay_t *r = NULL;
+    outbox_diag_t d = {0};
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = BENCH_ROUTE;
+    cfg.batch = (size_t)o->batch;
+    cfg.until_idle = 1;
+    char payload[3][BENCH_PAYLOAD_MAX];
+    outbox_event_t ev[3];
+    for (int i = 0; i < 3; i++) {
+        size_t len = bench_payload(payload[i], i);
+        ev[i] = (outbox_event_t){.event_type = "bench.order_created", .payload = payload[i],
+                                 .payload_len = len, .ordering_key = i ? "key-1" : NULL};
+    }
+    if (outbox_store_open(o->store, &so, &s, &d) != OUTBOX_OK ||
+        outbox_sink_open("benchok:", NULL, &k, &d) != OUTBOX_OK ||
+        outbox_relay_new(s, k, &cfg, &r, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "checking the driver's SQL: %s", d.message);
+        rc = BENCH_EXIT_FAIL;
+    } else if (outbox_stage(s, NULL, BENCH_ROUTE, ev, 3, NULL) != OUTBOX_OK) {
+        snprintf(err, errlen, "checking the driver's SQL: %s", outbox_store_message(s));
+        rc = BENCH_EXIT_FAIL;
+    } else if (outbox_relay_run(r) != OUTBOX_OK) {
+        snprintf(err, errlen, "checking the driver's SQL: %s", outbox_relay_message(r));
+        rc = BENCH_EXIT_FAIL;
+    }
+    outbox_relay_free(r);
+    outbox_sink_close(k);
+    outbox_store_close(s);
+    char err2[1024];
+    int rc2 = bsq_trace_check(relation, verified, err2, sizeof err2);
+    if (rc == 0 && rc2 != 0) {
+        snprintf(err, errlen, "%s", err2);
+        rc = rc2;
+    }
+    if (rc == 0)
+        rc = bsq_drop_relation(b, relation, err, errlen);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int bench_throughput(const bench_opts_t *o)
+{
+    char err[1024] = "";
+    char ceiling_rel[300], backlog_rel[300], check_rel[300];
+    snprintf(ceiling_rel, sizeof ceiling_rel, "%s_ceiling", o->relation);
+    snprintf(backlog_rel, sizeof backlog_rel, "%s_backlog", o->relation);
+    snprintf(check_rel, sizeof check_rel, "%s_sqlcheck", o->relation);
+    /* A sink that cannot open is bad input: say so before staging anything. */
+    outbox_sink_t *probe = NULL;
+    outbox_diag_t d;
+    if (outbox_sink_open(o->sink, NULL, &probe, &d) != OUTBOX_OK) {
+        bench_err("cannot open sink %s: %s", o->sink, d.message);
+        return BENCH_EXIT_USAGE;
+    }
+    outbox_sink_close(probe);
+
+    double *eps = calloc((size_t)o->repeat, sizeof *eps);
+    double *ceps = calloc((size_t)o->repeat, sizeof *ceps);
+    double *ratio = calloc((size_t)o->repeat, sizeof *ratio);
+    double *cpu = calloc((size_t)o->repeat, sizeof *cpu);
+    double *ccpu = calloc((size_t)o->repeat, sizeof *ccpu);
+    double *cpu_ratio = calloc((size_t)o->repeat, sizeof *cpu_ratio);
+    bsq_t *b = NULL;
+    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio ? 0 : BENCH_EXIT_FAIL;
+    if (rc != 0)
+        snprintf(err, sizeof err, "out of memory");
+    if (rc == 0)
+        rc = bsq_open(o->store, &b, err, sizeof err);
+    /* Refuse foreign tables before dropping anything. */
+    const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel};
+    const int n_rels = (int)(sizeof rels / sizeof rels[0]);
+    for (int i = 0; i < n_rels && rc == 0; i++)
+        rc = bsq_claim_relation(b, rels[i], err, sizeof err);
+    int verified = 0;
+    if (rc == 0)
+        rc = verify_driver_sql(o, b, check_rel, &verified, err, sizeof err);
+    if (rc == 0 && !verified)
+        bench_err("warning: could not observe the driver's SQL (is it linked to another "
+                  "SQLite?); the ceiling's copy of it is unchecked");
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, backlog_rel, err, sizeof err);
+    double stage_s = 0;
+    if (rc == 0)
+        rc = stage_backlog(o, backlog_rel, &stage_s, err, sizeof err);
+    char ratios[1024] = "";
+    size_t rlen = 0;
+    for (long r = 0; r < o->repeat && rc == 0; r++) {
+        bench_drain_t relay = {0}, ceiling = {0};
+        rc = round_once(o, b, (int)r, backlog_rel, o->relation, ceiling_rel, &relay, &ceiling, err,
+                        sizeof err);
+        if (rc != 0)
+            break;
+        eps[r] = relay.seconds > 0 ? (double)o->events / relay.seconds : 0;
+        ceps[r] = ceiling.seconds > 0 ? (double)o->events / ceiling.seconds : 0;
+        ratio[r] = ceps[r] > 0 ? eps[r] / ceps[r] : 0;
+        cpu[r] = relay.cpu_s;
+        ccpu[r] = ceiling.cpu_s;
+        cpu_ratio[r] = relay.cpu_s > 0 ? ceiling.cpu_s / relay.cpu_s : 0;
+        if (rlen < sizeof ratios - 16)
+            rlen += (size_t)snprintf(ratios + rlen, sizeof ratios - rlen, "%s%.3f", r ? "," : "",
+                                     ratio[r]);
+    }
+
+    if (b) {
+        /* Leave no backlog behind, whatever happened. */
+        char err2[512];
+        for (int i = 0; i < n_rels; i++)
+            bsq_drop_relation(b, rels[i], err2, sizeof err2);
+        bsq_checkpoint(b, err2, sizeof err2);
+        bsq_close(b);
+    }
+    if (rc == 0) {
+        char store[1024], sink[1024];
+        bench_json_str(store, sizeof store, o->store);
+        bench_json_str(sink, sizeof sink, o->sink);
+        long n = o->repeat;
+        printf("{\"store\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,\"batch\":%ld,"
+               "\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,\"peak_rss_kb\":%ld,"
+               "\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%ld,\"ratios\":[%s],"
+               "\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%.3f,\"stage_events_per_s\":%.0f,"
+               "\"sql_verified\":%s,\"loadavg\":%.2f}\n",
+               store, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
+               median(cpu, n), bench_peak_rss_kb(), median(ceps, n), median(ratio, n), n, ratios,
+               median(ccpu, n), median(cpu_ratio, n), stage_s > 0 ? (double)o->events / stage_s : 0,
+               verified ? "true" : "false", bench_loadavg());
+        fflush(stdout);
+    } else {
+        bench_err("%s", err);
+    }
+    free(eps);
+    free(ceps);
+    free(ratio);
+    free(cpu);
+    free(ccpu);
+    free(cpu_ratio);
+    return rc;
+}

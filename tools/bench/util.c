@@ -1,0 +1,208 @@
+/* outbox-bench: clocks, resource usage, JSON text, payloads. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "bench.h"
+
+int64_t bench_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+double bench_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+double bench_loadavg(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double v = -1;
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+long bench_peak_rss_kb(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return ru.ru_maxrss; /* KiB on Linux */
+}
+
+void bench_json_str(char *out, size_t size, const char *s)
+{
+    size_t w = 0;
+    if (size < 3) {
+        if (size)
+            out[0] = '\0';
+        return;
+    }
+    out[w++] = '"';
+    for (; s && *s && w + 8 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[w++] = '\\';
+            out[w++] = (char)c;
+        } else if (c < 0x20) {
+            w += (size_t)snprintf(out + w, size - w, "\\u%04x", c);
+        } else {
+            out[w++] = (char)c;
+        }
+    }
+    out[w++] = '"';
+    out[w] = '\0';
+}
+
+size_t bench_payload(char *buf, long seq)
+{
+    /* An order event of the usual shape; the note pads it to about 200 bytes. */
+    int n = snprintf(buf, BENCH_PAYLOAD_MAX,
+                     "{\"seq\":%ld,\"order_id\":\"ord-%010ld\",\"customer_id\":\"cus-%06ld\","
+                     "\"amount_cents\":%ld,\"currency\":\"EUR\",\"status\":\"created\","
+                     "\"items\":[{\"sku\":\"SKU-%05ld\",\"qty\":%ld}],\"note\":\"",
+                     seq, seq, seq % 100000, 100 + seq % 99900, seq % 5000, 1 + seq % 4);
+    while (n < 196 && n < BENCH_PAYLOAD_MAX - 4)
+        buf[n++] = 'x';
+    buf[n++] = '"';
+    buf[n++] = '}';
+    buf[n] = '\0';
+    return (size_t)n;
+}
+
+void bench_err(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* One line, always. */
+    for (char *p = line; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    fprintf(stderr, "outbox-bench: %s\n", line);
+}
+
+void bench_gate_init(bench_gate_t *g)
+{
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->ready = 0;
+    g->state = 0;
+}
+
+void bench_gate_destroy(bench_gate_t *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+int bench_gate_wait(bench_gate_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->ready++;
+    pthread_cond_broadcast(&g->cv);
+    while (g->state == 0)
+        pthread_cond_wait(&g->cv, &g->mu);
+    int go = g->state > 0;
+    pthread_mutex_unlock(&g->mu);
+    return go;
+}
+
+void bench_gate_open(bench_gate_t *g, long n, int go)
+{
+    pthread_mutex_lock(&g->mu);
+    while (g->ready < n)
+        pthread_cond_wait(&g->cv, &g->mu);
+    g->state = go ? 1 : -1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+int bench_idle_wait(bench_idle_t *st, atomic_long *published, long events, int64_t poll_us)
+{
+    int64_t now = bench_mono_us();
+    long total = atomic_load(published);
+    if (total != st->last_total) {
+        st->last_total = total;
+        st->last_change = now;
+    } else if (now - st->last_change > BENCH_STALL_US) {
+        return 1;
+    }
+    int64_t end = now + poll_us;
+    while (atomic_load(published) < events && bench_mono_us() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static int ok_init(const outbox_host_t *host, outbox_diag_t *d)
+{
+    (void)host, (void)d;
+    return OUTBOX_OK;
+}
+
+static int ok_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
+{
+    (void)p, (void)d;
+    static char handle;
+    *h = &handle;
+    return OUTBOX_OK;
+}
+
+static void ok_close(void *h)
+{
+    (void)h;
+}
+
+static int ok_publish(void *h, const outbox_message_t *msgs, size_t n, outbox_publish_result_t *res,
+                      outbox_diag_t *d)
+{
+    (void)h, (void)msgs, (void)d;
+    for (size_t i = 0; i < n; i++)
+        res[i].status = OUTBOX_PUBLISH_OK;
+    return OUTBOX_OK;
+}
+
+static const outbox_sink_vtable_t ok_vt = {
+    .struct_size = sizeof ok_vt, .open = ok_open, .close = ok_close, .publish = ok_publish};
+static const char *const ok_schemes[] = {"benchok", NULL};
+static const outbox_driver_t ok_driver = {
+    .struct_size = sizeof ok_driver,
+    .abi_major = OUTBOX_ABI_MAJOR,
+    .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK,
+    .name = "bench-ok",
+    .version = "1",
+    .schemes = ok_schemes,
+    .capabilities = OUTBOX_SINK_CAP_ORDERED,
+    .init = ok_init,
+    .sink = &ok_vt,
+};
+
+int bench_register_ok_sink(char *err, size_t errlen)
+{
+    static int done;
+    outbox_diag_t d;
+    if (!done && outbox_driver_register(&ok_driver, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "registering the in-process sink: %s", d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    done = 1;
+    return 0;
+}
