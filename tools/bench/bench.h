@@ -15,7 +15,10 @@
 /* Exit statuses: 0 done, 1 the run failed, 2 bad input. */
 enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAIL = 1, BENCH_EXIT_USAGE = 2 };
 
+struct bench_backend;
+
 typedef struct bench_opts {
+    const struct bench_backend *backend; /* chosen by the store URI's scheme */
     const char *store;    /* store URI */
     const char *relation; /* the relay's relation; the ceiling uses <relation>_ceiling */
     const char *sink;     /* sink URI (throughput mode) */
@@ -25,8 +28,10 @@ typedef struct bench_opts {
     long workers;
     long repeat;  /* rounds of relay + ceiling; medians are reported */
     int quick;
+    int pgbench_script; /* print the PostgreSQL ceiling's script and exit */
     int latency;
     double rate;         /* events per second (latency mode) */
+    long producers;      /* producer threads sharing the rate (latency mode) */
     int64_t duration_us; /* how long the producer runs (latency mode) */
     int64_t poll_us;     /* the relay's poll interval; also the idle wait of workers */
 } bench_opts_t;
@@ -88,45 +93,64 @@ int bench_idle_wait(bench_idle_t *st, atomic_long *published, long events, int64
 
 /* ------------------------------------------------- the store under test */
 
-/* What the benchmark needs from a store beyond the application API:
- * recreate a relation, copy a backlog, count, and the bare-SQL ceiling.
- *
- * SQLite (ceiling_sqlite.c). Every function returns 0 or fills err (one
- * line, no prefix) and returns BENCH_EXIT_FAIL or BENCH_EXIT_USAGE. */
-typedef struct bsq bsq_t;
-
-int bsq_open(const char *uri, bsq_t **out, char *err, size_t errlen);
-void bsq_close(bsq_t *b);
-/* Drops relation when an earlier run of outbox-bench created it; refuses a
- * table that it did not create. Then remembers it as the bench's own. */
-int bsq_claim_relation(bsq_t *b, const char *relation, char *err, size_t errlen);
-/* Drops relation and forgets it. */
-int bsq_drop_relation(bsq_t *b, const char *relation, char *err, size_t errlen);
-/* Copies every row of from into the empty table to, in rowid order. */
-int bsq_copy(bsq_t *b, const char *from, const char *to, char *err, size_t errlen);
-/* Rows of relation whose status is st. */
-int bsq_count(bsq_t *b, const char *relation, const char *st, long *count, char *err,
-              size_t errlen);
-/* Empties the WAL into the database so that every drain starts alike. */
-int bsq_checkpoint(bsq_t *b, char *err, size_t errlen);
-
-/* Checks that the driver still runs the statements the ceiling copies:
- * bsq_trace_start() before opening the store and running a relay over a
- * few rows of relation, bsq_trace_check() after closing it. *verified = 0
- * when the driver's statements could not be observed (a driver linked to
- * another copy of SQLite); an error when they differ from the copy. */
-void bsq_trace_start(void);
-int bsq_trace_check(const char *relation, int *verified, char *err, size_t errlen);
-
-/* The bare claim + mark-published loop of the SQLite driver on relation,
- * with workers connections, until events rows are published. */
+/* What one drain took. */
 typedef struct bench_drain {
     double seconds;
-    double cpu_s;
+    double cpu_s; /* this process's CPU; for a ceiling run by a child (pgbench), the child's */
 } bench_drain_t;
 
-int bsq_ceiling(bsq_t *b, const char *relation, long batch, long workers, long events,
-                int64_t poll_us, bench_drain_t *out, char *err, size_t errlen);
+/* What the benchmark needs from a store beyond the application API: its
+ * own connection to recreate relations, copy a backlog and count rows, and
+ * the bare-SQL ceiling. Every function returns 0, or fills err (one line,
+ * no prefix) and returns BENCH_EXIT_FAIL or BENCH_EXIT_USAGE.
+ *
+ * Safety: the bench drops and recreates its relations, so it records every
+ * relation it creates in a table of its own (outbox_bench_relations) and
+ * refuses to touch an existing table it did not create. */
+typedef struct bench_backend {
+    const char *name;
+    /* 1 when the ceiling runs in this process, so its CPU time compares
+     * with the relay's (SQLite); 0 when a server does the work (pgbench). */
+    int ceiling_in_process;
+    int (*open)(const char *uri, void **db, char *err, size_t errlen);
+    void (*close)(void *db);
+    /* Drops relation when an earlier run of outbox-bench created it;
+     * refuses a table it did not create; remembers it as the bench's own. */
+    int (*claim_relation)(void *db, const char *relation, char *err, size_t errlen);
+    /* Drops relation (when the bench's own) and forgets it. */
+    int (*drop_relation)(void *db, const char *relation, char *err, size_t errlen);
+    /* Copies every row of from into the empty table to. */
+    int (*copy)(void *db, const char *from, const char *to, char *err, size_t errlen);
+    /* Rows of relation whose status is st. */
+    int (*count)(void *db, const char *relation, const char *st, long *count, char *err,
+                 size_t errlen);
+    /* Brings the store to the same quiet state before every drain of
+     * relation (SQLite: empty WAL; PostgreSQL: VACUUM ANALYZE, CHECKPOINT).
+     * relation NULL: the whole store, after the run. */
+    int (*quiesce)(void *db, const char *relation, char *err, size_t errlen);
+    /* The driver's claim + mark-published SQL, driven bare on relation
+     * with o->workers connections at o->batch, until o->events rows are
+     * published. */
+    int (*ceiling)(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
+                   char *err, size_t errlen);
+    /* Optional (NULL): check that the driver still runs the statements the
+     * ceiling copies. trace_start() before opening a store and running a
+     * relay over a few rows of relation, trace_check() after closing it.
+     * *verified = 0 when the driver's statements could not be observed; an
+     * error when they differ from the copy. */
+    void (*trace_start)(void);
+    int (*trace_check)(const char *relation, int *verified, char *err, size_t errlen);
+} bench_backend_t;
+
+/* The backend for a store URI, NULL when the bench has none for it. */
+const bench_backend_t *bench_backend_for(const char *uri);
+
+extern const bench_backend_t bench_sqlite_backend;
+#ifdef OUTBOX_BENCH_POSTGRES
+extern const bench_backend_t bench_postgres_backend;
+/* The pgbench script of the PostgreSQL ceiling for relation, malloc'd. */
+char *bench_pg_script(const char *relation);
+#endif
 
 /* --------------------------------------------------------------- modes */
 

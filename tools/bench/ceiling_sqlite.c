@@ -26,6 +26,8 @@
 
 #include "bench.h"
 
+typedef struct bsq bsq_t;
+
 /* drivers/store-sqlite/sqlite.c: SQ_DEFAULT_BUSY_MS. */
 #define BSQ_DEFAULT_BUSY_MS 5000
 /* relay default lease (core/relay.c, outbox_relay_config_init). */
@@ -191,7 +193,9 @@ static int connect(const char *path, int create, busy_state_t *busy, sqlite3 **o
     return 0;
 }
 
-int bsq_open(const char *uri, bsq_t **out, char *err, size_t errlen)
+static void bsq_close(void *db);
+
+static int bsq_open(const char *uri, void **out, char *err, size_t errlen)
 {
     *out = NULL;
     bsq_t *b = calloc(1, sizeof *b);
@@ -215,8 +219,9 @@ int bsq_open(const char *uri, bsq_t **out, char *err, size_t errlen)
     return 0;
 }
 
-void bsq_close(bsq_t *b)
+static void bsq_close(void *db)
 {
+    bsq_t *b = db;
     if (!b)
         return;
     sqlite3_close_v2(b->db);
@@ -301,8 +306,9 @@ static int set_mark(bsq_t *b, const char *relation, int on, char *err, size_t er
     return 0;
 }
 
-int bsq_claim_relation(bsq_t *b, const char *relation, char *err, size_t errlen)
+static int bsq_claim_relation(void *db, const char *relation, char *err, size_t errlen)
 {
+    bsq_t *b = db;
     int exists = 0, ours = 0;
     int rc = table_exists(b, relation, &exists, err, errlen);
     if (rc == 0)
@@ -324,8 +330,9 @@ int bsq_claim_relation(bsq_t *b, const char *relation, char *err, size_t errlen)
     return rc;
 }
 
-int bsq_drop_relation(bsq_t *b, const char *relation, char *err, size_t errlen)
+static int bsq_drop_relation(void *db, const char *relation, char *err, size_t errlen)
 {
+    bsq_t *b = db;
     int ours = 0;
     int rc = marked(b, relation, &ours, err, errlen);
     if (rc == 0 && ours)
@@ -336,8 +343,9 @@ int bsq_drop_relation(bsq_t *b, const char *relation, char *err, size_t errlen)
     return rc;
 }
 
-int bsq_copy(bsq_t *b, const char *from, const char *to, char *err, size_t errlen)
+static int bsq_copy(void *db, const char *from, const char *to, char *err, size_t errlen)
 {
+    bsq_t *b = db;
     char f[300], t[300], sql[700];
     rel_sql(from, f, sizeof f);
     rel_sql(to, t, sizeof t);
@@ -347,9 +355,10 @@ int bsq_copy(bsq_t *b, const char *from, const char *to, char *err, size_t errle
     return 0;
 }
 
-int bsq_count(bsq_t *b, const char *relation, const char *status, long *count, char *err,
-              size_t errlen)
+static int bsq_count(void *db, const char *relation, const char *status, long *count, char *err,
+                     size_t errlen)
 {
+    bsq_t *b = db;
     char rel[300], sql[700];
     rel_sql(relation, rel, sizeof rel);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE status = ?1", rel);
@@ -365,8 +374,10 @@ int bsq_count(bsq_t *b, const char *relation, const char *status, long *count, c
     return 0;
 }
 
-int bsq_checkpoint(bsq_t *b, char *err, size_t errlen)
+static int bsq_quiesce(void *db, const char *relation, char *err, size_t errlen)
 {
+    (void)relation;
+    bsq_t *b = db;
     if (sqlite3_wal_checkpoint_v2(b->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL) != SQLITE_OK)
         return db_fail(b->db, "checkpointing the WAL", err, errlen);
     return 0;
@@ -539,7 +550,7 @@ static int trace_hook(sqlite3 *db, char **err, const struct sqlite3_api_routines
     return SQLITE_OK;
 }
 
-void bsq_trace_start(void)
+static void bsq_trace_start(void)
 {
     static int hooked;
     if (!hooked)
@@ -570,7 +581,7 @@ static int seen(const char *sql)
     return found;
 }
 
-int bsq_trace_check(const char *relation, int *verified, char *err, size_t errlen)
+static int bsq_trace_check(const char *relation, int *verified, char *err, size_t errlen)
 {
     atomic_store(&trace_on, 0);
     *verified = 0;
@@ -797,9 +808,12 @@ static void *cworker_main(void *arg)
     return NULL;
 }
 
-int bsq_ceiling(bsq_t *b, const char *relation, long batch, long workers, long events,
-                int64_t poll_us, bench_drain_t *out, char *err, size_t errlen)
+static int bsq_ceiling(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
+                       char *err, size_t errlen)
 {
+    bsq_t *b = db;
+    long batch = o->batch, workers = o->workers, events = o->events;
+    int64_t poll_us = o->poll_us;
     char rel[300];
     claim_names_t names;
     claim_names(relation, rel, sizeof rel, &names);
@@ -852,3 +866,18 @@ int bsq_ceiling(bsq_t *b, const char *relation, long batch, long workers, long e
     free(tid);
     return rc;
 }
+
+const bench_backend_t bench_sqlite_backend = {
+    .name = "sqlite",
+    .ceiling_in_process = 1,
+    .open = bsq_open,
+    .close = bsq_close,
+    .claim_relation = bsq_claim_relation,
+    .drop_relation = bsq_drop_relation,
+    .copy = bsq_copy,
+    .count = bsq_count,
+    .quiesce = bsq_quiesce,
+    .ceiling = bsq_ceiling,
+    .trace_start = bsq_trace_start,
+    .trace_check = bsq_trace_check,
+};

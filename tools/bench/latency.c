@@ -1,7 +1,8 @@
 /* outbox-bench, latency mode: commit-to-publish latency.
  *
- * A producer stages one event per transaction at a fixed rate and notes the
- * instant each COMMIT returned; a relay (with the store's push wake-up when
+ * Producers (--producers, default 1, each with its own store handle) stage
+ * one event per transaction on a fixed schedule of --rate events per second
+ * in total and note the instant each COMMIT returned; a relay (with the store's push wake-up when
  * it has one, else polling every --poll) publishes to an in-process sink
  * that notes the instant each message reached it. The payload carries the
  * event's sequence number, which joins the two. Both instants come from
@@ -53,16 +54,27 @@ static void lat_close(void *h)
     (void)h;
 }
 
-/* The sequence number from a payload made by bench_payload(). */
+/* The sequence number from a payload made by bench_payload(). A store may
+ * hand the JSON back normalised (PostgreSQL's jsonb adds spaces and orders
+ * the keys), so look for the key and skip blanks after the colon. */
 static long payload_seq(const char *p, size_t len)
 {
-    static const char head[] = "{\"seq\":";
-    if (len < sizeof head || memcmp(p, head, sizeof head - 1) != 0)
-        return -1;
-    long v = 0;
-    for (size_t i = sizeof head - 1; i < len && p[i] >= '0' && p[i] <= '9'; i++)
-        v = v * 10 + (p[i] - '0');
-    return v;
+    static const char key[] = "\"seq\":";
+    size_t k = sizeof key - 1;
+    for (size_t i = 0; i + k <= len; i++) {
+        if (memcmp(p + i, key, k) != 0)
+            continue;
+        size_t j = i + k;
+        while (j < len && (p[j] == ' ' || p[j] == '\t' || p[j] == '\n' || p[j] == '\r'))
+            j++;
+        if (j >= len || p[j] < '0' || p[j] > '9')
+            return -1;
+        long v = 0;
+        for (; j < len && p[j] >= '0' && p[j] <= '9'; j++)
+            v = v * 10 + (p[j] - '0');
+        return v;
+    }
+    return -1;
 }
 
 static int lat_publish(void *h, const outbox_message_t *msgs, size_t n,
@@ -143,14 +155,25 @@ static void sleep_until(int64_t mono_us)
     nanosleep(&ts, NULL);
 }
 
-/* Stages st->n events, one per transaction, at o->rate per second. */
-static int produce(const bench_opts_t *o, outbox_store_t *s, lat_state_t *st, int64_t *t_end,
-                   char *err, size_t errlen)
+/* One producer: events first, first + stride, ... of the schedule, each in
+ * its own transaction on its own store handle. */
+typedef struct producer {
+    const bench_opts_t *o;
+    lat_state_t *st;
+    outbox_store_t *store;
+    long first, stride;
+    int64_t t0;
+    int rc;
+    char err[600];
+} producer_t;
+
+static void *produce(void *arg)
 {
+    producer_t *p = arg;
+    const bench_opts_t *o = p->o;
     char payload[BENCH_PAYLOAD_MAX], key[32];
-    int64_t t0 = bench_mono_us();
-    for (long i = 0; i < st->n; i++) {
-        sleep_until(t0 + (int64_t)((double)i * 1e6 / o->rate));
+    for (long i = p->first; i < p->st->n; i += p->stride) {
+        sleep_until(p->t0 + (int64_t)((double)i * 1e6 / o->rate));
         size_t len = bench_payload(payload, i);
         outbox_event_t ev = {.event_type = "bench.order_created", .payload = payload,
                              .payload_len = len};
@@ -159,30 +182,77 @@ static int produce(const bench_opts_t *o, outbox_store_t *s, lat_state_t *st, in
             ev.ordering_key = key;
         }
         size_t staged = 0;
-        if (outbox_begin(s) != OUTBOX_OK ||
-            outbox_stage(s, NULL, BENCH_ROUTE, &ev, 1, &staged) != OUTBOX_OK ||
-            outbox_commit(s) != OUTBOX_OK) {
-            snprintf(err, errlen, "producer: %s", outbox_store_message(s));
-            outbox_rollback(s);
-            return BENCH_EXIT_FAIL;
+        if (outbox_begin(p->store) != OUTBOX_OK ||
+            outbox_stage(p->store, NULL, BENCH_ROUTE, &ev, 1, &staged) != OUTBOX_OK ||
+            outbox_commit(p->store) != OUTBOX_OK) {
+            snprintf(p->err, sizeof p->err, "producer: %s", outbox_store_message(p->store));
+            outbox_rollback(p->store);
+            p->rc = BENCH_EXIT_FAIL;
+            break;
         }
-        st->commit_us[i] = bench_mono_us();
+        p->st->commit_us[i] = bench_mono_us();
     }
+    return NULL;
+}
+
+/* Runs o->producers producers at o->rate in total, until st->n events. */
+static int produce_all(const bench_opts_t *o, lat_state_t *st, int64_t *t_end, char *err,
+                       size_t errlen)
+{
+    long np = o->producers;
+    producer_t *p = calloc((size_t)np, sizeof *p);
+    pthread_t *tid = calloc((size_t)np, sizeof *tid);
+    int rc = p && tid ? 0 : BENCH_EXIT_FAIL;
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
+    for (long i = 0; rc == 0 && i < np; i++) {
+        outbox_diag_t d;
+        if (outbox_store_open(o->store, &so, &p[i].store, &d) != OUTBOX_OK) {
+            snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+            rc = BENCH_EXIT_FAIL;
+        }
+    }
+    int64_t t0 = bench_mono_us() + 1000;
+    long started = 0;
+    for (long i = 0; rc == 0 && i < np; i++) {
+        p[i].o = o;
+        p[i].st = st;
+        p[i].first = i;
+        p[i].stride = np;
+        p[i].t0 = t0;
+        if (pthread_create(&tid[i], NULL, produce, &p[i]) != 0) {
+            snprintf(err, errlen, "cannot start %ld producer threads", np);
+            rc = BENCH_EXIT_FAIL;
+            break;
+        }
+        started++;
+    }
+    for (long i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
     *t_end = bench_mono_us() - t0;
-    return 0;
+    for (long i = 0; p && i < np; i++) {
+        if (rc == 0 && p[i].rc != 0) {
+            snprintf(err, errlen, "%s", p[i].err);
+            rc = p[i].rc;
+        }
+        outbox_store_close(p[i].store);
+    }
+    free(p);
+    free(tid);
+    return rc;
 }
 
 static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double *cpu_s, char *err,
                size_t errlen)
 {
     outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
-    outbox_store_t *producer = NULL, *rstore = NULL;
+    outbox_store_t *rstore = NULL;
     outbox_sink_t *sink = NULL;
     outbox_relay_t *relay = NULL;
     outbox_diag_t d;
     int rc = 0;
-    if (outbox_store_open(o->store, &so, &producer, &d) != OUTBOX_OK ||
-        outbox_store_open(o->store, &so, &rstore, &d) != OUTBOX_OK) {
+    if (outbox_store_open(o->store, &so, &rstore, &d) != OUTBOX_OK) {
         snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
         rc = BENCH_EXIT_FAIL;
     }
@@ -215,7 +285,7 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
     double cpu0 = bench_cpu_s();
     int64_t produced_us = 0;
     if (rc == 0)
-        rc = produce(o, producer, st, &produced_us, err, errlen);
+        rc = produce_all(o, st, &produced_us, err, errlen);
     if (started) {
         int64_t deadline = bench_mono_us() + DRAIN_WAIT_US;
         while (rc == 0 && atomic_load(&st->published) < st->n && bench_mono_us() < deadline) {
@@ -239,7 +309,6 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
     outbox_relay_free(relay);
     outbox_sink_close(sink);
     outbox_store_close(rstore);
-    outbox_store_close(producer);
     return rc;
 }
 
@@ -271,14 +340,14 @@ int bench_latency(const bench_opts_t *o)
         return BENCH_EXIT_FAIL;
     }
 
-    bsq_t *b = NULL;
-    int rc = bsq_open(o->store, &b, err, sizeof err);
+    void *b = NULL;
+    int rc = o->backend->open(o->store, &b, err, sizeof err);
     if (rc == 0)
-        rc = bsq_claim_relation(b, o->relation, err, sizeof err);
+        rc = o->backend->claim_relation(b, o->relation, err, sizeof err);
     if (rc == 0)
         rc = bench_schema_apply(o->store, o->relation, err, sizeof err);
     if (rc == 0)
-        rc = bsq_checkpoint(b, err, sizeof err);
+        rc = o->backend->quiesce(b, o->relation, err, sizeof err);
     double achieved = 0, cpu_s = 0;
     if (rc == 0) {
         lat = &st;
@@ -287,9 +356,9 @@ int bench_latency(const bench_opts_t *o)
     }
     if (b) {
         char err2[512];
-        bsq_drop_relation(b, o->relation, err2, sizeof err2);
-        bsq_checkpoint(b, err2, sizeof err2);
-        bsq_close(b);
+        o->backend->drop_relation(b, o->relation, err2, sizeof err2);
+        o->backend->quiesce(b, NULL, err2, sizeof err2);
+        o->backend->close(b);
     }
     if (rc == 0) {
         long m = 0;
@@ -301,11 +370,11 @@ int bench_latency(const bench_opts_t *o)
         char store[1024];
         bench_json_str(store, sizeof store, o->store);
         printf("{\"mode\":\"latency\",\"store\":%s,\"sink\":\"in-process\",\"events\":%ld,"
-               "\"keys\":%ld,\"batch\":%ld,\"rate\":%.0f,\"achieved_rate\":%.0f,"
+               "\"keys\":%ld,\"batch\":%ld,\"producers\":%ld,\"rate\":%.0f,\"achieved_rate\":%.0f,"
                "\"duration_s\":%.3f,\"poll_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
                "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"duplicates\":%ld,\"cpu_s\":%.3f,"
                "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-               store, st.n, o->keys, o->batch, o->rate, achieved, (double)o->duration_us / 1e6,
+               store, st.n, o->keys, o->batch, o->producers, o->rate, achieved, (double)o->duration_us / 1e6,
                (double)o->poll_us / 1000.0, pct_ms(lat_us, m, 0.50), pct_ms(lat_us, m, 0.99),
                pct_ms(lat_us, m, 0.999), m ? (double)lat_us[m - 1] / 1000.0 : 0,
                atomic_load(&st.duplicates), cpu_s, bench_peak_rss_kb(), bench_loadavg());

@@ -35,12 +35,17 @@ static const char usage_text[] =
     "prints commit-to-publish p50/p99/p99.9 as one JSON line.\n"
     "\n"
     "  --latency          latency mode\n"
-    "  --rate R           events per second (default 1000)\n"
+    "  --rate R           events per second, in total (default 1000)\n"
+    "  --producers P      producer threads, each with its own connection, sharing the\n"
+    "                     rate (default 1); one synchronous commit per event limits a\n"
+    "                     single producer to about 1 / commit latency\n"
     "  --duration D       how long the producer runs, e.g. 10s (default 10s)\n"
     "  --poll D           relay poll interval when the store has no push wake-up\n"
     "                     (default 100ms, the relay's own default); in throughput mode,\n"
     "                     how long a worker that found nothing waits before it claims again\n"
     "\n"
+    "  --pgbench-script   print the PostgreSQL ceiling's pgbench script for --relation\n"
+    "                     (the NAME_ceiling table it drains) and exit\n"
     "  --help             this text\n";
 
 enum {
@@ -55,8 +60,10 @@ enum {
     OPT_QUICK,
     OPT_LATENCY,
     OPT_RATE,
+    OPT_PRODUCERS,
     OPT_DURATION,
     OPT_POLL,
+    OPT_PGBENCH_SCRIPT,
     OPT_HELP,
 };
 
@@ -72,8 +79,10 @@ static const struct option options[] = {
     {"quick", no_argument, NULL, OPT_QUICK},
     {"latency", no_argument, NULL, OPT_LATENCY},
     {"rate", required_argument, NULL, OPT_RATE},
+    {"producers", required_argument, NULL, OPT_PRODUCERS},
     {"duration", required_argument, NULL, OPT_DURATION},
     {"poll", required_argument, NULL, OPT_POLL},
+    {"pgbench-script", no_argument, NULL, OPT_PGBENCH_SCRIPT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -118,20 +127,39 @@ static int parse_duration(const char *opt, const char *text, int64_t *out)
     return 0;
 }
 
+const bench_backend_t *bench_backend_for(const char *uri)
+{
+    size_t n = strcspn(uri, ":");
+    if (uri[n] != ':')
+        return NULL;
+    if (n == 6 && strncasecmp(uri, "sqlite", 6) == 0)
+        return &bench_sqlite_backend;
+#ifdef OUTBOX_BENCH_POSTGRES
+    if ((n == 8 && strncasecmp(uri, "postgres", 8) == 0) ||
+        (n == 10 && strncasecmp(uri, "postgresql", 10) == 0))
+        return &bench_postgres_backend;
+#endif
+    return NULL;
+}
+
 /* The store kinds the bench knows how to reset and measure the ceiling of. */
-static int check_store(const char *uri)
+static int check_store(const char *uri, const bench_backend_t **out)
 {
     size_t n = strcspn(uri, ":");
     if (uri[n] != ':' || n == 0)
         return bad("--store: \"%.200s\" is not a URI (expected e.g. sqlite:///tmp/bench.db)",
                    uri);
-    if (n == 6 && strncasecmp(uri, "sqlite", 6) == 0)
+    if ((*out = bench_backend_for(uri)) != NULL)
         return 0;
     char scheme[64];
     snprintf(scheme, sizeof scheme, "%.*s", (int)(n < 60 ? n : 60), uri);
-    return bad("--store: the %s store is not supported by outbox-bench yet (it has a ceiling "
-               "for sqlite only)",
-               scheme);
+    return bad("--store: outbox-bench has no ceiling for the %s store (it has: sqlite%s)", scheme,
+#ifdef OUTBOX_BENCH_POSTGRES
+               ", postgresql"
+#else
+               ""
+#endif
+    );
 }
 
 static int parse(int argc, char **argv, bench_opts_t *o)
@@ -140,12 +168,14 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     o->relation = "outbox_bench";
     o->batch = 100;
     o->workers = 1;
+    o->producers = 1;
     o->events = -1;
     o->rate = -1;
     o->duration_us = -1;
     o->poll_us = 100 * 1000;
     const char *sink = NULL;
-    int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0;
+    int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0,
+        seen_producers = 0;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -181,6 +211,10 @@ static int parse(int argc, char **argv, bench_opts_t *o)
                          optarg);
             break;
         }
+        case OPT_PRODUCERS:
+            seen_producers = 1;
+            rc = parse_long("--producers", optarg, 1, 64, &o->producers);
+            break;
         case OPT_DURATION:
             seen_duration = 1;
             rc = parse_duration("--duration", optarg, &o->duration_us);
@@ -190,6 +224,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         case OPT_POLL:
             rc = parse_duration("--poll", optarg, &o->poll_us);
             break;
+        case OPT_PGBENCH_SCRIPT: o->pgbench_script = 1; break;
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -203,9 +238,14 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     }
     if (optind < argc)
         return bad("unexpected argument \"%.64s\" (try --help)", argv[optind]);
+    if (o->pgbench_script) {
+        if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200)
+            return bad("--relation: \"%.64s\" is not a usable name", o->relation);
+        return 0;
+    }
     if (!o->store)
         return bad("--store is required, e.g. --store sqlite:///tmp/bench.db");
-    int rc = check_store(o->store);
+    int rc = check_store(o->store, &o->backend);
     if (rc != 0)
         return rc;
     if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200 ||
@@ -230,8 +270,8 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         if (!seen_duration)
             o->duration_us = (o->quick ? 1 : 10) * 1000000LL;
     } else {
-        if (seen_rate || seen_duration)
-            return bad("--rate and --duration belong to --latency mode");
+        if (seen_rate || seen_duration || seen_producers)
+            return bad("--rate, --duration and --producers belong to --latency mode");
         if (!seen_events)
             o->events = o->quick ? 2000 : 100000;
         if (!seen_repeat)
@@ -247,5 +287,22 @@ int main(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc;
+    if (o.pgbench_script) {
+#ifdef OUTBOX_BENCH_POSTGRES
+        char rel[300];
+        snprintf(rel, sizeof rel, "%s_ceiling", o.relation);
+        char *script = bench_pg_script(rel);
+        if (!script) {
+            bench_err("out of memory");
+            return BENCH_EXIT_FAIL;
+        }
+        fputs(script, stdout);
+        free(script);
+        return 0;
+#else
+        bench_err("--pgbench-script: this outbox-bench was built without libpq");
+        return BENCH_EXIT_USAGE;
+#endif
+    }
     return o.latency ? bench_latency(&o) : bench_throughput(&o);
 }

@@ -3,6 +3,7 @@
 mode, and refuses bad input with one line and exit 2. Never checks a speed."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,29 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out, err = run(["--store", store, "--quick", "--relation", "precious"])
         check(rc == 2 and "not created by outbox-bench" in err,
               "an existing table is refused (rc %d, %r)" % (rc, err))
+
+# The PostgreSQL ceiling's script in the repo is what the bench runs.
+script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres_ceiling.sql")
+rc, out, err = run(["--pgbench-script"])
+if rc == 0:
+    check(open(script).read() == out,
+          "tools/bench/postgres_ceiling.sql is outbox-bench --pgbench-script's output "
+          "(regenerate it after changing the copied SQL)")
+else:
+    check(rc == 2 and "without libpq" in err, "--pgbench-script without libpq says so")
+
+# PostgreSQL, when the test environment has a server and pgbench.
+pg = os.environ.get("OUTBOX_PG_URI")
+have_pgbench = shutil.which("pgbench") or any(
+    os.access("/usr/lib/postgresql/%d/bin/pgbench" % v, os.X_OK) for v in range(10, 31))
+if pg and rc == 0 and have_pgbench:
+    rc, out, err = run(["--store", pg, "--quick", "--relation", "outbox_bench_smoke"])
+    check(rc == 0, "postgres --quick exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        row = json.loads(out)
+        check(row.get("events_per_s", 0) > 0 and row.get("ceiling_events_per_s", 0) > 0,
+              "postgres rates are positive")
+        check(row.get("cpu_ratio", 0) is None, "postgres has no cpu_ratio")
 
 if failures:
     print("%d check(s) failed" % len(failures))

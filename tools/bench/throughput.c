@@ -256,13 +256,13 @@ static int relay_drain(const bench_opts_t *o, const char *relation, bench_drain_
 
 /* ------------------------------------------------------------ the run */
 
-static int check_published(bsq_t *b, const char *relation, long events, const char *who,
+static int check_published(const bench_opts_t *o, void *b, const char *relation, const char *who,
                            char *err, size_t errlen)
 {
     long n = 0;
-    int rc = bsq_count(b, relation, "published", &n, err, errlen);
-    if (rc == 0 && n != events) {
-        snprintf(err, errlen, "%s: %ld of %ld rows published after the drain", who, n, events);
+    int rc = o->backend->count(b, relation, "published", &n, err, errlen);
+    if (rc == 0 && n != o->events) {
+        snprintf(err, errlen, "%s: %ld of %ld rows published after the drain", who, n, o->events);
         rc = BENCH_EXIT_FAIL;
     }
     return rc;
@@ -270,23 +270,23 @@ static int check_published(bsq_t *b, const char *relation, long events, const ch
 
 /* Recreates relation empty with the canonical schema and fills it with a
  * copy of the backlog. */
-static int fresh_copy(const bench_opts_t *o, bsq_t *b, const char *backlog, const char *relation,
+static int fresh_copy(const bench_opts_t *o, void *b, const char *backlog, const char *relation,
                       char *err, size_t errlen)
 {
-    int rc = bsq_drop_relation(b, relation, err, errlen);
+    int rc = o->backend->drop_relation(b, relation, err, errlen);
     if (rc == 0)
-        rc = bsq_claim_relation(b, relation, err, errlen);
+        rc = o->backend->claim_relation(b, relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, relation, err, errlen);
     if (rc == 0)
-        rc = bsq_copy(b, backlog, relation, err, errlen);
+        rc = o->backend->copy(b, backlog, relation, err, errlen);
     return rc;
 }
 
 /* One round: a fresh copy of the backlog for each side, then both drains,
  * the ceiling first in odd rounds and the relay first in even ones, so
  * neither always runs on the warmer cache. */
-static int round_once(const bench_opts_t *o, bsq_t *b, int round, const char *backlog,
+static int round_once(const bench_opts_t *o, void *b, int round, const char *backlog,
                       const char *relay_rel, const char *ceiling_rel, bench_drain_t *relay,
                       bench_drain_t *ceiling, char *err, size_t errlen)
 {
@@ -295,16 +295,15 @@ static int round_once(const bench_opts_t *o, bsq_t *b, int round, const char *ba
         rc = fresh_copy(o, b, backlog, ceiling_rel, err, errlen);
     for (int step = 0; step < 2 && rc == 0; step++) {
         int ceiling_now = (step == 0) == (round % 2 == 0);
-        rc = bsq_checkpoint(b, err, errlen);
+        rc = o->backend->quiesce(b, ceiling_now ? ceiling_rel : relay_rel, err, errlen);
         if (rc == 0 && ceiling_now) {
-            rc = bsq_ceiling(b, ceiling_rel, o->batch, o->workers, o->events, o->poll_us, ceiling,
-                             err, errlen);
+            rc = o->backend->ceiling(b, o, ceiling_rel, ceiling, err, errlen);
             if (rc == 0)
-                rc = check_published(b, ceiling_rel, o->events, "ceiling", err, errlen);
+                rc = check_published(o, b, ceiling_rel, "ceiling", err, errlen);
         } else if (rc == 0) {
             rc = relay_drain(o, relay_rel, relay, err, errlen);
             if (rc == 0)
-                rc = check_published(b, relay_rel, o->events, "relay", err, errlen);
+                rc = check_published(o, b, relay_rel, "relay", err, errlen);
         }
     }
     return rc;
@@ -312,18 +311,19 @@ static int round_once(const bench_opts_t *o, bsq_t *b, int round, const char *ba
 
 /* Runs the driver over a few rows with statement tracing on, and checks
  * that the ceiling's copies of its statements are the ones it runs. */
-static int verify_driver_sql(const bench_opts_t *o, bsq_t *b, const char *relation, int *verified,
+static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relation, int *verified,
                              char *err, size_t errlen)
 {
     *verified = 0;
-    int rc = bsq_claim_relation(b, relation, err, errlen);
+    int rc = o->backend->claim_relation(b, relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, relation, err, errlen);
     if (rc == 0)
         rc = bench_register_ok_sink(err, errlen);
     if (rc != 0)
         return rc;
-    bsq_trace_start();
+    if (o->backend->trace_start)
+        o->backend->trace_start();
     outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
     outbox_store_t *s = NULL;
     outbox_sink_t *k = NULL;
@@ -357,13 +357,14 @@ static int verify_driver_sql(const bench_opts_t *o, bsq_t *b, const char *relati
     outbox_sink_close(k);
     outbox_store_close(s);
     char err2[1024];
-    int rc2 = bsq_trace_check(relation, verified, err2, sizeof err2);
+    int rc2 = o->backend->trace_check ? o->backend->trace_check(relation, verified, err2, sizeof err2)
+                                      : 0;
     if (rc == 0 && rc2 != 0) {
         snprintf(err, errlen, "%s", err2);
         rc = rc2;
     }
     if (rc == 0)
-        rc = bsq_drop_relation(b, relation, err, errlen);
+        rc = o->backend->drop_relation(b, relation, err, errlen);
     return rc;
 }
 
@@ -401,21 +402,21 @@ int bench_throughput(const bench_opts_t *o)
     double *cpu = calloc((size_t)o->repeat, sizeof *cpu);
     double *ccpu = calloc((size_t)o->repeat, sizeof *ccpu);
     double *cpu_ratio = calloc((size_t)o->repeat, sizeof *cpu_ratio);
-    bsq_t *b = NULL;
+    void *b = NULL;
     int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio ? 0 : BENCH_EXIT_FAIL;
     if (rc != 0)
         snprintf(err, sizeof err, "out of memory");
     if (rc == 0)
-        rc = bsq_open(o->store, &b, err, sizeof err);
+        rc = o->backend->open(o->store, &b, err, sizeof err);
     /* Refuse foreign tables before dropping anything. */
     const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel};
     const int n_rels = (int)(sizeof rels / sizeof rels[0]);
     for (int i = 0; i < n_rels && rc == 0; i++)
-        rc = bsq_claim_relation(b, rels[i], err, sizeof err);
+        rc = o->backend->claim_relation(b, rels[i], err, sizeof err);
     int verified = 0;
-    if (rc == 0)
+    if (rc == 0 && o->backend->trace_start)
         rc = verify_driver_sql(o, b, check_rel, &verified, err, sizeof err);
-    if (rc == 0 && !verified)
+    if (rc == 0 && !verified && o->backend->trace_start)
         bench_err("warning: could not observe the driver's SQL (is it linked to another "
                   "SQLite?); the ceiling's copy of it is unchecked");
     if (rc == 0)
@@ -446,23 +447,26 @@ int bench_throughput(const bench_opts_t *o)
         /* Leave no backlog behind, whatever happened. */
         char err2[512];
         for (int i = 0; i < n_rels; i++)
-            bsq_drop_relation(b, rels[i], err2, sizeof err2);
-        bsq_checkpoint(b, err2, sizeof err2);
-        bsq_close(b);
+            o->backend->drop_relation(b, rels[i], err2, sizeof err2);
+        o->backend->quiesce(b, NULL, err2, sizeof err2);
+        o->backend->close(b);
     }
     if (rc == 0) {
         char store[1024], sink[1024];
         bench_json_str(store, sizeof store, o->store);
         bench_json_str(sink, sizeof sink, o->sink);
         long n = o->repeat;
+        char cpu_ratio_text[32] = "null";
+        if (o->backend->ceiling_in_process)
+            snprintf(cpu_ratio_text, sizeof cpu_ratio_text, "%.3f", median(cpu_ratio, n));
         printf("{\"store\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,\"batch\":%ld,"
                "\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,\"peak_rss_kb\":%ld,"
                "\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%ld,\"ratios\":[%s],"
-               "\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%.3f,\"stage_events_per_s\":%.0f,"
+               "\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,"
                "\"sql_verified\":%s,\"loadavg\":%.2f}\n",
                store, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
                median(cpu, n), bench_peak_rss_kb(), median(ceps, n), median(ratio, n), n, ratios,
-               median(ccpu, n), median(cpu_ratio, n), stage_s > 0 ? (double)o->events / stage_s : 0,
+               median(ccpu, n), cpu_ratio_text, stage_s > 0 ? (double)o->events / stage_s : 0,
                verified ? "true" : "false", bench_loadavg());
         fflush(stdout);
     } else {
