@@ -107,17 +107,14 @@ static void build_stage(const pg_handle_t *h, pg_buf_t *b, int ckpt)
 }
 
 /* "e comes before o" in claim order, written so that an index on
- * (route, key, [hlc,] created_at, id) bounds the scan. In hlc order NULL
- * sorts last, so for a NULL-stamped o every stamped row is earlier. */
-static void earlier(pg_buf_t *b, int hlc, int o_null_hlc, const char *o)
+ * (route, key, [hlc,] created_at, id) bounds the scan. For hlc order this
+ * is the case of a stamped o; NULL sorts last, so a NULL e is never earlier. */
+static void earlier(pg_buf_t *b, int hlc, const char *o)
 {
-    if (!hlc)
-        outbox_pg_buf_add(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
-    else if (o_null_hlc)
-        outbox_pg_buf_add(b, "(e.hlc IS NOT NULL OR (e.created_at, e.id) < (%s.created_at, %s.id))",
-                          o, o);
-    else
+    if (hlc)
         outbox_pg_buf_add(b, "(e.hlc, e.created_at, e.id) < (%s.hlc, %s.created_at, %s.id)", o, o, o);
+    else
+        outbox_pg_buf_add(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
 }
 
 /* The unfinished rows of o's key: what the key index covers. */
@@ -128,35 +125,33 @@ static void key_rows(const pg_handle_t *h, pg_buf_t *b, const char *o)
                       h->rel_sql, o);
 }
 
-/* An unfinished row that is not claimable now: it holds its key back. */
-#define PG_BLOCKING                                                                       \
-    "((e.status = 'pending' AND e.available_at > (SELECT ts FROM clk)) OR (e.status = "  \
-    "'processing' AND (e.processing_at IS NULL OR e.processing_at > (SELECT cut FROM clk))))"
-
-static void blocked_by(const pg_handle_t *h, pg_buf_t *b, int hlc, int o_null_hlc)
+/* The keys held back right now: those with an unfinished row that is not
+ * claimable (in flight under a live lease, or waiting for a retry). Such
+ * rows are few (the rows in flight plus those awaiting a retry) and each
+ * arm is one index range; the claim then tests candidates against this set
+ * with a hashed lookup, so a backlog whose keys are all held costs one scan
+ * per claim rather than one key-index probe per row. */
+static void build_held(const pg_handle_t *h, pg_buf_t *b)
 {
-    outbox_pg_buf_add(b, "EXISTS (SELECT 1 ");
-    key_rows(h, b, "o");
-    earlier(b, hlc, o_null_hlc, "o");
-    outbox_pg_buf_add(b, " AND " PG_BLOCKING ")");
+    outbox_pg_buf_add(b, ", held AS MATERIALIZED (SELECT e.ordering_key FROM %s AS e WHERE "
+                         "e.outbox_route = $1 AND e.ordering_key IS NOT NULL AND e.status = "
+                         "'pending' AND e.available_at > (SELECT ts FROM clk) UNION SELECT "
+                         "e.ordering_key FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key "
+                         "IS NOT NULL AND e.status = 'processing' AND (e.processing_at IS NULL OR "
+                         "e.processing_at > (SELECT cut FROM clk)))",
+                      h->rel_sql, h->rel_sql);
 }
 
-/* The snapshot's per-key rule (SPEC 5): a keyed row is a candidate only when
- * no earlier row of its key is unfinished and unclaimable. An earlier
- * claimable row is no obstacle: claim order puts it in the same arm ahead. */
-static void key_rule(const pg_handle_t *h, pg_buf_t *b, int hlc)
+/* The snapshot's per-key rule (SPEC 5), a little stricter: a keyed
+ * candidate's key must not be held back at all. Ahead of the candidate,
+ * that is the rule itself (an earlier claimable row is no obstacle: claim
+ * order puts it in the same arm first). Behind it, a held row can only be
+ * there when the candidate was replayed from dead after it; the replayed
+ * row then waits until that later row is done, instead of going out first. */
+static void key_rule(pg_buf_t *b)
 {
-    outbox_pg_buf_add(b, " AND (o.ordering_key IS NULL OR NOT ");
-    if (hlc) {
-        outbox_pg_buf_add(b, "CASE WHEN o.hlc IS NULL THEN ");
-        blocked_by(h, b, 1, 1);
-        outbox_pg_buf_add(b, " ELSE ");
-        blocked_by(h, b, 1, 0);
-        outbox_pg_buf_add(b, " END");
-    } else {
-        blocked_by(h, b, 0, 0);
-    }
-    outbox_pg_buf_add(b, ")");
+    outbox_pg_buf_add(b, " AND (o.ordering_key IS NULL OR o.ordering_key NOT IN (SELECT "
+                         "ordering_key FROM held))");
 }
 
 /* The row just before f among its key's unfinished rows, in claim order, as
@@ -166,7 +161,7 @@ static void prev_of(const pg_handle_t *h, pg_buf_t *b, int hlc)
     if (!hlc) {
         outbox_pg_buf_add(b, "(SELECT e.id ");
         key_rows(h, b, "f");
-        earlier(b, 0, 0, "f");
+        earlier(b, 0, "f");
         outbox_pg_buf_add(b, " ORDER BY e.created_at DESC, e.id DESC LIMIT 1)");
         return;
     }
@@ -178,7 +173,7 @@ static void prev_of(const pg_handle_t *h, pg_buf_t *b, int hlc)
     outbox_pg_buf_add(b, "e.hlc IS NOT NULL ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC "
                          "LIMIT 1)) ELSE (SELECT e.id ");
     key_rows(h, b, "f");
-    earlier(b, 1, 0, "f");
+    earlier(b, 1, "f");
     outbox_pg_buf_add(b, " ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC LIMIT 1) END");
 }
 
@@ -190,7 +185,7 @@ static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int h
     outbox_pg_buf_add(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
                          "WHERE o.outbox_route = $1 AND %s",
                       name, hlc ? ", o.hlc" : "", h->rel_sql, where);
-    key_rule(h, b, hlc);
+    key_rule(b);
     outbox_pg_buf_add(b, " ORDER BY %s LIMIT $2 FOR UPDATE OF o SKIP LOCKED)",
                       hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id");
 }
@@ -201,7 +196,7 @@ static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int h
  * COMMITTED with its own snapshot:
  *
  * 1. The arms pick candidates under the snapshot (ripe pending rows and
- *    expired leases whose key has no earlier blocker) and lock them with
+ *    expired leases whose key is not held back) and lock them with
  *    FOR UPDATE SKIP LOCKED. Locking re-reads the newest version of each
  *    row and re-checks the arm's condition on it, so a row that another
  *    claim took and committed since our snapshot is dropped, and a row that
@@ -229,6 +224,7 @@ static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc)
     /* One clock reading for ripeness, lease expiry and the fence. */
     outbox_pg_buf_add(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
                          "clock_timestamp() - $3::int8 * interval '1 microsecond' AS cut)");
+    build_held(h, b);
     claim_arm(h, b, "ripe", hlc,
               "o.status = 'pending' AND (o.available_at IS NULL OR o.available_at <= (SELECT ts "
               "FROM clk))");
