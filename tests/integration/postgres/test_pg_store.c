@@ -610,11 +610,16 @@ static void *run_relay(void *arg)
     return NULL;
 }
 
-START_TEST(test_relays_keep_key_order)
+/* Four relays, each on its own connection, drain keys interleaved with
+ * unkeyed rows through the flaky sink; hlc: stamped rows, claimed in hlc
+ * order. */
+static void race_relays(int hlc)
 {
     outbox_diag_t d = {0};
     ck_assert_int_eq(outbox_driver_register(&sink_desc, &d), OUTBOX_OK);
-    outbox_store_t *s = fresh(0);
+    outbox_store_t *s = fresh(hlc ? OUTBOX_SCHEMA_HLC : 0);
+    outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "stress", .hlc = hlc};
+    ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_OK);
     /* Keys interleaved in staging order, some unkeyed rows between. */
     outbox_event_t ev[KEYS + 1];
     char payloads[KEYS + 1][48], keys[KEYS][16];
@@ -650,6 +655,7 @@ START_TEST(test_relays_keep_key_order)
         cfg.backoff_base_us = 0;
         cfg.poll_us = 5000;
         cfg.max_attempts = 100;
+        cfg.hlc_order = hlc;
         ck_assert_int_eq(outbox_relay_new(w[i].store, w[i].sink, &cfg, &w[i].relay, &d), OUTBOX_OK);
         pthread_create(&w[i].thread, NULL, run_relay, &w[i]);
     }
@@ -685,7 +691,20 @@ START_TEST(test_relays_keep_key_order)
     for (int i = 0; i < WORKERS; i++)
         busy += claimed_by[i] > 0;
     ck_assert_msg(busy >= 2, "only %d of %d relays published anything", busy, WORKERS);
+    if (hlc)
+        ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE hlc IS NULL", rel), 0);
     outbox_store_close(s);
+}
+
+START_TEST(test_relays_keep_key_order)
+{
+    race_relays(0);
+}
+END_TEST
+
+START_TEST(test_relays_keep_key_order_hlc)
+{
+    race_relays(1);
 }
 END_TEST
 
@@ -798,6 +817,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_serialization_is_transient);
     tcase_add_test(tc, test_locked_head_holds_key);
     tcase_add_test(tc, test_relays_keep_key_order);
+    tcase_add_test(tc, test_relays_keep_key_order_hlc);
     tcase_add_test(tc, test_wait_wakes_on_stage);
     tcase_add_test(tc, test_purge_batches);
     suite_add_tcase(su, tc);
