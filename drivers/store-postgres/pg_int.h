@@ -221,9 +221,10 @@ PG_HIDDEN int outbox_pg_schema_drop(void *handle, const outbox_schema_opts_t *op
 
 /* Builds the cached statement texts once the optional columns are known. */
 PG_HIDDEN int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d);
-/* Takes notifications already received off the connection before a claim
- * of route, so that a wait after it only wakes for what the claim could
- * have missed. Those for other routes leave wake_pending set. */
+/* Before a claim of route: LISTENs when the session does not yet, and takes
+ * the notifications already received off the connection, so that a wait
+ * after the claim only wakes for what the claim could have missed. Those
+ * for other routes leave wake_pending set. */
 PG_HIDDEN void outbox_pg_drain_notifies(pg_handle_t *h, const char *route);
 
 PG_HIDDEN int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,

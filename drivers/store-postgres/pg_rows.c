@@ -804,9 +804,36 @@ int outbox_pg_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d)
 
 /* ------------------------------------------------------------------- wait */
 
+/* LISTEN once per session. */
+static int listen_once(pg_handle_t *h, outbox_diag_t *d)
+{
+    if (h->listening)
+        return OUTBOX_OK;
+    pg_buf_t b = {0};
+    outbox_pg_buf_add(&b, "LISTEN ");
+    outbox_pg_buf_ident(&b, h->channel);
+    if (b.failed) {
+        outbox_pg_buf_free(&b);
+        return outbox_pg_nomem(d);
+    }
+    int rc = outbox_pg_command(h, b.p, d, "listening for new rows");
+    outbox_pg_buf_free(&b);
+    if (rc == OUTBOX_OK)
+        h->listening = 1;
+    return rc;
+}
+
 void outbox_pg_drain_notifies(pg_handle_t *h, const char *route)
 {
-    if (!h->listening || !PQconsumeInput(h->conn))
+    /* A relay claims before it first waits: listening from here on means no
+     * row committed between an empty claim and the wait goes unnoticed. A
+     * failure is left for wait() to report. */
+    if (!h->listening) {
+        outbox_diag_t ignored = {0};
+        listen_once(h, &ignored);
+        return;
+    }
+    if (!PQconsumeInput(h->conn))
         return;
     PGnotify *n;
     while ((n = PQnotifies(h->conn)) != NULL) {
@@ -859,20 +886,9 @@ int outbox_pg_wait(void *handle, const char *route, int timeout_ms, outbox_diag_
         sleep_ms(timeout_ms);
         return rc;
     }
-    if (!h->listening) {
-        pg_buf_t b = {0};
-        outbox_pg_buf_add(&b, "LISTEN ");
-        outbox_pg_buf_ident(&b, h->channel);
-        if (b.failed) {
-            outbox_pg_buf_free(&b);
-            return outbox_pg_nomem(d);
-        }
-        rc = outbox_pg_command(h, b.p, d, "listening for new rows");
-        outbox_pg_buf_free(&b);
-        if (rc != OUTBOX_OK)
-            return rc;
-        h->listening = 1;
-    }
+    rc = listen_once(h, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     if (h->wake_pending) {
         h->wake_pending = 0;
         return OUTBOX_OK;
