@@ -347,11 +347,6 @@ static int bpg_quiesce(void *db, const char *relation, char *err, size_t errlen)
     "o.attempts::int4, o.available_at::timestamptz, o.ordering_key::text, "                   \
     "o.last_error::text, o.processing_at::timestamptz"
 
-/* pg_rows.c, PG_BLOCKING. */
-#define BPG_BLOCKING                                                                      \
-    "((e.status = 'pending' AND e.available_at > (SELECT ts FROM clk)) OR (e.status = "  \
-    "'processing' AND (e.processing_at IS NULL OR e.processing_at > (SELECT cut FROM clk))))"
-
 /* pg_rows.c, key_rows(). */
 static void key_rows(sb_t *b, const char *rel, const char *o)
 {
@@ -366,15 +361,23 @@ static void earlier(sb_t *b, const char *o)
     sb_add(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
 }
 
-/* pg_rows.c, key_rule() and blocked_by() without hlc. */
-static void key_rule(sb_t *b, const char *rel)
+/* pg_rows.c, build_held(). */
+static void build_held(sb_t *b, const char *rel)
 {
-    sb_add(b, " AND (o.ordering_key IS NULL OR NOT ");
-    sb_add(b, "EXISTS (SELECT 1 ");
-    key_rows(b, rel, "o");
-    earlier(b, "o");
-    sb_add(b, " AND " BPG_BLOCKING ")");
-    sb_add(b, ")");
+    sb_add(b, ", held AS MATERIALIZED (SELECT e.ordering_key FROM %s AS e WHERE "
+              "e.outbox_route = $1 AND e.ordering_key IS NOT NULL AND e.status = "
+              "'pending' AND e.available_at > (SELECT ts FROM clk) UNION SELECT "
+              "e.ordering_key FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key "
+              "IS NOT NULL AND e.status = 'processing' AND (e.processing_at IS NULL OR "
+              "e.processing_at > (SELECT cut FROM clk)))",
+           rel, rel);
+}
+
+/* pg_rows.c, key_rule(). */
+static void key_rule(sb_t *b)
+{
+    sb_add(b, " AND (o.ordering_key IS NULL OR o.ordering_key NOT IN (SELECT "
+              "ordering_key FROM held))");
 }
 
 /* pg_rows.c, claim_arm() without hlc. */
@@ -383,7 +386,7 @@ static void claim_arm(sb_t *b, const char *rel, const char *name, const char *wh
     sb_add(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
               "WHERE o.outbox_route = $1 AND %s",
            name, "", rel, where);
-    key_rule(b, rel);
+    key_rule(b);
     sb_add(b, " ORDER BY %s LIMIT $2 FOR UPDATE OF o SKIP LOCKED)", "o.created_at, o.id");
 }
 
@@ -405,6 +408,7 @@ static void claim_sql(sb_t *b, const char *rel)
     const char *order = "created_at, id";
     sb_add(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
               "clock_timestamp() - $3::int8 * interval '1 microsecond' AS cut)");
+    build_held(b, rel);
     claim_arm(b, rel, "ripe",
               "o.status = 'pending' AND (o.available_at IS NULL OR o.available_at <= (SELECT ts "
               "FROM clk))");
