@@ -13,18 +13,15 @@ static void add(outbox_ce_headers_t *h, const char *name, const char *value)
         h->headers[h->n++] = (outbox_header_t){.name = name, .value = value};
 }
 
-int outbox_ce_build(const outbox_row_t *row, const char *source, const char *key,
-                    outbox_ce_headers_t *out)
+void outbox_ce_build(const outbox_row_t *row, const char *source, const char *key,
+                     outbox_ce_headers_t *out)
 {
-    memset(out, 0, sizeof *out);
-    out->source = outbox_template_expand(source, row->route);
-    if (out->source == NULL)
-        return OUTBOX_ENOMEM;
+    out->n = 0;
     outbox_format_rfc3339(row->occurred_at, out->time);
     add(out, "specversion", "1.0");
     add(out, "id", row->event_id);
     add(out, "type", row->event_type);
-    add(out, "source", out->source);
+    add(out, "source", source);
     add(out, "time", out->time);
     add(out, "datacontenttype", "application/json");
     add(out, "partitionkey", key);
@@ -37,13 +34,6 @@ int outbox_ce_build(const outbox_row_t *row, const char *source, const char *key
         snprintf(out->hlc, sizeof out->hlc, "%" PRId64, row->hlc);
         add(out, "hlc", out->hlc);
     }
-    return OUTBOX_OK;
-}
-
-void outbox_ce_free(outbox_ce_headers_t *h)
-{
-    free(h->source);
-    h->source = NULL;
 }
 
 char *outbox_template_expand(const char *tmpl, const char *route)

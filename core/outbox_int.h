@@ -65,18 +65,17 @@ int outbox_loader_for_scheme(const char *scheme, uint32_t kind, const outbox_dri
 const char *outbox_store_relation(const outbox_store_t *s);
 
 /* cloudevents.c: the CloudEvents attributes of one row, in a buffer the
- * caller owns. */
+ * caller owns; the headers point into it, the row and source (already
+ * expanded for the row's route). */
 typedef struct outbox_ce_headers {
     outbox_header_t headers[16];
     size_t n;
     char time[40];
     char hlc[24];
-    char *source; /* malloc'd */
 } outbox_ce_headers_t;
 
-int outbox_ce_build(const outbox_row_t *row, const char *source, const char *key,
-                    outbox_ce_headers_t *out);
-void outbox_ce_free(outbox_ce_headers_t *h);
+void outbox_ce_build(const outbox_row_t *row, const char *source, const char *key,
+                     outbox_ce_headers_t *out);
 
 /* Replace every "{route}" in template; malloc'd, NULL on ENOMEM. */
 char *outbox_template_expand(const char *tmpl, const char *route);

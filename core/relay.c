@@ -23,8 +23,8 @@ struct outbox_relay {
     outbox_sink_t *sink;
     outbox_relay_config_t cfg;
     char *route;
-    char *source;
-    char *destination;
+    char *source;      /* expanded for route: every claimed row is of this route */
+    char *destination; /* likewise */
     atomic_int stop;
     int outage_streak;
     int64_t pause_us; /* set by a step that hit an outage */
@@ -40,7 +40,6 @@ typedef struct batch {
     outbox_settle_item_t *items;
     outbox_message_t *msgs;
     outbox_ce_headers_t *ce;
-    char **dest;
     size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
     size_t *rank;  /* position of the row among its key's undecided rows */
     unsigned char *blocked; /* per group leader: an earlier row of the key failed */
@@ -106,13 +105,8 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     r->sink = sink;
     r->cfg = *cfg;
     r->route = strdup(cfg->route);
-    if (cfg->source != NULL) {
-        r->source = strdup(cfg->source);
-    } else if ((r->source = malloc(strlen(cfg->route) + sizeof "/outbox/")) != NULL) {
-        strcpy(r->source, "/outbox/");
-        strcat(r->source, cfg->route);
-    }
-    r->destination = strdup(cfg->destination ? cfg->destination : "{route}");
+    r->source = outbox_template_expand(cfg->source ? cfg->source : "/outbox/{route}", cfg->route);
+    r->destination = outbox_template_expand(cfg->destination ? cfg->destination : "{route}", cfg->route);
     atomic_init(&r->stop, 0);
     if (r->route == NULL || r->source == NULL || r->destination == NULL) {
         outbox_relay_free(r);
@@ -151,18 +145,11 @@ void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out
 
 static void batch_free(batch_t *b)
 {
-    for (size_t i = 0; i < b->n; i++) {
-        if (b->ce)
-            outbox_ce_free(&b->ce[i]);
-        if (b->dest)
-            free(b->dest[i]);
-        if (b->errors)
-            free(b->errors[i]);
-    }
+    for (size_t i = 0; b->errors != NULL && i < b->n; i++)
+        free(b->errors[i]);
     free(b->items);
     free(b->msgs);
     free(b->ce);
-    free(b->dest);
     free(b->group);
     free(b->rank);
     free(b->blocked);
@@ -178,7 +165,6 @@ static int batch_alloc(batch_t *b)
     b->items = calloc(n, sizeof *b->items);
     b->msgs = calloc(n, sizeof *b->msgs);
     b->ce = calloc(n, sizeof *b->ce);
-    b->dest = calloc(n, sizeof *b->dest);
     b->group = calloc(n, sizeof *b->group);
     b->rank = calloc(n, sizeof *b->rank);
     b->blocked = calloc(n, 1);
@@ -186,7 +172,7 @@ static int batch_alloc(batch_t *b)
     b->results = calloc(n, sizeof *b->results);
     b->wave_idx = calloc(n, sizeof *b->wave_idx);
     b->errors = calloc(n, sizeof *b->errors);
-    return b->items && b->msgs && b->ce && b->dest && b->group && b->rank && b->blocked &&
+    return b->items && b->msgs && b->ce && b->group && b->rank && b->blocked &&
                    b->wave_msgs && b->results && b->wave_idx && b->errors
                ? OUTBOX_OK
                : OUTBOX_ENOMEM;
@@ -209,18 +195,16 @@ static void decide(batch_t *b, size_t i, int kind, int64_t available_at, const c
 }
 
 /* Messages, key groups and ranks; rows out of attempts are dead at once. */
-static int batch_prepare(outbox_relay_t *r, batch_t *b)
+static void batch_prepare(outbox_relay_t *r, batch_t *b)
 {
     for (size_t i = 0; i < b->n; i++) {
         const outbox_row_t *row = &b->rows[i];
         b->items[i].id = row->id;
         const char *key = row->ordering_key ? row->ordering_key : row->event_id;
-        if (outbox_ce_build(row, r->source, key, &b->ce[i]) != OUTBOX_OK ||
-            (b->dest[i] = outbox_template_expand(r->destination, row->route)) == NULL)
-            return OUTBOX_ENOMEM;
+        outbox_ce_build(row, r->source, key, &b->ce[i]);
         b->msgs[i] = (outbox_message_t){
             .route = row->route,
-            .destination = b->dest[i],
+            .destination = r->destination,
             .key = key,
             .event_id = row->event_id,
             .payload = row->payload,
@@ -254,7 +238,6 @@ static int batch_prepare(outbox_relay_t *r, batch_t *b)
                 rank += b->group[j] == b->group[i] && b->items[j].kind == 0;
         b->rank[i] = rank;
     }
-    return OUTBOX_OK;
 }
 
 static void release_undecided(batch_t *b)
@@ -407,8 +390,6 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         return OUTBOX_OK;
     r->counters.claimed += b.n;
     rc = batch_alloc(&b);
-    if (rc == OUTBOX_OK)
-        rc = batch_prepare(r, &b);
     if (rc != OUTBOX_OK) {
         /* Hand the rows back uncharged rather than sit on them until the lease ends. */
         for (size_t i = 0; b.items != NULL && i < b.n; i++)
@@ -418,6 +399,7 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         batch_free(&b);
         return rfail(r, rc, "relay: out of memory preparing a batch");
     }
+    batch_prepare(r, &b);
     if (publish_batch(r, &b)) {
         r->counters.outages++;
         r->outage_streak++;

@@ -3,6 +3,7 @@
  * distinct increasing stamps under concurrency. */
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -247,6 +248,21 @@ START_TEST(test_rfc3339)
     assert_rfc3339(951782400000001, "2000-02-29T00:00:00.000001Z");
     assert_rfc3339(-1, "1969-12-31T23:59:59.999999Z");
     assert_rfc3339(-1000000, "1969-12-31T23:59:59.000000Z");
+    assert_rfc3339(4107542399999999, "2100-02-28T23:59:59.999999Z"); /* 2100 is no leap year */
+    assert_rfc3339(4107542400000000, "2100-03-01T00:00:00.000000Z");
+    assert_rfc3339(253402300799999999, "9999-12-31T23:59:59.999999Z");
+    assert_rfc3339(-62135596800000000, "0001-01-01T00:00:00.000000Z");
+    /* Every day of four centuries agrees with gmtime_r. */
+    for (int64_t d = -73000; d < 73000; d += 1) {
+        int64_t s = d * 86400 + (d % 86400 + 86400) % 86400;
+        time_t t = (time_t)s;
+        struct tm tm;
+        ck_assert_ptr_nonnull(gmtime_r(&t, &tm));
+        char want[96];
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.000007Z", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        assert_rfc3339(s * 1000000 + 7, want);
+    }
     /* Extremes neither crash nor overrun the buffer. */
     char buf[40];
     outbox_format_rfc3339(INT64_MAX, buf);
