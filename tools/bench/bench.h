@@ -34,6 +34,10 @@ typedef struct bench_opts {
     long producers;      /* producer threads sharing the rate (latency mode) */
     int64_t duration_us; /* how long the producer runs (latency mode) */
     int64_t poll_us;     /* the relay's poll interval; also the idle wait of workers */
+    int sustain;           /* sustained mode; duration_us is how long it runs */
+    int64_t interval_us;   /* sustained mode: one line per interval (default 1 minute) */
+    long events_per_round; /* sustained mode: events per producer transaction */
+    int pg_autovacuum;     /* sustained mode: apply the recommended per-table autovacuum */
 } bench_opts_t;
 
 /* ------------------------------------------------------------- util.c */
@@ -140,6 +144,14 @@ typedef struct bench_backend {
      * error when they differ from the copy. */
     void (*trace_start)(void);
     int (*trace_check)(const char *relation, int *verified, char *err, size_t errlen);
+    /* Optional (NULL: count() of pending rows, the rest -1): the pending
+     * backlog and, from the server's statistics, dead and live tuples and
+     * how often autovacuum has run on relation (sustained mode). */
+    int (*stats)(void *db, const char *relation, long *pending, long *dead, long *live,
+                 long *autovacuums, char *err, size_t errlen);
+    /* Optional (NULL: --pg-autovacuum is refused): apply the per-table
+     * autovacuum settings docs/performance.md recommends to relation. */
+    int (*autovacuum)(void *db, const char *relation, char *err, size_t errlen);
 } bench_backend_t;
 
 /* The backend for a store URI, NULL when the bench has none for it. */
@@ -156,6 +168,7 @@ char *bench_pg_script(const char *relation);
 
 int bench_throughput(const bench_opts_t *o);
 int bench_latency(const bench_opts_t *o);
+int bench_sustain(const bench_opts_t *o);
 
 /* Shared by both modes: recreate relation with the canonical schema on the
  * store (through outbox_schema_apply). */

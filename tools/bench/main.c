@@ -44,6 +44,18 @@ static const char usage_text[] =
     "                     (default 100ms, the relay's own default); in throughput mode,\n"
     "                     how long a worker that found nothing waits before it claims again\n"
     "\n"
+    "Sustained: a producer stages --events-per-round events per transaction at --rate\n"
+    "events per second (as fast as it can without --rate) while --workers relays drain;\n"
+    "one JSON line per --interval (events/s published, pending backlog, PostgreSQL dead\n"
+    "tuples), then one comparing the last interval with the first.\n"
+    "\n"
+    "  --sustain D        sustained mode for D, e.g. 10m\n"
+    "  --interval D       reporting interval (default 1m)\n"
+    "  --events-per-round N  events per producer transaction (default 100)\n"
+    "  --pg-autovacuum    apply the per-table autovacuum settings of docs/performance.md\n"
+    "                     to the relation first (PostgreSQL)\n"
+    "  (--rate, --keys, --batch, --workers, --sink and --poll apply too)\n"
+    "\n"
     "  --pgbench-script   print the PostgreSQL ceiling's pgbench script for --relation\n"
     "                     (the NAME_ceiling table it drains) and exit\n"
     "  --help             this text\n";
@@ -64,6 +76,10 @@ enum {
     OPT_DURATION,
     OPT_POLL,
     OPT_PGBENCH_SCRIPT,
+    OPT_SUSTAIN,
+    OPT_INTERVAL,
+    OPT_EVENTS_PER_ROUND,
+    OPT_PG_AUTOVACUUM,
     OPT_HELP,
 };
 
@@ -83,6 +99,10 @@ static const struct option options[] = {
     {"duration", required_argument, NULL, OPT_DURATION},
     {"poll", required_argument, NULL, OPT_POLL},
     {"pgbench-script", no_argument, NULL, OPT_PGBENCH_SCRIPT},
+    {"sustain", required_argument, NULL, OPT_SUSTAIN},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"events-per-round", required_argument, NULL, OPT_EVENTS_PER_ROUND},
+    {"pg-autovacuum", no_argument, NULL, OPT_PG_AUTOVACUUM},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -175,7 +195,9 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     o->poll_us = 100 * 1000;
     const char *sink = NULL;
     int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0,
-        seen_producers = 0;
+        seen_producers = 0, seen_sustain_opt = 0;
+    o->interval_us = 60 * 1000000LL;
+    o->events_per_round = 100;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -225,6 +247,24 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             rc = parse_duration("--poll", optarg, &o->poll_us);
             break;
         case OPT_PGBENCH_SCRIPT: o->pgbench_script = 1; break;
+        case OPT_SUSTAIN:
+            o->sustain = 1;
+            rc = parse_duration("--sustain", optarg, &o->duration_us);
+            if (rc == 0 && o->duration_us > 24 * 3600LL * 1000000)
+                rc = bad("--sustain: at most 24h, got \"%.64s\"", optarg);
+            break;
+        case OPT_INTERVAL:
+            seen_sustain_opt = 1;
+            rc = parse_duration("--interval", optarg, &o->interval_us);
+            break;
+        case OPT_EVENTS_PER_ROUND:
+            seen_sustain_opt = 1;
+            rc = parse_long("--events-per-round", optarg, 1, 100000, &o->events_per_round);
+            break;
+        case OPT_PG_AUTOVACUUM:
+            seen_sustain_opt = 1;
+            o->pg_autovacuum = 1;
+            break;
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -253,7 +293,21 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         return bad("--relation: \"%.64s\" is not a usable name (letters, digits and _, "
                    "optionally schema.name, at most 200 characters)",
                    o->relation);
-    if (o->latency) {
+    if (seen_sustain_opt && !o->sustain)
+        return bad("--interval, --events-per-round and --pg-autovacuum belong to --sustain mode");
+    if (o->sustain) {
+        if (o->latency)
+            return bad("--sustain and --latency are different modes");
+        if (seen_events || seen_repeat || seen_duration || seen_producers)
+            return bad("--events, --repeat, --duration and --producers cannot be used with "
+                       "--sustain");
+        if (o->pg_autovacuum && !o->backend->autovacuum)
+            return bad("--pg-autovacuum: the %s store has no autovacuum", o->backend->name);
+        if (o->interval_us > o->duration_us)
+            return bad("--interval is longer than --sustain");
+        if (!seen_rate)
+            o->rate = 0;
+    } else if (o->latency) {
         if (sink)
             return bad("--sink cannot be used with --latency: it publishes to an in-process "
                        "recording sink");
@@ -304,5 +358,5 @@ int main(int argc, char **argv)
         return BENCH_EXIT_USAGE;
 #endif
     }
-    return o.latency ? bench_latency(&o) : bench_throughput(&o);
+    return o.sustain ? bench_sustain(&o) : o.latency ? bench_latency(&o) : bench_throughput(&o);
 }

@@ -57,6 +57,20 @@ with tempfile.TemporaryDirectory() as tmp:
             check(key in row, "latency line has %s" % key)
         check(row.get("events", 0) > 0 and row.get("p50_ms", -1) >= 0, "latency numbers")
 
+    rc, out, err = run(["--store", store, "--sustain", "3s", "--interval", "1s", "--rate", "500",
+                        "--events-per-round", "50"])
+    check(rc == 0, "sustain exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        rows = [json.loads(l) for l in out.strip().splitlines()]
+        check(len(rows) == 4, "sustain prints 3 interval lines and a summary, got %r" % out)
+        for key in ["interval", "events_per_s", "staged_per_s", "pending", "dead_tuples"]:
+            check(all(key in r for r in rows[:-1]), "sustain interval lines have %s" % key)
+        last = rows[-1] if rows else {}
+        for key in ["summary", "first_events_per_s", "last_events_per_s", "ratio",
+                    "within_10pct", "published"]:
+            check(key in last, "sustain summary has %s" % key)
+        check(last.get("published", 0) > 0, "sustain published events")
+
     bad_inputs = [
         [],
         ["--store", store, "--events", "0"],
@@ -69,6 +83,10 @@ with tempfile.TemporaryDirectory() as tmp:
         ["--store", "mongodb://localhost/x"],
         ["--store", store, "--sink", "null:/some/path", "--quick"],
         ["--store", store, "stray"],
+        ["--store", store, "--interval", "1s"],
+        ["--store", store, "--sustain", "2s", "--pg-autovacuum"],
+        ["--store", store, "--sustain", "2s", "--events", "10"],
+        ["--store", store, "--sustain", "1s", "--interval", "5s"],
     ]
     for args in bad_inputs:
         rc, out, err = run(args)

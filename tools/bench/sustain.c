@@ -1,0 +1,321 @@
+/* outbox-bench, sustained mode: does throughput hold over time?
+ *
+ * A producer thread stages --events-per-round events per transaction, paced
+ * to --rate events per second (unpaced without --rate), while --workers relay
+ * threads (each its own store, sink and relay, as in throughput mode) step
+ * and publish to --sink. Every --interval (default 1 minute) the main thread
+ * prints one JSON line: events published and staged in that interval, the
+ * pending backlog, and on PostgreSQL the table's dead and live tuples and
+ * autovacuum count from pg_stat_user_tables. After --sustain it prints a
+ * final line comparing the last full interval with the first.
+ *
+ * Published rows stay in the table (nothing purges them), as in an outbox
+ * whose purge runs rarely: the table grows for the whole run.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+static void sleep_us(int64_t us)
+{
+    if (us <= 0)
+        return;
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+typedef struct shared {
+    atomic_long staged;
+    atomic_long published;
+    atomic_int stop;
+    atomic_int failed;
+} shared_t;
+
+typedef struct producer {
+    const bench_opts_t *o;
+    shared_t *sh;
+    outbox_store_t *store;
+    int64_t t0;
+    char err[600];
+} producer_t;
+
+static void *produce(void *arg)
+{
+    producer_t *p = arg;
+    const bench_opts_t *o = p->o;
+    long n = o->events_per_round;
+    outbox_event_t *ev = calloc((size_t)n, sizeof *ev);
+    char (*payload)[BENCH_PAYLOAD_MAX] = calloc((size_t)n, sizeof *payload);
+    char (*key)[32] = calloc((size_t)n, sizeof *key);
+    if (!ev || !payload || !key) {
+        snprintf(p->err, sizeof p->err, "producer: out of memory");
+        atomic_store(&p->sh->failed, 1);
+        atomic_store(&p->sh->stop, 1);
+    }
+    long seq = 0;
+    while (ev && payload && key && !atomic_load(&p->sh->stop)) {
+        if (o->rate > 0) {
+            /* The round that starts at event seq is due at seq / rate. */
+            int64_t due = p->t0 + (int64_t)((double)seq * 1e6 / o->rate);
+            int64_t now = bench_mono_us();
+            if (due > now) {
+                sleep_us(due - now < 100000 ? due - now : 100000);
+                continue;
+            }
+        }
+        for (long j = 0; j < n; j++) {
+            size_t len = bench_payload(payload[j], seq + j);
+            ev[j] = (outbox_event_t){.event_type = "bench.order_created",
+                                     .payload = payload[j],
+                                     .payload_len = len};
+            if (o->keys > 0) {
+                snprintf(key[j], sizeof key[j], "key-%ld", (seq + j) % o->keys);
+                ev[j].ordering_key = key[j];
+            }
+        }
+        size_t staged = 0;
+        if (outbox_begin(p->store) != OUTBOX_OK ||
+            outbox_stage(p->store, NULL, BENCH_ROUTE, ev, (size_t)n, &staged) != OUTBOX_OK ||
+            outbox_commit(p->store) != OUTBOX_OK) {
+            snprintf(p->err, sizeof p->err, "producer: %s", outbox_store_message(p->store));
+            outbox_rollback(p->store);
+            atomic_store(&p->sh->failed, 1);
+            atomic_store(&p->sh->stop, 1);
+            break;
+        }
+        seq += n;
+        atomic_fetch_add(&p->sh->staged, n);
+    }
+    free(ev);
+    free(payload);
+    free(key);
+    return NULL;
+}
+
+typedef struct sworker {
+    const bench_opts_t *o;
+    shared_t *sh;
+    outbox_store_t *store;
+    outbox_sink_t *sink;
+    outbox_relay_t *relay;
+    char err[600];
+} sworker_t;
+
+static void *relay_main(void *arg)
+{
+    sworker_t *w = arg;
+    uint64_t seen = 0;
+    while (!atomic_load(&w->sh->stop)) {
+        size_t claimed = 0;
+        if (outbox_relay_step(w->relay, &claimed) != OUTBOX_OK) {
+            snprintf(w->err, sizeof w->err, "relay: %s", outbox_relay_message(w->relay));
+            atomic_store(&w->sh->failed, 1);
+            atomic_store(&w->sh->stop, 1);
+            break;
+        }
+        outbox_relay_counters_t c;
+        outbox_relay_counters(w->relay, &c);
+        if (c.published > seen) {
+            atomic_fetch_add(&w->sh->published, (long)(c.published - seen));
+            seen = c.published;
+        }
+        if (claimed == 0)
+            sleep_us(w->o->poll_us);
+    }
+    return NULL;
+}
+
+typedef struct interval {
+    double published_per_s, staged_per_s;
+    long pending, dead, live, autovacuums;
+} interval_t;
+
+static void print_interval(const bench_opts_t *o, int idx, double t_s, const interval_t *iv)
+{
+    printf("{\"mode\":\"sustain\",\"interval\":%d,\"t_s\":%.1f,\"events_per_s\":%.0f,"
+           "\"staged_per_s\":%.0f,\"pending\":%ld,",
+           idx, t_s, iv->published_per_s, iv->staged_per_s, iv->pending);
+    if (iv->dead >= 0)
+        printf("\"dead_tuples\":%ld,\"live_tuples\":%ld,\"autovacuum_count\":%ld,", iv->dead,
+               iv->live, iv->autovacuums);
+    else
+        printf("\"dead_tuples\":null,\"live_tuples\":null,\"autovacuum_count\":null,");
+    printf("\"workers\":%ld,\"batch\":%ld,\"cpu_s\":%.2f,\"loadavg\":%.2f}\n", o->workers,
+           o->batch, bench_cpu_s(), bench_loadavg());
+    fflush(stdout);
+}
+
+int bench_sustain(const bench_opts_t *o)
+{
+    char err[1024] = "";
+    void *b = NULL;
+    int rc = o->backend->open(o->store, &b, err, sizeof err);
+    if (rc == 0)
+        rc = o->backend->claim_relation(b, o->relation, err, sizeof err);
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, o->relation, err, sizeof err);
+    if (rc == 0 && o->pg_autovacuum) {
+        if (!o->backend->autovacuum) {
+            snprintf(err, sizeof err, "--pg-autovacuum: the %s store has no autovacuum",
+                     o->backend->name);
+            rc = BENCH_EXIT_USAGE;
+        } else {
+            rc = o->backend->autovacuum(b, o->relation, err, sizeof err);
+        }
+    }
+    if (rc == 0)
+        rc = o->backend->quiesce(b, o->relation, err, sizeof err);
+    if (rc == 0 && strncmp(o->sink, "benchok:", 8) == 0)
+        rc = bench_register_ok_sink(err, sizeof err);
+
+    shared_t sh;
+    atomic_init(&sh.staged, 0);
+    atomic_init(&sh.published, 0);
+    atomic_init(&sh.stop, 0);
+    atomic_init(&sh.failed, 0);
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
+    producer_t prod = {.o = o, .sh = &sh};
+    sworker_t *w = calloc((size_t)o->workers, sizeof *w);
+    pthread_t *tid = calloc((size_t)o->workers, sizeof *tid);
+    pthread_t ptid;
+    long started = 0;
+    int prod_started = 0;
+    if (rc == 0 && (!w || !tid)) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = BENCH_EXIT_FAIL;
+    }
+    outbox_diag_t d;
+    if (rc == 0 && outbox_store_open(o->store, &so, &prod.store, &d) != OUTBOX_OK) {
+        snprintf(err, sizeof err, "cannot open store %s: %s", o->store, d.message);
+        rc = BENCH_EXIT_FAIL;
+    }
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = BENCH_ROUTE;
+    cfg.batch = (size_t)o->batch;
+    cfg.poll_us = o->poll_us;
+    for (long i = 0; rc == 0 && i < o->workers; i++) {
+        w[i].o = o;
+        w[i].sh = &sh;
+        if (outbox_store_open(o->store, &so, &w[i].store, &d) != OUTBOX_OK) {
+            snprintf(err, sizeof err, "cannot open store %s: %s", o->store, d.message);
+            rc = BENCH_EXIT_FAIL;
+        } else if (outbox_sink_open(o->sink, NULL, &w[i].sink, &d) != OUTBOX_OK) {
+            snprintf(err, sizeof err, "cannot open sink %s: %s", o->sink, d.message);
+            rc = BENCH_EXIT_USAGE;
+        } else if (outbox_relay_new(w[i].store, w[i].sink, &cfg, &w[i].relay, &d) != OUTBOX_OK) {
+            snprintf(err, sizeof err, "relay: %s", d.message);
+            rc = BENCH_EXIT_FAIL;
+        }
+    }
+
+    int64_t t0 = bench_mono_us();
+    prod.t0 = t0;
+    for (long i = 0; rc == 0 && i < o->workers; i++) {
+        if (pthread_create(&tid[i], NULL, relay_main, &w[i]) != 0) {
+            snprintf(err, sizeof err, "cannot start %ld relay threads", o->workers);
+            rc = BENCH_EXIT_FAIL;
+            break;
+        }
+        started++;
+    }
+    if (rc == 0) {
+        if (pthread_create(&ptid, NULL, produce, &prod) != 0) {
+            snprintf(err, sizeof err, "cannot start the producer thread");
+            rc = BENCH_EXIT_FAIL;
+        } else {
+            prod_started = 1;
+        }
+    }
+
+    int nint = (int)(o->duration_us / o->interval_us);
+    if (nint < 1)
+        nint = 1;
+    interval_t first = {0}, last = {0};
+    long pub0 = 0, stg0 = 0;
+    int64_t tprev = t0;
+    for (int k = 1; rc == 0 && k <= nint; k++) {
+        int64_t due = t0 + (int64_t)k * o->interval_us;
+        while (!atomic_load(&sh.stop) && bench_mono_us() < due)
+            sleep_us(due - bench_mono_us() < 200000 ? due - bench_mono_us() : 200000);
+        if (atomic_load(&sh.failed))
+            break;
+        int64_t now = bench_mono_us();
+        long pub = atomic_load(&sh.published), stg = atomic_load(&sh.staged);
+        double secs = (double)(now - tprev) / 1e6;
+        interval_t iv = {.published_per_s = (double)(pub - pub0) / secs,
+                         .staged_per_s = (double)(stg - stg0) / secs,
+                         .dead = -1,
+                         .live = -1,
+                         .autovacuums = -1};
+        pub0 = pub;
+        stg0 = stg;
+        tprev = now;
+        if (o->backend->stats)
+            rc = o->backend->stats(b, o->relation, &iv.pending, &iv.dead, &iv.live,
+                                   &iv.autovacuums, err, sizeof err);
+        else
+            rc = o->backend->count(b, o->relation, "pending", &iv.pending, err, sizeof err);
+        if (rc != 0)
+            break;
+        print_interval(o, k, (double)(now - t0) / 1e6, &iv);
+        if (k == 1)
+            first = iv;
+        last = iv;
+        if (k == nint) {
+            double ratio = first.published_per_s > 0
+                               ? last.published_per_s / first.published_per_s
+                               : 0;
+            char store[1024];
+            bench_json_str(store, sizeof store, o->store);
+            printf("{\"mode\":\"sustain\",\"summary\":true,\"store\":%s,\"sink\":\"%s\","
+                   "\"duration_s\":%.0f,\"interval_s\":%.0f,\"intervals\":%d,\"rate\":%.0f,"
+                   "\"events_per_round\":%ld,\"keys\":%ld,\"batch\":%ld,\"workers\":%ld,"
+                   "\"pg_autovacuum\":%s,\"first_events_per_s\":%.0f,"
+                   "\"last_events_per_s\":%.0f,\"ratio\":%.3f,\"within_10pct\":%s,"
+                   "\"staged\":%ld,\"published\":%ld,\"pending\":%ld,\"cpu_s\":%.2f,"
+                   "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
+                   store, o->sink, (double)o->duration_us / 1e6, (double)o->interval_us / 1e6,
+                   nint, o->rate > 0 ? o->rate : 0, o->events_per_round, o->keys, o->batch,
+                   o->workers, o->pg_autovacuum ? "true" : "false", first.published_per_s,
+                   last.published_per_s, ratio, fabs(ratio - 1) <= 0.10 ? "true" : "false",
+                   stg, pub, last.pending, bench_cpu_s(), bench_peak_rss_kb(),
+                   bench_loadavg());
+            fflush(stdout);
+        }
+    }
+
+    atomic_store(&sh.stop, 1);
+    if (prod_started)
+        pthread_join(ptid, NULL);
+    for (long i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    if (rc == 0 && atomic_load(&sh.failed)) {
+        rc = BENCH_EXIT_FAIL;
+        snprintf(err, sizeof err, "%s", prod.err);
+        for (long i = 0; !err[0] && i < o->workers; i++)
+            snprintf(err, sizeof err, "%s", w[i].err);
+    }
+    for (long i = 0; w && i < o->workers; i++) {
+        outbox_relay_free(w[i].relay);
+        outbox_sink_close(w[i].sink);
+        outbox_store_close(w[i].store);
+    }
+    outbox_store_close(prod.store);
+    free(w);
+    free(tid);
+    if (b) {
+        char err2[512];
+        o->backend->drop_relation(b, o->relation, err2, sizeof err2);
+        o->backend->quiesce(b, NULL, err2, sizeof err2);
+        o->backend->close(b);
+    }
+    if (rc != 0)
+        bench_err("%s", err[0] ? err : "sustained run failed");
+    return rc;
+}
