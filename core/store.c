@@ -67,6 +67,19 @@ static char *default_checkpoint_relation(const char *relation)
     return out;
 }
 
+/* Relation names given by users: NULL means "the default", anything else
+ * must be a plain or schema-qualified identifier. */
+static int relations_ok(outbox_diag_t *d, const char *relation, const char *ckpt)
+{
+    if (relation != NULL && !outbox_relation_valid(relation))
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "invalid relation name \"%s\": expected name or schema.name of letters, digits and _",
+                               relation);
+    if (ckpt != NULL && !outbox_relation_valid(ckpt))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "invalid checkpoint relation name \"%s\"", ckpt);
+    return OUTBOX_OK;
+}
+
 int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbox_store_t **out,
                       outbox_diag_t *d)
 {
@@ -86,16 +99,9 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
     int rc = outbox_uri_parse(uri, &s->uri, d);
     if (rc != OUTBOX_OK)
         goto failed;
-    if (!outbox_relation_valid(relation)) {
-        rc = outbox_diag_set(d, OUTBOX_EINVAL,
-                             "invalid relation name \"%s\": expected name or schema.name of letters, digits and _",
-                             relation);
+    rc = relations_ok(d, relation, ckpt);
+    if (rc != OUTBOX_OK)
         goto failed;
-    }
-    if (ckpt != NULL && !outbox_relation_valid(ckpt)) {
-        rc = outbox_diag_set(d, OUTBOX_EINVAL, "invalid checkpoint relation name \"%s\"", ckpt);
-        goto failed;
-    }
     s->relation = strdup(relation);
     s->checkpoint_relation = ckpt ? strdup(ckpt) : default_checkpoint_relation(relation);
     if (s->relation == NULL || s->checkpoint_relation == NULL) {
@@ -539,28 +545,28 @@ static int schema_opts_ok(outbox_diag_t *d, const outbox_schema_opts_t *o)
 {
     if (o == NULL || o->struct_size < sizeof(outbox_schema_opts_t))
         return outbox_diag_set(d, OUTBOX_EINVAL, "schema options: struct_size not set");
-    if (o->relation != NULL && !outbox_relation_valid(o->relation))
-        return outbox_diag_set(d, OUTBOX_EINVAL,
-                               "invalid relation name \"%s\": expected name or schema.name of letters, digits and _",
-                               o->relation);
-    if (o->checkpoint_relation != NULL && !outbox_relation_valid(o->checkpoint_relation))
-        return outbox_diag_set(d, OUTBOX_EINVAL, "invalid checkpoint relation name \"%s\"",
-                               o->checkpoint_relation);
-    return OUTBOX_OK;
+    return relations_ok(d, o->relation, o->checkpoint_relation);
 }
 
-/* Fill in the relation defaults; *tmp receives what must be freed. */
-static outbox_schema_opts_t schema_defaults(const outbox_schema_opts_t *o, const char *relation,
-                                            char **tmp)
+/* Fill in the relation defaults: the given relations when opts names none
+ * (a store's own), else opts' relation with hlc_checkpoint beside it.
+ * *tmp receives what must be freed. */
+static int schema_defaults(const outbox_schema_opts_t *o, const char *relation, const char *ckpt,
+                           outbox_schema_opts_t *full, char **tmp, outbox_diag_t *d)
 {
-    outbox_schema_opts_t full = *o;
-    full.struct_size = sizeof full;
-    if (full.relation == NULL)
-        full.relation = relation ? relation : "outbox";
+    *full = *o;
+    full->struct_size = sizeof *full;
     *tmp = NULL;
-    if (full.checkpoint_relation == NULL)
-        full.checkpoint_relation = *tmp = default_checkpoint_relation(full.relation);
-    return full;
+    if (full->relation == NULL) {
+        full->relation = relation ? relation : "outbox";
+        if (full->checkpoint_relation == NULL)
+            full->checkpoint_relation = ckpt;
+    }
+    if (full->checkpoint_relation == NULL)
+        full->checkpoint_relation = *tmp = default_checkpoint_relation(full->relation);
+    if (full->checkpoint_relation == NULL)
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    return OUTBOX_OK;
 }
 
 int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t *opts,
@@ -586,9 +592,10 @@ int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t 
     if (rc != OUTBOX_OK)
         return rc;
     char *tmp;
-    outbox_schema_opts_t full = schema_defaults(opts, NULL, &tmp);
-    if (full.checkpoint_relation == NULL)
-        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    outbox_schema_opts_t full;
+    rc = schema_defaults(opts, NULL, NULL, &full, &tmp, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     char *text = NULL;
     outbox_diag_t dd = {0};
     rc = drv->store->schema_ddl(&full, &text, &dd);
@@ -612,9 +619,10 @@ int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts)
     if (!VT_HAS(s->vt, schema_apply))
         return not_supported(s, "schema apply");
     char *tmp;
-    outbox_schema_opts_t full = schema_defaults(opts, s->relation, &tmp);
-    if (opts->checkpoint_relation == NULL && opts->relation == NULL)
-        full.checkpoint_relation = s->checkpoint_relation;
+    outbox_schema_opts_t full;
+    rc = schema_defaults(opts, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
+    if (rc != OUTBOX_OK)
+        return rc;
     rc = driver_rc(s, s->vt->schema_apply(s->h, &full, &s->diag), "schema apply");
     free(tmp);
     return rc;
@@ -639,9 +647,10 @@ int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
     if (!VT_HAS(s->vt, schema_check))
         return not_supported(s, "schema check");
     char *tmp;
-    outbox_schema_opts_t full = schema_defaults(opts, s->relation, &tmp);
-    if (opts->checkpoint_relation == NULL && opts->relation == NULL)
-        full.checkpoint_relation = s->checkpoint_relation;
+    outbox_schema_opts_t full;
+    rc = schema_defaults(opts, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
+    if (rc != OUTBOX_OK)
+        return rc;
     rc = driver_rc(s, s->vt->schema_check(s->h, &full, report ? report : ignore_problem, ctx,
                                           problems, &s->diag),
                    "schema check");
