@@ -572,25 +572,45 @@ int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag
     return rc;
 }
 
+/* What schema apply and drop share: refuse inside the handle's open
+ * transaction, parse the target, require its schemas to be attached, and
+ * open the write transaction the DDL runs in. On failure nothing is held. */
+static int ddl_begin(sq_handle_t *h, const outbox_schema_opts_t *opts, const char *what,
+                     ddl_target_t *t, outbox_diag_t *d)
+{
+    int rc = outbox_sqlite_no_open_tx(h, what, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    rc = target_parse(opts, h, t, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    rc = outbox_sqlite_require_attached(h->db, &t->rel, d);
+    if (rc == OUTBOX_OK && (t->flags & OUTBOX_SCHEMA_CHECKPOINT))
+        rc = outbox_sqlite_require_attached(h->db, &t->ckpt, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_tx_begin(h, d);
+    if (rc != OUTBOX_OK)
+        target_free(t);
+    return rc;
+}
+
+/* Commit the DDL when rc is OK, else roll it back; frees the target. */
+static int ddl_end(sq_handle_t *h, ddl_target_t *t, int rc, outbox_diag_t *d)
+{
+    target_free(t);
+    if (rc == OUTBOX_OK)
+        return outbox_sqlite_tx_commit(h, d);
+    outbox_sqlite_tx_abort(h);
+    return rc;
+}
+
 int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
 {
     sq_handle_t *h = handle;
-    int rc = outbox_sqlite_no_open_tx(h, "schema apply", d);
-    if (rc != OUTBOX_OK)
-        return rc;
     ddl_target_t t;
-    rc = target_parse(opts, h, &t, d);
+    int rc = ddl_begin(h, opts, "schema apply", &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    rc = outbox_sqlite_require_attached(h->db, &t.rel, d);
-    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
-        rc = outbox_sqlite_require_attached(h->db, &t.ckpt, d);
-    if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_tx_begin(h, d);
-    if (rc != OUTBOX_OK) {
-        target_free(&t);
-        return rc;
-    }
 
     sq_buf_t b = {0};
     ddl_table(&t, &b);
@@ -608,33 +628,17 @@ int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, o
         rc = exec_sql(h->db, &b, d, "creating the checkpoint table");
         outbox_sqlite_buf_free(&b);
     }
-    target_free(&t);
-    if (rc == OUTBOX_OK)
-        return outbox_sqlite_tx_commit(h, d);
-    outbox_sqlite_tx_abort(h);
-    return rc;
+    return ddl_end(h, &t, rc, d);
 }
 
 /* Dropping the table drops its indexes with it. */
 int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
 {
     sq_handle_t *h = handle;
-    int rc = outbox_sqlite_no_open_tx(h, "schema drop", d);
-    if (rc != OUTBOX_OK)
-        return rc;
     ddl_target_t t;
-    rc = target_parse(opts, h, &t, d);
+    int rc = ddl_begin(h, opts, "schema drop", &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    rc = outbox_sqlite_require_attached(h->db, &t.rel, d);
-    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
-        rc = outbox_sqlite_require_attached(h->db, &t.ckpt, d);
-    if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_tx_begin(h, d);
-    if (rc != OUTBOX_OK) {
-        target_free(&t);
-        return rc;
-    }
     sq_buf_t b = {0};
     outbox_sqlite_buf_add(&b, "DROP TABLE IF EXISTS ");
     outbox_sqlite_buf_rel(&b, t.rel.schema, t.rel.table);
@@ -644,11 +648,7 @@ int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, ou
     }
     rc = exec_sql(h->db, &b, d, "dropping the outbox schema");
     outbox_sqlite_buf_free(&b);
-    target_free(&t);
-    if (rc == OUTBOX_OK)
-        return outbox_sqlite_tx_commit(h, d);
-    outbox_sqlite_tx_abort(h);
-    return rc;
+    return ddl_end(h, &t, rc, d);
 }
 
 /* ------------------------------------------------------------------- check */
