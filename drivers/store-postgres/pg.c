@@ -358,6 +358,27 @@ int outbox_pg_command(pg_handle_t *h, const char *sql, outbox_diag_t *d, const c
     return rc;
 }
 
+int outbox_pg_forget_slot(pg_handle_t *h, int slot, outbox_diag_t *d, const char *what)
+{
+    unsigned bit = 1u << slot;
+    if (!(h->prepared & bit) || PQstatus(h->conn) != CONNECTION_OK) {
+        h->prepared &= ~bit; /* a lost session took its statements with it */
+        return OUTBOX_OK;
+    }
+    char sql[64];
+    snprintf(sql, sizeof sql, "DEALLOCATE %s", slot_names[slot]);
+    PGresult *r = PQexec(h->conn, sql);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int rc = OUTBOX_OK;
+    /* 26000: the session no longer had it (DISCARD ALL by a pooler). */
+    if (!exec_ok(r) && !(state && strcmp(state, "26000") == 0))
+        rc = outbox_pg_result_fail(h->conn, r, d, what);
+    PQclear(r);
+    if (rc == OUTBOX_OK)
+        h->prepared &= ~bit;
+    return rc;
+}
+
 int outbox_pg_no_open_tx(pg_handle_t *h, const char *op, outbox_diag_t *d)
 {
     PGTransactionStatusType st = PQtransactionStatus(h->conn);

@@ -130,6 +130,10 @@ enum pg_slot {
     PG_SLOT_COUNT
 };
 
+/* The claim's batch limit is part of its text (see build_claim); the
+ * statements are first built for the relay's default batch. */
+#define PG_CLAIM_LIMIT_FIRST 100
+
 #define PG_STAGE_ARRAYS 15 /* the most array parameters a stage statement takes */
 
 /* LISTEN/NOTIFY channel names are identifiers: at most NAMEDATALEN - 1. */
@@ -148,6 +152,7 @@ typedef struct pg_handle {
     int has_traceparent;
     int has_ckpt;
     char *sql[PG_SLOT_COUNT];
+    long claim_limit;  /* the batch limit written into the claim statements */
     unsigned prepared; /* bit per slot: prepared on the current connection */
     int listening;     /* LISTEN issued on the current connection */
     int wake_pending;  /* a claim took a notification for another route off the wire */
@@ -178,6 +183,9 @@ PG_HIDDEN int outbox_pg_exec_on(PGconn *conn, const char *sql, int nparams,
                                 int binary_result, PGresult **res, outbox_diag_t *d,
                                 const char *what);
 /* A parameterless command on the handle's connection (reconnects first). */
+/* Drops a slot's prepared statement from the connection (its text is about
+ * to change); nothing to do when it was never prepared there. */
+PG_HIDDEN int outbox_pg_forget_slot(pg_handle_t *h, int slot, outbox_diag_t *d, const char *what);
 PG_HIDDEN int outbox_pg_command(pg_handle_t *h, const char *sql, outbox_diag_t *d,
                                 const char *what);
 

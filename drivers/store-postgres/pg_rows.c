@@ -180,17 +180,28 @@ static void prev_of(const pg_handle_t *h, pg_buf_t *b, int hlc)
 /* One arm: the first $2 rows of one kind that this claim can lock, in claim
  * order; SKIP LOCKED passes over rows another claim holds right now. */
 static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int hlc,
-                      const char *where)
+                      const char *where, long limit)
 {
     outbox_pg_buf_add(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
                          "WHERE o.outbox_route = $1 AND %s",
                       name, hlc ? ", o.hlc" : "", h->rel_sql, where);
     key_rule(b);
-    outbox_pg_buf_add(b, " ORDER BY %s LIMIT $2 FOR UPDATE OF o SKIP LOCKED)",
-                      hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id");
+    outbox_pg_buf_add(b, " ORDER BY %s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)",
+                      hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id", limit);
 }
 
-/* $1 route, $2 limit, $3 lease in microseconds.
+/* $1 route, $2 lease in microseconds; the batch limit is written into the
+ * text. With LIMIT $n the planner cannot cost a generic plan (it guesses a
+ * tenth of the table), so PostgreSQL kept planning this statement afresh on
+ * every execution, about 1 ms per claim; with a literal it settles on the
+ * cached plan after five runs. outbox_pg_claim rebuilds the text when a
+ * claim asks for another limit.
+ *
+ * The claim commits with synchronous_commit off, for this transaction only
+ * (set_config(..., true) in clk): a claim lost in a server crash leaves its
+ * rows pending or leased, so they are delivered again, never lost, and the
+ * relay does not wait for a WAL flush before it can publish. Staging keeps
+ * the session's setting.
  *
  * Why this is safe with any number of concurrent claimers, each in READ
  * COMMITTED with its own snapshot:
@@ -218,21 +229,24 @@ static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int h
  * no relay ever holds a later row of a key while an earlier one is in
  * flight or waiting for its retry, yet one claim moves a hot key's head
  * together with the rows behind it. */
-static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc)
+static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc, long limit)
 {
     const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
-    /* One clock reading for ripeness, lease expiry and the fence. */
+    /* One clock reading for ripeness, lease expiry and the fence; the
+     * commit setting rides on it because clk is always evaluated. */
     outbox_pg_buf_add(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
-                         "clock_timestamp() - $3::int8 * interval '1 microsecond' AS cut)");
+                         "clock_timestamp() - $2::int8 * interval '1 microsecond' AS cut, "
+                         "set_config('synchronous_commit', 'off', true) AS sc)");
     build_held(h, b);
     claim_arm(h, b, "ripe", hlc,
               "o.status = 'pending' AND (o.available_at IS NULL OR o.available_at <= (SELECT ts "
-              "FROM clk))");
+              "FROM clk))",
+              limit);
     claim_arm(h, b, "expired", hlc,
-              "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)");
+              "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)", limit);
     outbox_pg_buf_add(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
-                         "expired) AS c ORDER BY %s LIMIT $2)",
-                      order);
+                         "expired) AS c ORDER BY %s LIMIT %ld)",
+                      order, limit);
     outbox_pg_buf_add(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
                          "f.ordering_key IS NULL OR lag(f.id) OVER w IS NOT DISTINCT FROM ",
                       hlc ? ", f.hlc" : "");
@@ -252,10 +266,16 @@ static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc)
 }
 
 /* $1 ids, $2 kinds, $3 available_at, $4 errors (arrays, one element per
- * item), $5 the fence. RETURNING says which items still held the fence. */
+ * item), $5 the fence. RETURNING says which items still held the fence.
+ * Like the claim it commits without waiting for the WAL flush: a settle lost
+ * in a server crash leaves its rows processing until their lease ends, and
+ * they are delivered again. The setting is a one-time filter, evaluated
+ * before the first row is touched. */
 static void build_settle(const pg_handle_t *h, pg_buf_t *b)
 {
     outbox_pg_buf_add(b,
+                      "WITH sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', "
+                      "true) AS v) "
                       "UPDATE %s AS o SET "
                       "status = CASE u.kind WHEN 1 THEN 'published' WHEN 3 THEN 'dead' ELSE "
                       "'pending' END, "
@@ -270,7 +290,7 @@ static void build_settle(const pg_handle_t *h, pg_buf_t *b)
                       "FROM unnest($1::uuid[], $2::int4[], $3::timestamptz[], $4::text[]) WITH "
                       "ORDINALITY AS u(id, kind, available_at, error, ord) "
                       "WHERE o.id = u.id AND o.status = 'processing' AND o.processing_at = "
-                      "$5::timestamptz RETURNING u.ord",
+                      "$5::timestamptz AND (SELECT v FROM sc) IS NOT NULL RETURNING u.ord",
                       h->rel_sql);
 }
 
@@ -293,9 +313,11 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
     pg_buf_t b[PG_SLOT_COUNT] = {{0}};
     build_stage(h, &b[PG_STAGE], 0);
     build_stage(h, &b[PG_STAGE_CKPT], 1);
-    build_claim(h, &b[PG_CLAIM], 0);
+    if (!h->claim_limit)
+        h->claim_limit = PG_CLAIM_LIMIT_FIRST;
+    build_claim(h, &b[PG_CLAIM], 0, h->claim_limit);
     if (h->has_hlc)
-        build_claim(h, &b[PG_CLAIM_HLC], 1);
+        build_claim(h, &b[PG_CLAIM_HLC], 1, h->claim_limit);
     else
         outbox_pg_buf_add(&b[PG_CLAIM_HLC], "SELECT 1"); /* refused before use */
     build_settle(h, &b[PG_SETTLE]);
@@ -613,6 +635,39 @@ static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox
  * timestamptz's range: a century. Longer reclaims nothing either way. */
 #define PG_LEASE_MAX (INT64_C(100) * 366 * 86400 * 1000000)
 
+/* Rebuilds both claim statements for another batch limit, and forgets
+ * their prepared forms on this connection. A relay claims with one limit,
+ * so this happens once per handle. */
+static int claim_relimit(pg_handle_t *h, long limit, outbox_diag_t *d)
+{
+    pg_buf_t b[2] = {{0}};
+    build_claim(h, &b[0], 0, limit);
+    if (h->has_hlc)
+        build_claim(h, &b[1], 1, limit);
+    else
+        outbox_pg_buf_add(&b[1], "SELECT 1"); /* refused before use */
+    if (b[0].failed || b[1].failed) {
+        outbox_pg_buf_free(&b[0]);
+        outbox_pg_buf_free(&b[1]);
+        return outbox_pg_nomem(d);
+    }
+    static const int slots[2] = {PG_CLAIM, PG_CLAIM_HLC};
+    int rc = outbox_pg_forget_slot(h, PG_CLAIM, d, "claiming");
+    if (rc == OUTBOX_OK)
+        rc = outbox_pg_forget_slot(h, PG_CLAIM_HLC, d, "claiming");
+    if (rc != OUTBOX_OK) {
+        outbox_pg_buf_free(&b[0]);
+        outbox_pg_buf_free(&b[1]);
+        return rc;
+    }
+    for (int i = 0; i < 2; i++) {
+        outbox_pg_host->free(h->sql[slots[i]]);
+        h->sql[slots[i]] = b[i].p;
+    }
+    h->claim_limit = limit;
+    return OUTBOX_OK;
+}
+
 int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
                     size_t *n, outbox_fence_t *fence, outbox_diag_t *d)
 {
@@ -642,14 +697,18 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
      * by it; the ones that arrive from now on still wake the next wait. */
     outbox_pg_drain_notifies(h, req->route);
 
-    char limit[24], lease[24];
-    snprintf(limit, sizeof limit, "%lld",
-             (long long)(req->limit > (size_t)INT32_MAX ? INT32_MAX : req->limit));
+    long limit = req->limit > (size_t)INT32_MAX ? INT32_MAX : (long)req->limit;
+    if (limit != h->claim_limit) {
+        rc = claim_relimit(h, limit, d);
+        if (rc != OUTBOX_OK)
+            return rc;
+    }
+    char lease[24];
     snprintf(lease, sizeof lease, "%lld",
              (long long)(req->lease_us > PG_LEASE_MAX ? PG_LEASE_MAX : req->lease_us));
-    const char *values[3] = {req->route, limit, lease};
+    const char *values[2] = {req->route, lease};
     PGresult *res = NULL;
-    rc = outbox_pg_exec_slot(h, req->hlc_order ? PG_CLAIM_HLC : PG_CLAIM, 3, values, NULL, NULL, 1,
+    rc = outbox_pg_exec_slot(h, req->hlc_order ? PG_CLAIM_HLC : PG_CLAIM, 2, values, NULL, NULL, 1,
                              &res, d, "claiming");
     if (rc != OUTBOX_OK)
         return rc;

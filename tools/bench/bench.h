@@ -137,6 +137,11 @@ typedef struct bench_backend {
      * published. */
     int (*ceiling)(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
                    char *err, size_t errlen);
+    /* Optional (NULL): a reference claim + mark, plainer than the driver's
+     * (no per-key rule, lease takeover or fence), driven like the ceiling
+     * on relation, for scale against numbers measured elsewhere. */
+    int (*reference)(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
+                     char *err, size_t errlen);
     /* Optional (NULL): check that the driver still runs the statements the
      * ceiling copies. trace_start() before opening a store and running a
      * relay over a few rows of relation, trace_check() after closing it.
@@ -160,8 +165,10 @@ const bench_backend_t *bench_backend_for(const char *uri);
 extern const bench_backend_t bench_sqlite_backend;
 #ifdef OUTBOX_BENCH_POSTGRES
 extern const bench_backend_t bench_postgres_backend;
-/* The pgbench script of the PostgreSQL ceiling for relation, malloc'd. */
-char *bench_pg_script(const char *relation);
+/* The pgbench script of the PostgreSQL ceiling for relation and batch,
+ * malloc'd; and of the reference claim + mark. */
+char *bench_pg_script(const char *relation, long batch);
+char *bench_pg_reference_script(const char *relation, long batch);
 #endif
 
 /* --------------------------------------------------------------- modes */

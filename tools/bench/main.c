@@ -345,7 +345,7 @@ int main(int argc, char **argv)
 #ifdef OUTBOX_BENCH_POSTGRES
         char rel[300];
         snprintf(rel, sizeof rel, "%s_ceiling", o.relation);
-        char *script = bench_pg_script(rel);
+        char *script = bench_pg_script(rel, o.batch);
         if (!script) {
             bench_err("out of memory");
             return BENCH_EXIT_FAIL;

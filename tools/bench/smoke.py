@@ -40,6 +40,8 @@ with tempfile.TemporaryDirectory() as tmp:
         check(row.get("sink") == "null:", "default sink is null:")
         check(row.get("sql_verified") is True,
               "the ceiling's SQL is the SQL the driver runs (sql_verified)")
+        check("reference_events_per_s" in row and row["reference_events_per_s"] is None,
+              "SQLite has no reference drain (reference_events_per_s null)")
 
     rc, out, err = run(["--store", store, "--quick", "--events", "1500", "--keys", "7",
                         "--batch", "50", "--workers", "2"])
@@ -125,6 +127,9 @@ if pg and rc == 0 and have_pgbench:
         check(row.get("events_per_s", 0) > 0 and row.get("ceiling_events_per_s", 0) > 0,
               "postgres rates are positive")
         check(row.get("cpu_ratio", 0) is None, "postgres has no cpu_ratio")
+        check((row.get("reference_events_per_s") or 0) > 0 and
+              (row.get("reference_ratio") or 0) > 0,
+              "postgres runs the reference claim+mark (positive rate and ratio)")
 
 if failures:
     print("%d check(s) failed" % len(failures))

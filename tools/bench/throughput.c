@@ -3,9 +3,10 @@
  * and print one JSON line with both rates and their ratio.
  *
  * The backlog is staged once through outbox_stage() into <relation>_backlog.
- * Each round copies it row for row into <relation> (for the relay) and
- * <relation>_ceiling, checkpoints the WAL before each drain and lets the
- * two sides take turns to go first. The clock of a drain runs from the
+ * Each round copies it row for row into <relation> (for the relay),
+ * <relation>_ceiling and, for a store with a reference claim + mark
+ * (PostgreSQL), <relation>_reference; it checkpoints the WAL before each
+ * drain and lets the sides take turns to go first. The clock of a drain runs from the
  * moment every worker has its connections open until the last row is
  * published. The medians over the rounds are printed.
  */
@@ -283,28 +284,31 @@ static int fresh_copy(const bench_opts_t *o, void *b, const char *backlog, const
     return rc;
 }
 
-/* One round: a fresh copy of the backlog for each side, then both drains,
- * the ceiling first in odd rounds and the relay first in even ones, so
- * neither always runs on the warmer cache. */
+/* The drains of one round: the relay, the ceiling and, when the store has
+ * one, the reference. */
+enum { SIDE_RELAY, SIDE_CEILING, SIDE_REFERENCE, SIDES };
+static const char *const side_names[SIDES] = {"relay", "ceiling", "reference"};
+
+/* One round: a fresh copy of the backlog for each side, then the drains in
+ * an order that rotates with the round (ceiling first in even rounds, as
+ * before the reference existed), so no side always runs on the warmer
+ * cache. */
 static int round_once(const bench_opts_t *o, void *b, int round, const char *backlog,
-                      const char *relay_rel, const char *ceiling_rel, bench_drain_t *relay,
-                      bench_drain_t *ceiling, char *err, size_t errlen)
+                      const char *const rels[SIDES], int sides, bench_drain_t out[SIDES],
+                      char *err, size_t errlen)
 {
-    int rc = fresh_copy(o, b, backlog, relay_rel, err, errlen);
-    if (rc == 0)
-        rc = fresh_copy(o, b, backlog, ceiling_rel, err, errlen);
-    for (int step = 0; step < 2 && rc == 0; step++) {
-        int ceiling_now = (step == 0) == (round % 2 == 0);
-        rc = o->backend->quiesce(b, ceiling_now ? ceiling_rel : relay_rel, err, errlen);
-        if (rc == 0 && ceiling_now) {
-            rc = o->backend->ceiling(b, o, ceiling_rel, ceiling, err, errlen);
-            if (rc == 0)
-                rc = check_published(o, b, ceiling_rel, "ceiling", err, errlen);
-        } else if (rc == 0) {
-            rc = relay_drain(o, relay_rel, relay, err, errlen);
-            if (rc == 0)
-                rc = check_published(o, b, relay_rel, "relay", err, errlen);
-        }
+    int rc = 0;
+    for (int k = 0; k < sides && rc == 0; k++)
+        rc = fresh_copy(o, b, backlog, rels[k], err, errlen);
+    for (int step = 0; step < sides && rc == 0; step++) {
+        int k = (SIDE_CEILING + step + round * (sides - 1)) % sides;
+        rc = o->backend->quiesce(b, rels[k], err, errlen);
+        if (rc == 0)
+            rc = k == SIDE_RELAY     ? relay_drain(o, rels[k], &out[k], err, errlen)
+                 : k == SIDE_CEILING ? o->backend->ceiling(b, o, rels[k], &out[k], err, errlen)
+                                     : o->backend->reference(b, o, rels[k], &out[k], err, errlen);
+        if (rc == 0)
+            rc = check_published(o, b, rels[k], side_names[k], err, errlen);
     }
     return rc;
 }
@@ -383,8 +387,11 @@ static double median(double *v, long n)
 int bench_throughput(const bench_opts_t *o)
 {
     char err[1024] = "";
-    char ceiling_rel[300], backlog_rel[300], check_rel[300];
+    char ceiling_rel[300], reference_rel[300], backlog_rel[300], check_rel[300];
     snprintf(ceiling_rel, sizeof ceiling_rel, "%s_ceiling", o->relation);
+    snprintf(reference_rel, sizeof reference_rel, "%s_reference", o->relation);
+    const char *const side_rels[SIDES] = {o->relation, ceiling_rel, reference_rel};
+    const int sides = o->backend->reference ? 3 : 2;
     snprintf(backlog_rel, sizeof backlog_rel, "%s_backlog", o->relation);
     snprintf(check_rel, sizeof check_rel, "%s_sqlcheck", o->relation);
     /* A sink that cannot open is bad input: say so before staging anything. */
@@ -402,14 +409,16 @@ int bench_throughput(const bench_opts_t *o)
     double *cpu = calloc((size_t)o->repeat, sizeof *cpu);
     double *ccpu = calloc((size_t)o->repeat, sizeof *ccpu);
     double *cpu_ratio = calloc((size_t)o->repeat, sizeof *cpu_ratio);
+    double *reps = calloc((size_t)o->repeat, sizeof *reps);
+    double *rratio = calloc((size_t)o->repeat, sizeof *rratio);
     void *b = NULL;
-    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio ? 0 : BENCH_EXIT_FAIL;
+    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio ? 0 : BENCH_EXIT_FAIL;
     if (rc != 0)
         snprintf(err, sizeof err, "out of memory");
     if (rc == 0)
         rc = o->backend->open(o->store, &b, err, sizeof err);
     /* Refuse foreign tables before dropping anything. */
-    const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel};
+    const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel, reference_rel};
     const int n_rels = (int)(sizeof rels / sizeof rels[0]);
     for (int i = 0; i < n_rels && rc == 0; i++)
         rc = o->backend->claim_relation(b, rels[i], err, sizeof err);
@@ -424,14 +433,22 @@ int bench_throughput(const bench_opts_t *o)
     double stage_s = 0;
     if (rc == 0)
         rc = stage_backlog(o, backlog_rel, &stage_s, err, sizeof err);
-    char ratios[1024] = "";
-    size_t rlen = 0;
+    char ratios[1024] = "", rratios[1024] = "";
+    size_t rlen = 0, rrlen = 0;
     for (long r = 0; r < o->repeat && rc == 0; r++) {
-        bench_drain_t relay = {0}, ceiling = {0};
-        rc = round_once(o, b, (int)r, backlog_rel, o->relation, ceiling_rel, &relay, &ceiling, err,
-                        sizeof err);
+        bench_drain_t drains[SIDES] = {{0}};
+        rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, drains, err, sizeof err);
         if (rc != 0)
             break;
+        const bench_drain_t relay = drains[SIDE_RELAY], ceiling = drains[SIDE_CEILING];
+        if (sides > SIDE_REFERENCE) {
+            double ref_s = drains[SIDE_REFERENCE].seconds;
+            reps[r] = ref_s > 0 ? (double)o->events / ref_s : 0;
+            rratio[r] = reps[r] > 0 && relay.seconds > 0 ? ((double)o->events / relay.seconds) / reps[r] : 0;
+            if (rrlen < sizeof rratios - 16)
+                rrlen += (size_t)snprintf(rratios + rrlen, sizeof rratios - rrlen, "%s%.3f",
+                                          r ? "," : "", rratio[r]);
+        }
         eps[r] = relay.seconds > 0 ? (double)o->events / relay.seconds : 0;
         ceps[r] = ceiling.seconds > 0 ? (double)o->events / ceiling.seconds : 0;
         ratio[r] = ceps[r] > 0 ? eps[r] / ceps[r] : 0;
@@ -459,15 +476,23 @@ int bench_throughput(const bench_opts_t *o)
         char cpu_ratio_text[32] = "null";
         if (o->backend->ceiling_in_process)
             snprintf(cpu_ratio_text, sizeof cpu_ratio_text, "%.3f", median(cpu_ratio, n));
+        /* The reference's numbers, or nulls for a store without one. */
+        char reference[1200] = "\"reference_events_per_s\":null,\"reference_ratio\":null,"
+                               "\"reference_ratios\":null";
+        if (sides > SIDE_REFERENCE)
+            snprintf(reference, sizeof reference,
+                     "\"reference_events_per_s\":%.0f,\"reference_ratio\":%.3f,"
+                     "\"reference_ratios\":[%s]",
+                     median(reps, n), median(rratio, n), rratios);
         printf("{\"store\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,\"batch\":%ld,"
                "\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,\"peak_rss_kb\":%ld,"
                "\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%ld,\"ratios\":[%s],"
                "\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,"
-               "\"sql_verified\":%s,\"loadavg\":%.2f}\n",
+               "%s,\"sql_verified\":%s,\"loadavg\":%.2f}\n",
                store, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
                median(cpu, n), bench_peak_rss_kb(), median(ceps, n), median(ratio, n), n, ratios,
                median(ccpu, n), cpu_ratio_text, stage_s > 0 ? (double)o->events / stage_s : 0,
-               verified ? "true" : "false", bench_loadavg());
+               reference, verified ? "true" : "false", bench_loadavg());
         fflush(stdout);
     } else {
         bench_err("%s", err);
@@ -478,5 +503,7 @@ int bench_throughput(const bench_opts_t *o)
     free(cpu);
     free(ccpu);
     free(cpu_ratio);
+    free(reps);
+    free(rratio);
     return rc;
 }

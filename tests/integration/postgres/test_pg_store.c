@@ -309,6 +309,56 @@ END_TEST
 
 /* -------------------------------------------------------- transactions */
 
+/* Claim and settle commit without waiting for the WAL flush, for their own
+ * transaction only; staging on the same connection afterwards keeps the
+ * session's setting. A trigger records the setting each write ran under.
+ * Claims alternate between batch limits, which rebuilds the statement. */
+static void tagged_uri(char *out, size_t size, const char *tag, const char *extra);
+
+START_TEST(test_claim_commit_setting_and_limits)
+{
+    outbox_store_close(fresh(0));
+    /* The test server runs with synchronous_commit off; this session asks
+     * for it on, as a production server has it. */
+    char uri[512];
+    tagged_uri(uri, sizeof uri, "commitsetting", "&options=-csynchronous_commit%3Don");
+    outbox_store_t *s = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    pgt_exec(db, "CREATE TABLE %s.seen (op text, sc text)", schema);
+    pgt_exec(db, "CREATE FUNCTION %s.note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "INSERT INTO %s.seen VALUES (TG_OP, current_setting('synchronous_commit')); "
+                 "RETURN NULL; END $$",
+             schema, schema);
+    pgt_exec(db, "CREATE TRIGGER note AFTER INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s.note()",
+             rel, schema);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(stage(s, NULL, "orders", NULL, NULL, "{}"), 1);
+
+    static const size_t limits[] = {1, 3, 1, 100};
+    static const size_t want[] = {1, 3, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        const outbox_row_t *rows;
+        size_t n;
+        outbox_fence_t f;
+        outbox_claim_req_t r = req("orders", limits[i]);
+        ck_assert_msg(outbox_claim(s, &r, &rows, &n, &f) == OUTBOX_OK, "%s", outbox_store_message(s));
+        ck_assert_uint_eq(n, want[i]);
+        outbox_settle_item_t it[3];
+        for (size_t k = 0; k < n; k++)
+            it[k] = (outbox_settle_item_t){.id = rows[k].id, .kind = OUTBOX_SETTLE_PUBLISHED};
+        size_t applied = 0;
+        ck_assert_int_eq(outbox_settle(s, &f, it, n, &applied), OUTBOX_OK);
+        ck_assert_uint_eq(applied, n);
+    }
+    ck_assert_int_eq(stage(s, NULL, "orders", NULL, NULL, "{}"), 1);
+
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'published'", rel), 6);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.seen WHERE op = 'INSERT' AND sc = 'on'", schema), 7);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.seen WHERE op = 'UPDATE' AND sc = 'off'", schema), 12);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.seen", schema), 19);
+    outbox_store_close(s);
+}
+END_TEST
+
 START_TEST(test_native_tx)
 {
     outbox_store_t *s = fresh(0);
@@ -839,6 +889,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stage_claim_settle);
     tcase_add_test(tc, test_hlc_refused);
     tcase_add_test(tc, test_uri_forms);
+    tcase_add_test(tc, test_claim_commit_setting_and_limits);
     tcase_add_test(tc, test_native_tx);
     tcase_add_test(tc, test_own_tx);
     tcase_add_test(tc, test_reconnect);
