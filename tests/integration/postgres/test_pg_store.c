@@ -359,6 +359,46 @@ START_TEST(test_claim_commit_setting_and_limits)
 }
 END_TEST
 
+/* The claim's plan is cached after a few runs. A relay started on an empty
+ * table must not keep a plan that reads the whole table once the table has
+ * grown: no claim or settle of the driver's session may scan it
+ * sequentially. Counted by pg_stat_user_tables once the session is gone
+ * (a backend flushes its statistics when it exits). */
+START_TEST(test_claim_plan_survives_growth)
+{
+    outbox_store_close(fresh(0));
+    char uri[512];
+    tagged_uri(uri, sizeof uri, "planstays", NULL);
+    outbox_store_t *s = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    int64_t before = pgt_int(db, "SELECT seq_scan FROM pg_stat_user_tables WHERE relid = '%s'::regclass", rel);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("orders", 100);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+        ck_assert_uint_eq(n, 0);
+    }
+    pgt_exec(db, "INSERT INTO %s (id, outbox_route, event_id, event_type, occurred_at, payload, status, "
+                 "created_at) SELECT gen_random_uuid(), 'orders', gen_random_uuid(), 't', now(), '{}', "
+                 "'pending', now() + g * interval '1 microsecond' FROM generate_series(1, 20000) AS g",
+             rel);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+        ck_assert_uint_eq(n, 100);
+        outbox_settle_item_t it[100];
+        for (size_t k = 0; k < n; k++)
+            it[k] = (outbox_settle_item_t){.id = rows[k].id, .kind = OUTBOX_SETTLE_PUBLISHED};
+        ck_assert_int_eq(outbox_settle(s, &f, it, n, NULL), OUTBOX_OK);
+    }
+    outbox_store_close(s);
+    for (int i = 0; i < 100 && pgt_int(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'planstays'"); i++)
+        usleep(50000);
+    int64_t after = pgt_int(db, "SELECT seq_scan FROM pg_stat_user_tables WHERE relid = '%s'::regclass", rel);
+    ck_assert_msg(after == before, "the relay's session scanned the table %lld times", (long long)(after - before));
+}
+END_TEST
+
 START_TEST(test_native_tx)
 {
     outbox_store_t *s = fresh(0);
@@ -890,6 +930,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_hlc_refused);
     tcase_add_test(tc, test_uri_forms);
     tcase_add_test(tc, test_claim_commit_setting_and_limits);
+    tcase_add_test(tc, test_claim_plan_survives_growth);
     tcase_add_test(tc, test_native_tx);
     tcase_add_test(tc, test_own_tx);
     tcase_add_test(tc, test_reconnect);
