@@ -42,6 +42,9 @@ typedef struct batch {
     outbox_ce_headers_t *ce;
     size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
     size_t *rank;  /* position of the row among its key's undecided rows */
+    size_t *slots; /* key hash table: 1 + the group leader's index, 0 = free */
+    size_t n_slots; /* a power of two, at least twice n */
+    size_t *undecided; /* per group leader: undecided rows of the key seen so far */
     unsigned char *blocked; /* per group leader: an earlier row of the key failed */
     outbox_message_t *wave_msgs;
     outbox_publish_result_t *results;
@@ -152,6 +155,8 @@ static void batch_free(batch_t *b)
     free(b->ce);
     free(b->group);
     free(b->rank);
+    free(b->slots);
+    free(b->undecided);
     free(b->blocked);
     free(b->wave_msgs);
     free(b->results);
@@ -167,12 +172,18 @@ static int batch_alloc(batch_t *b)
     b->ce = calloc(n, sizeof *b->ce);
     b->group = calloc(n, sizeof *b->group);
     b->rank = calloc(n, sizeof *b->rank);
+    b->n_slots = 16;
+    while (b->n_slots < 2 * n)
+        b->n_slots *= 2;
+    b->slots = calloc(b->n_slots, sizeof *b->slots);
+    b->undecided = calloc(n, sizeof *b->undecided);
     b->blocked = calloc(n, 1);
     b->wave_msgs = calloc(n, sizeof *b->wave_msgs);
     b->results = calloc(n, sizeof *b->results);
     b->wave_idx = calloc(n, sizeof *b->wave_idx);
     b->errors = calloc(n, sizeof *b->errors);
-    return b->items && b->msgs && b->ce && b->group && b->rank && b->blocked &&
+    return b->items && b->msgs && b->ce && b->group && b->rank && b->slots && b->undecided &&
+                   b->blocked &&
                    b->wave_msgs && b->results && b->wave_idx && b->errors
                ? OUTBOX_OK
                : OUTBOX_ENOMEM;
@@ -195,6 +206,32 @@ static void decide(batch_t *b, size_t i, int kind, int64_t available_at, const c
 }
 
 /* Messages, key groups and ranks; rows out of attempts are dead at once. */
+/* FNV-1a: ordering keys are short strings; the table only groups a batch. */
+static size_t key_hash(const char *k)
+{
+    uint64_t h = 14695981039346656037u;
+    for (const unsigned char *p = (const unsigned char *)k; *p != '\0'; p++)
+        h = (h ^ *p) * 1099511628211u;
+    return (size_t)h;
+}
+
+/* The index of the first row of the batch with row i's key (i itself when
+ * it is the first), found in the batch's key table in expected O(1). */
+static size_t key_group(batch_t *b, size_t i)
+{
+    const char *key = b->rows[i].ordering_key;
+    size_t mask = b->n_slots - 1;
+    for (size_t h = key_hash(key) & mask;; h = (h + 1) & mask) {
+        if (b->slots[h] == 0) {
+            b->slots[h] = i + 1;
+            return i;
+        }
+        size_t leader = b->slots[h] - 1;
+        if (strcmp(b->rows[leader].ordering_key, key) == 0)
+            return leader;
+    }
+}
+
 static void batch_prepare(outbox_relay_t *r, batch_t *b)
 {
     for (size_t i = 0; i < b->n; i++) {
@@ -213,17 +250,7 @@ static void batch_prepare(outbox_relay_t *r, batch_t *b)
             .n_headers = b->ce[i].n,
             .row = row,
         };
-        b->group[i] = SIZE_MAX;
-        if (row->ordering_key != NULL) {
-            b->group[i] = i;
-            for (size_t j = 0; j < i; j++) {
-                if (b->rows[j].ordering_key != NULL &&
-                    strcmp(b->rows[j].ordering_key, row->ordering_key) == 0) {
-                    b->group[i] = b->group[j];
-                    break;
-                }
-            }
-        }
+        b->group[i] = row->ordering_key != NULL ? key_group(b, i) : SIZE_MAX;
         if (row->attempts > r->cfg.max_attempts) {
             /* Claimed again after crashes: its attempts were spent without an outcome. */
             char why[96];
@@ -232,11 +259,8 @@ static void batch_prepare(outbox_relay_t *r, batch_t *b)
             decide(b, i, OUTBOX_SETTLE_DEAD, 0, "", why);
             continue;
         }
-        size_t rank = 0;
-        if (b->group[i] != SIZE_MAX)
-            for (size_t j = b->group[i]; j < i; j++)
-                rank += b->group[j] == b->group[i] && b->items[j].kind == 0;
-        b->rank[i] = rank;
+        /* Rows decided above (exhausted) are not counted: they are not published. */
+        b->rank[i] = b->group[i] != SIZE_MAX ? b->undecided[b->group[i]]++ : 0;
     }
 }
 

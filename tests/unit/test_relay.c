@@ -263,6 +263,44 @@ static void fifo_when_head_fails(const char *sink_uri)
     outbox_sink_close(sink);
 }
 
+/* A key's head claimed with its attempts already spent (its relays kept
+ * dying) is dead-lettered unpublished; the rest of its key, interleaved
+ * with a second key, still goes out one row per key per publish call and
+ * in order, the first of them in the first call. */
+START_TEST(exhausted_head_leaves_key_in_order)
+{
+    char a[4][37], b[3][37];
+    for (int i = 0; i < 4; i++) {
+        stage("r", "a", a[i]);
+        if (i < 3)
+            stage("r", "b", b[i]);
+    }
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    char sql[200];
+    snprintf(sql, sizeof sql, "UPDATE outbox SET attempts = 7 WHERE event_id = '%s'", a[0]);
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.max_attempts = 3;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    size_t claimed = 0;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_uint_eq(claimed, 7);
+    row_state_t st = state_of(a[0]);
+    ck_assert_str_eq(st.status, "dead");
+    ck_assert_msg(strstr(st.last_error, "attempts exhausted"), "%s", st.last_error);
+    assert_key_order("a", a + 1, 3);
+    assert_key_order("b", b, 3);
+    ck_assert_int_le(test_sink_max_per_key(), 1);
+    ck_assert_int_eq(test_sink_calls(), 3); /* three rows per key left: three waves */
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 START_TEST(fifo_head_failure_unordered_sink)
 {
     fifo_when_head_fails("test:");
@@ -560,6 +598,7 @@ int main(void)
     tcase_add_test(tc, retry_then_success);
     tcase_add_test(tc, dead_after_max_attempts);
     tcase_add_test(tc, reject_is_dead_at_once);
+    tcase_add_test(tc, exhausted_head_leaves_key_in_order);
     tcase_add_test(tc, fifo_head_failure_unordered_sink);
     tcase_add_test(tc, fifo_head_failure_ordered_sink);
     tcase_add_test(tc, fifo_key_blocked_while_head_waits);

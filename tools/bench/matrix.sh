@@ -23,11 +23,17 @@ python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print()
-print("| workers | keys | batch | relay events/s | ceiling events/s | ratio (median) | ratios | relay CPU s | ceiling CPU s | peak RSS KiB |")
-print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+ref = any(r.get("reference_events_per_s") for r in rows)
+print("| workers | keys | batch | relay events/s | ceiling events/s | ratio (median) | ratios |"
+      + (" reference events/s | relay / reference |" if ref else "")
+      + " relay CPU s | ceiling CPU s | peak RSS KiB |")
+print("|---:|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if ref else "") + "---:|---:|---:|")
 for r in rows:
-    print("| %d | %d | %d | %d | %d | %.2f | %s | %.2f | %.2f | %d |" % (
+    extra = ""
+    if ref:
+        extra = " %d | %.2f |" % (r["reference_events_per_s"] or 0, r["reference_ratio"] or 0)
+    print("| %d | %d | %d | %d | %d | %.2f | %s |%s %.2f | %.2f | %d |" % (
         r["workers"], r["keys"], r["batch"], r["events_per_s"], r["ceiling_events_per_s"],
-        r["ratio"], " ".join("%.2f" % x for x in r["ratios"]), r["cpu_s"], r["ceiling_cpu_s"],
-        r["peak_rss_kb"]))
+        r["ratio"], " ".join("%.2f" % x for x in r["ratios"]), extra, r["cpu_s"],
+        r["ceiling_cpu_s"], r["peak_rss_kb"]))
 PY
