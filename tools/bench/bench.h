@@ -38,6 +38,7 @@ typedef struct bench_opts {
     int64_t interval_us;   /* sustained mode: one line per interval (default 1 minute) */
     long events_per_round; /* sustained mode: events per producer transaction */
     int pg_autovacuum;     /* sustained mode: apply the recommended per-table autovacuum */
+    int64_t purge_after_us; /* sustained mode: purge rows published longer ago (0: never) */
 } bench_opts_t;
 
 /* ------------------------------------------------------------- util.c */

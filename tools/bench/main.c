@@ -16,7 +16,8 @@ static const char usage_text[] =
     "\n"
     "Throughput (default): stage a backlog of --events events, drain it with --workers\n"
     "relays, drain an identical backlog with the store's bare claim/mark SQL (the\n"
-    "ceiling), and print one JSON line with both rates and their ratio.\n"
+    "ceiling), and print one JSON line with both rates and their ratio. On PostgreSQL a\n"
+    "third copy is drained by a plain reference claim+mark (NAME_reference), for scale.\n"
     "\n"
     "  --store URI        store to measure (sqlite:///path/bench.db)\n"
     "  --relation NAME    relation to create and drop (default outbox_bench; the ceiling\n"
@@ -52,12 +53,13 @@ static const char usage_text[] =
     "  --sustain D        sustained mode for D, e.g. 10m\n"
     "  --interval D       reporting interval (default 1m)\n"
     "  --events-per-round N  events per producer transaction (default 100)\n"
-    "  --pg-autovacuum    apply the per-table autovacuum settings of docs/performance.md\n"
-    "                     to the relation first (PostgreSQL)\n"
+    "  --pg-autovacuum    apply the per-table autovacuum settings of\n"
+    "                     sql/postgres/autovacuum.sql to the relation first (PostgreSQL)\n"
+    "  --purge-after D    purge (every 5 s) the rows published more than D ago\n"
     "  (--rate, --keys, --batch, --workers, --sink and --poll apply too)\n"
     "\n"
     "  --pgbench-script   print the PostgreSQL ceiling's pgbench script for --relation\n"
-    "                     (the NAME_ceiling table it drains) and exit\n"
+    "                     (the NAME_ceiling table it drains) and --batch, and exit\n"
     "  --help             this text\n";
 
 enum {
@@ -80,6 +82,7 @@ enum {
     OPT_INTERVAL,
     OPT_EVENTS_PER_ROUND,
     OPT_PG_AUTOVACUUM,
+    OPT_PURGE_AFTER,
     OPT_HELP,
 };
 
@@ -103,6 +106,7 @@ static const struct option options[] = {
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"events-per-round", required_argument, NULL, OPT_EVENTS_PER_ROUND},
     {"pg-autovacuum", no_argument, NULL, OPT_PG_AUTOVACUUM},
+    {"purge-after", required_argument, NULL, OPT_PURGE_AFTER},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -265,6 +269,10 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             seen_sustain_opt = 1;
             o->pg_autovacuum = 1;
             break;
+        case OPT_PURGE_AFTER:
+            seen_sustain_opt = 1;
+            rc = parse_duration("--purge-after", optarg, &o->purge_after_us);
+            break;
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -294,7 +302,8 @@ static int parse(int argc, char **argv, bench_opts_t *o)
                    "optionally schema.name, at most 200 characters)",
                    o->relation);
     if (seen_sustain_opt && !o->sustain)
-        return bad("--interval, --events-per-round and --pg-autovacuum belong to --sustain mode");
+        return bad("--interval, --events-per-round, --pg-autovacuum and --purge-after belong to "
+                   "--sustain mode");
     if (o->sustain) {
         if (o->latency)
             return bad("--sustain and --latency are different modes");

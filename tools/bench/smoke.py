@@ -73,6 +73,16 @@ with tempfile.TemporaryDirectory() as tmp:
             check(key in last, "sustain summary has %s" % key)
         check(last.get("published", 0) > 0, "sustain published events")
 
+    # The purger runs every 5 seconds; one 7-second interval sees it once.
+    rc, out, err = run(["--store", store, "--sustain", "7s", "--interval", "7s", "--rate", "500",
+                        "--events-per-round", "50", "--purge-after", "1ms"])
+    check(rc == 0, "sustain --purge-after exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        rows = [json.loads(l) for l in out.strip().splitlines()]
+        check(len(rows) == 2 and rows[0].get("purged_per_s", 0) > 0,
+              "sustain --purge-after purged published rows, got %r" % out)
+        check(rows[-1].get("purge_after_s") == 0.001, "the summary echoes --purge-after")
+
     bad_inputs = [
         [],
         ["--store", store, "--events", "0"],
@@ -89,6 +99,8 @@ with tempfile.TemporaryDirectory() as tmp:
         ["--store", store, "--sustain", "2s", "--pg-autovacuum"],
         ["--store", store, "--sustain", "2s", "--events", "10"],
         ["--store", store, "--sustain", "1s", "--interval", "5s"],
+        ["--store", store, "--purge-after", "1s"],
+        ["--store", store, "--sustain", "2s", "--purge-after", "soon"],
     ]
     for args in bad_inputs:
         rc, out, err = run(args)

@@ -10,7 +10,11 @@
  * final line comparing the last full interval with the first.
  *
  * Published rows stay in the table (nothing purges them), as in an outbox
- * whose purge runs rarely: the table grows for the whole run.
+ * whose purge runs rarely: the table grows for the whole run. With
+ * --purge-after D a purger thread (its own store handle) deletes, every
+ * 5 seconds, the rows published more than D ago, as a production outbox's
+ * periodic outbox_purge() does; each line then also says how many rows per
+ * second it purged.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -32,6 +36,7 @@ static void sleep_us(int64_t us)
 typedef struct shared {
     atomic_long staged;
     atomic_long published;
+    atomic_long purged;
     atomic_int stop;
     atomic_int failed;
 } shared_t;
@@ -130,7 +135,42 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
+/* --purge-after: every PURGE_EVERY_US, outbox_purge() of the rows
+ * published before now - purge_after_us. */
+#define PURGE_EVERY_US 5000000LL
+
+typedef struct purger {
+    const bench_opts_t *o;
+    shared_t *sh;
+    outbox_store_t *store;
+    char err[600];
+} purger_t;
+
+static void *purge_main(void *arg)
+{
+    purger_t *p = arg;
+    while (!atomic_load(&p->sh->stop)) {
+        for (int64_t slept = 0; slept < PURGE_EVERY_US && !atomic_load(&p->sh->stop); slept += 200000)
+            sleep_us(200000);
+        if (atomic_load(&p->sh->stop))
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        uint64_t n = 0;
+        if (outbox_purge(p->store, BENCH_ROUTE, now_us - p->o->purge_after_us, &n) != OUTBOX_OK) {
+            snprintf(p->err, sizeof p->err, "purge: %s", outbox_store_message(p->store));
+            atomic_store(&p->sh->failed, 1);
+            atomic_store(&p->sh->stop, 1);
+            break;
+        }
+        atomic_fetch_add(&p->sh->purged, (long)n);
+    }
+    return NULL;
+}
+
 typedef struct interval {
+    double purged_per_s;
     double published_per_s, staged_per_s;
     long pending, dead, live, autovacuums;
 } interval_t;
@@ -140,6 +180,8 @@ static void print_interval(const bench_opts_t *o, int idx, double t_s, const int
     printf("{\"mode\":\"sustain\",\"interval\":%d,\"t_s\":%.1f,\"events_per_s\":%.0f,"
            "\"staged_per_s\":%.0f,\"pending\":%ld,",
            idx, t_s, iv->published_per_s, iv->staged_per_s, iv->pending);
+    if (o->purge_after_us > 0)
+        printf("\"purged_per_s\":%.0f,", iv->purged_per_s);
     if (iv->dead >= 0)
         printf("\"dead_tuples\":%ld,\"live_tuples\":%ld,\"autovacuum_count\":%ld,", iv->dead,
                iv->live, iv->autovacuums);
@@ -178,6 +220,10 @@ int bench_sustain(const bench_opts_t *o)
     atomic_init(&sh.published, 0);
     atomic_init(&sh.stop, 0);
     atomic_init(&sh.failed, 0);
+    atomic_init(&sh.purged, 0);
+    purger_t purger = {.o = o, .sh = &sh};
+    pthread_t purge_tid;
+    int purge_started = 0;
     outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
     producer_t prod = {.o = o, .sh = &sh};
     sworker_t *w = calloc((size_t)o->workers, sizeof *w);
@@ -224,6 +270,17 @@ int bench_sustain(const bench_opts_t *o)
         }
         started++;
     }
+    if (rc == 0 && o->purge_after_us > 0) {
+        if (outbox_store_open(o->store, &so, &purger.store, &d) != OUTBOX_OK) {
+            snprintf(err, sizeof err, "cannot open store %s: %s", o->store, d.message);
+            rc = BENCH_EXIT_FAIL;
+        } else if (pthread_create(&purge_tid, NULL, purge_main, &purger) != 0) {
+            snprintf(err, sizeof err, "cannot start the purger thread");
+            rc = BENCH_EXIT_FAIL;
+        } else {
+            purge_started = 1;
+        }
+    }
     if (rc == 0) {
         if (pthread_create(&ptid, NULL, produce, &prod) != 0) {
             snprintf(err, sizeof err, "cannot start the producer thread");
@@ -237,7 +294,7 @@ int bench_sustain(const bench_opts_t *o)
     if (nint < 1)
         nint = 1;
     interval_t first = {0}, last = {0};
-    long pub0 = 0, stg0 = 0;
+    long pub0 = 0, stg0 = 0, prg0 = 0;
     int64_t tprev = t0;
     for (int k = 1; rc == 0 && k <= nint; k++) {
         int64_t due = t0 + (int64_t)k * o->interval_us;
@@ -247,14 +304,17 @@ int bench_sustain(const bench_opts_t *o)
             break;
         int64_t now = bench_mono_us();
         long pub = atomic_load(&sh.published), stg = atomic_load(&sh.staged);
+        long prg = atomic_load(&sh.purged);
         double secs = (double)(now - tprev) / 1e6;
-        interval_t iv = {.published_per_s = (double)(pub - pub0) / secs,
+        interval_t iv = {.purged_per_s = (double)(prg - prg0) / secs,
+                         .published_per_s = (double)(pub - pub0) / secs,
                          .staged_per_s = (double)(stg - stg0) / secs,
                          .dead = -1,
                          .live = -1,
                          .autovacuums = -1};
         pub0 = pub;
         stg0 = stg;
+        prg0 = prg;
         tprev = now;
         if (o->backend->stats)
             rc = o->backend->stats(b, o->relation, &iv.pending, &iv.dead, &iv.live,
@@ -276,13 +336,14 @@ int bench_sustain(const bench_opts_t *o)
             printf("{\"mode\":\"sustain\",\"summary\":true,\"store\":%s,\"sink\":\"%s\","
                    "\"duration_s\":%.0f,\"interval_s\":%.0f,\"intervals\":%d,\"rate\":%.0f,"
                    "\"events_per_round\":%ld,\"keys\":%ld,\"batch\":%ld,\"workers\":%ld,"
-                   "\"pg_autovacuum\":%s,\"first_events_per_s\":%.0f,"
+                   "\"pg_autovacuum\":%s,\"purge_after_s\":%.3f,\"first_events_per_s\":%.0f,"
                    "\"last_events_per_s\":%.0f,\"ratio\":%.3f,\"within_10pct\":%s,"
                    "\"staged\":%ld,\"published\":%ld,\"pending\":%ld,\"cpu_s\":%.2f,"
                    "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
                    store, o->sink, (double)o->duration_us / 1e6, (double)o->interval_us / 1e6,
                    nint, o->rate > 0 ? o->rate : 0, o->events_per_round, o->keys, o->batch,
-                   o->workers, o->pg_autovacuum ? "true" : "false", first.published_per_s,
+                   o->workers, o->pg_autovacuum ? "true" : "false",
+                   (double)o->purge_after_us / 1e6, first.published_per_s,
                    last.published_per_s, ratio, fabs(ratio - 1) <= 0.10 ? "true" : "false",
                    stg, pub, last.pending, bench_cpu_s(), bench_peak_rss_kb(),
                    bench_loadavg());
@@ -293,11 +354,13 @@ int bench_sustain(const bench_opts_t *o)
     atomic_store(&sh.stop, 1);
     if (prod_started)
         pthread_join(ptid, NULL);
+    if (purge_started)
+        pthread_join(purge_tid, NULL);
     for (long i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
     if (rc == 0 && atomic_load(&sh.failed)) {
         rc = BENCH_EXIT_FAIL;
-        snprintf(err, sizeof err, "%s", prod.err);
+        snprintf(err, sizeof err, "%s", prod.err[0] ? prod.err : purger.err);
         for (long i = 0; !err[0] && i < o->workers; i++)
             snprintf(err, sizeof err, "%s", w[i].err);
     }
@@ -307,6 +370,7 @@ int bench_sustain(const bench_opts_t *o)
         outbox_store_close(w[i].store);
     }
     outbox_store_close(prod.store);
+    outbox_store_close(purger.store);
     free(w);
     free(tid);
     if (b) {
