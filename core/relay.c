@@ -205,7 +205,6 @@ static void decide(batch_t *b, size_t i, int kind, int64_t available_at, const c
     }
 }
 
-/* Messages, key groups and ranks; rows out of attempts are dead at once. */
 /* FNV-1a: ordering keys are short strings; the table only groups a batch. */
 static size_t key_hash(const char *k)
 {
@@ -232,6 +231,7 @@ static size_t key_group(batch_t *b, size_t i)
     }
 }
 
+/* Messages, key groups and ranks; rows out of attempts are dead at once. */
 static void batch_prepare(outbox_relay_t *r, batch_t *b)
 {
     for (size_t i = 0; i < b->n; i++) {

@@ -268,10 +268,9 @@ static int open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
  * so forbidding sequential scans only ever removes that trap. */
 static int session_setup(PGconn *conn, outbox_diag_t *d)
 {
-    PGresult *r = PQexec(conn, "SET enable_seqscan = off");
-    int rc = PQresultStatus(r) == PGRES_COMMAND_OK
-                 ? OUTBOX_OK
-                 : outbox_pg_result_fail(conn, r, d, "setting up the session");
+    PGresult *r = NULL;
+    int rc = outbox_pg_exec_on(conn, "SET enable_seqscan = off", 0, NULL, NULL, NULL, 0, &r, d,
+                               "setting up the session");
     PQclear(r);
     return rc;
 }
@@ -301,6 +300,14 @@ static int exec_ok(const PGresult *r)
 {
     ExecStatusType st = PQresultStatus(r);
     return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+}
+
+/* 26000: the session no longer has the prepared statement (DISCARD ALL by
+ * a pooler, say). */
+static int statement_gone(const PGresult *r)
+{
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    return state && strcmp(state, "26000") == 0;
 }
 
 int outbox_pg_tx_note(pg_handle_t *h, int code)
@@ -337,11 +344,9 @@ int outbox_pg_exec_slot(pg_handle_t *h, int slot, int nparams, const char *const
             *res = r;
             return OUTBOX_OK;
         }
-        /* The session lost our statement (DISCARD ALL by a pooler, say):
-         * prepare it again, unless a transaction was aborted by the miss. */
-        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        if (attempt == 0 && state && strcmp(state, "26000") == 0 &&
-            PQtransactionStatus(h->conn) == PQTRANS_IDLE) {
+        /* The session lost our statement: prepare it again, unless a
+         * transaction was aborted by the miss. */
+        if (attempt == 0 && statement_gone(r) && PQtransactionStatus(h->conn) == PQTRANS_IDLE) {
             PQclear(r);
             h->prepared &= ~bit;
             continue;
@@ -389,10 +394,8 @@ int outbox_pg_forget_slot(pg_handle_t *h, int slot, outbox_diag_t *d, const char
     char sql[64];
     snprintf(sql, sizeof sql, "DEALLOCATE %s", slot_names[slot]);
     PGresult *r = PQexec(h->conn, sql);
-    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     int rc = OUTBOX_OK;
-    /* 26000: the session no longer had it (DISCARD ALL by a pooler). */
-    if (!exec_ok(r) && !(state && strcmp(state, "26000") == 0))
+    if (!exec_ok(r) && !statement_gone(r))
         rc = outbox_pg_result_fail(h->conn, r, d, what);
     PQclear(r);
     if (rc == OUTBOX_OK)

@@ -123,7 +123,7 @@ enum pg_slot {
     PG_STAGE,
     PG_STAGE_CKPT,
     PG_CLAIM,
-    PG_CLAIM_HLC,
+    PG_CLAIM_HLC, /* right after PG_CLAIM: the two are built and replaced together */
     PG_SETTLE,
     PG_CKPT_ADVANCE,
     PG_CKPT_RECOVER,
@@ -182,10 +182,10 @@ PG_HIDDEN int outbox_pg_exec_on(PGconn *conn, const char *sql, int nparams,
                                 const char *const *values, const int *lengths, const int *formats,
                                 int binary_result, PGresult **res, outbox_diag_t *d,
                                 const char *what);
-/* A parameterless command on the handle's connection (reconnects first). */
 /* Drops a slot's prepared statement from the connection (its text is about
  * to change); nothing to do when it was never prepared there. */
 PG_HIDDEN int outbox_pg_forget_slot(pg_handle_t *h, int slot, outbox_diag_t *d, const char *what);
+/* A parameterless command on the handle's connection (reconnects first). */
 PG_HIDDEN int outbox_pg_command(pg_handle_t *h, const char *sql, outbox_diag_t *d,
                                 const char *what);
 

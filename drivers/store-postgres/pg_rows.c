@@ -308,6 +308,17 @@ static void build_ckpt_recover(const pg_handle_t *h, pg_buf_t *b)
     outbox_pg_buf_add(b, "SELECT coalesce(max(hlc), 0)::int8 FROM %s", h->ckpt_sql);
 }
 
+/* Both claim statements for limit, into b[0] (claim order) and b[1] (hlc
+ * order, or a placeholder refused before use on a table without hlc). */
+static void build_claims(const pg_handle_t *h, pg_buf_t b[2], long limit)
+{
+    build_claim(h, &b[0], 0, limit);
+    if (h->has_hlc)
+        build_claim(h, &b[1], 1, limit);
+    else
+        outbox_pg_buf_add(&b[1], "SELECT 1");
+}
+
 int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
 {
     pg_buf_t b[PG_SLOT_COUNT] = {{0}};
@@ -315,11 +326,7 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
     build_stage(h, &b[PG_STAGE_CKPT], 1);
     if (!h->claim_limit)
         h->claim_limit = PG_CLAIM_LIMIT_FIRST;
-    build_claim(h, &b[PG_CLAIM], 0, h->claim_limit);
-    if (h->has_hlc)
-        build_claim(h, &b[PG_CLAIM_HLC], 1, h->claim_limit);
-    else
-        outbox_pg_buf_add(&b[PG_CLAIM_HLC], "SELECT 1"); /* refused before use */
+    build_claims(h, &b[PG_CLAIM], h->claim_limit);
     build_settle(h, &b[PG_SETTLE]);
     build_ckpt_advance(h, &b[PG_CKPT_ADVANCE]);
     build_ckpt_recover(h, &b[PG_CKPT_RECOVER]);
@@ -641,28 +648,18 @@ static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox
 static int claim_relimit(pg_handle_t *h, long limit, outbox_diag_t *d)
 {
     pg_buf_t b[2] = {{0}};
-    build_claim(h, &b[0], 0, limit);
-    if (h->has_hlc)
-        build_claim(h, &b[1], 1, limit);
-    else
-        outbox_pg_buf_add(&b[1], "SELECT 1"); /* refused before use */
-    if (b[0].failed || b[1].failed) {
-        outbox_pg_buf_free(&b[0]);
-        outbox_pg_buf_free(&b[1]);
-        return outbox_pg_nomem(d);
-    }
-    static const int slots[2] = {PG_CLAIM, PG_CLAIM_HLC};
-    int rc = outbox_pg_forget_slot(h, PG_CLAIM, d, "claiming");
-    if (rc == OUTBOX_OK)
-        rc = outbox_pg_forget_slot(h, PG_CLAIM_HLC, d, "claiming");
+    build_claims(h, b, limit);
+    int rc = b[0].failed || b[1].failed ? outbox_pg_nomem(d) : OUTBOX_OK;
+    for (int i = 0; i < 2 && rc == OUTBOX_OK; i++)
+        rc = outbox_pg_forget_slot(h, PG_CLAIM + i, d, "claiming");
     if (rc != OUTBOX_OK) {
         outbox_pg_buf_free(&b[0]);
         outbox_pg_buf_free(&b[1]);
         return rc;
     }
     for (int i = 0; i < 2; i++) {
-        outbox_pg_host->free(h->sql[slots[i]]);
-        h->sql[slots[i]] = b[i].p;
+        outbox_pg_host->free(h->sql[PG_CLAIM + i]);
+        h->sql[PG_CLAIM + i] = b[i].p;
     }
     h->claim_limit = limit;
     return OUTBOX_OK;

@@ -77,6 +77,13 @@ static outbox_claim_req_t req(const char *route, size_t limit)
                                 .limit = limit, .lease_us = 30000000};
 }
 
+/* application_name=tag on top of OUTBOX_PG_URI, to find our session. */
+static void tagged_uri(char *out, size_t size, const char *tag, const char *extra)
+{
+    const char *u = pgt_uri();
+    snprintf(out, size, "%s%sapplication_name=%s%s", u, strchr(u, '?') ? "&" : "?", tag, extra ? extra : "");
+}
+
 /* ---------------------------------------------------------------- open */
 
 START_TEST(test_spec_ddl_open)
@@ -313,8 +320,6 @@ END_TEST
  * transaction only; staging on the same connection afterwards keeps the
  * session's setting. A trigger records the setting each write ran under.
  * Claims alternate between batch limits, which rebuilds the statement. */
-static void tagged_uri(char *out, size_t size, const char *tag, const char *extra);
-
 START_TEST(test_claim_commit_setting_and_limits)
 {
     outbox_store_close(fresh(0));
@@ -462,13 +467,6 @@ START_TEST(test_own_tx)
 END_TEST
 
 /* --------------------------------------------------------------- faults */
-
-/* application_name=tag on top of OUTBOX_PG_URI, to find our session. */
-static void tagged_uri(char *out, size_t size, const char *tag, const char *extra)
-{
-    const char *u = pgt_uri();
-    snprintf(out, size, "%s%sapplication_name=%s%s", u, strchr(u, '?') ? "&" : "?", tag, extra ? extra : "");
-}
 
 static void *terminate_later(void *arg)
 {
