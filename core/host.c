@@ -50,6 +50,13 @@ static int host_error(outbox_diag_t *d, int code, const char *fmt, ...)
     return code;
 }
 
+static int host_verror(outbox_diag_t *d, int code, const char *fmt, va_list ap) OUTBOX_PRINTF(3, 0);
+static int host_verror(outbox_diag_t *d, int code, const char *fmt, va_list ap)
+{
+    outbox_diag_vset(d, code, fmt, ap);
+    return code;
+}
+
 static void host_log(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
 static void host_log(int level, const char *driver, const char *fmt, ...)
 {
@@ -67,6 +74,8 @@ static const outbox_host_t host_table = {
     .error = host_error,
     .log = host_log,
     .now_us = outbox_now_us,
+    .monotonic_us = outbox_monotonic_us,
+    .verror = host_verror,
 };
 
 const outbox_host_t *outbox_host_table(void)

@@ -12,6 +12,16 @@
 /* errors.c */
 int outbox_diag_set(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
 int outbox_diag_vset(outbox_diag_t *d, int code, const char *fmt, va_list ap);
+
+/* Reading an application's or a driver's versioned struct: copy member m
+ * from src into the full local copy dst only when src's struct_size covers
+ * it, so a caller built against older headers gets the defaults already in
+ * dst for the members it does not know, and nothing is read past its end. */
+#define OUTBOX_STRUCT_READ(T, dst, src, m)                                                  \
+    do {                                                                                   \
+        if (OUTBOX_STRUCT_HAS(T, src, m))                                                  \
+            (dst)->m = (src)->m;                                                           \
+    } while (0)
 void outbox_diag_clear(outbox_diag_t *d);
 
 /* log.c */

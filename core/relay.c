@@ -84,8 +84,23 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     *out = NULL;
     if (store == NULL || sink == NULL || cfg == NULL)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay needs a store, a sink and a config");
-    if (cfg->struct_size < sizeof *cfg)
+    if (cfg->struct_size < sizeof(uint32_t))
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: call outbox_relay_config_init first");
+    /* Members the caller's (older) struct lacks keep their defaults. */
+    outbox_relay_config_t c;
+    outbox_relay_config_init(&c);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, route);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, batch);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, max_attempts);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, lease_us);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, poll_us);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, backoff_base_us);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, backoff_cap_us);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, hlc_order);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, source);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, destination);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, until_idle);
+    cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
     if (cfg->batch == 0 || cfg->batch > 100000)

@@ -89,13 +89,20 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
     *out = NULL;
     if (uri == NULL)
         return outbox_diag_set(d, OUTBOX_EINVAL, "store URI is missing");
-    if (opts != NULL && opts->struct_size < sizeof(uint32_t))
-        return outbox_diag_set(d, OUTBOX_EINVAL, "store options: struct_size not set");
+    outbox_store_options_t o = {.struct_size = sizeof o};
+    if (opts != NULL) {
+        if (opts->struct_size < sizeof(uint32_t))
+            return outbox_diag_set(d, OUTBOX_EINVAL, "store options: struct_size not set");
+        OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, relation);
+        OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, checkpoint_relation);
+        OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, driver);
+        OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, flags);
+    }
     outbox_store_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
-    const char *relation = opts && opts->relation ? opts->relation : "outbox";
-    const char *ckpt = opts ? opts->checkpoint_relation : NULL;
+    const char *relation = o.relation ? o.relation : "outbox";
+    const char *ckpt = o.checkpoint_relation;
     int rc = outbox_uri_parse(uri, &s->uri, d);
     if (rc != OUTBOX_OK)
         goto failed;
@@ -108,8 +115,8 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
         rc = outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
         goto failed;
     }
-    if (opts != NULL && opts->driver != NULL)
-        rc = outbox_loader_load(opts->driver, OUTBOX_DRIVER_STORE, &s->drv, d);
+    if (o.driver != NULL)
+        rc = outbox_loader_load(o.driver, OUTBOX_DRIVER_STORE, &s->drv, d);
     else
         rc = outbox_loader_for_scheme(s->uri.uri.scheme, OUTBOX_DRIVER_STORE, &s->drv, d);
     if (rc != OUTBOX_OK)
@@ -120,7 +127,7 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
         .uri = &s->uri.uri,
         .relation = s->relation,
         .checkpoint_relation = s->checkpoint_relation,
-        .flags = opts ? opts->flags : 0,
+        .flags = o.flags,
     };
     outbox_diag_t dd = {0};
     rc = s->vt->open(&params, &s->h, &dd);
@@ -197,9 +204,14 @@ int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t 
     if (s == NULL)
         return OUTBOX_EINVAL;
     outbox_diag_clear(&s->diag);
-    if (cfg == NULL || cfg->struct_size < offsetof(outbox_route_config_t, checkpoint_node_key) +
-                                              sizeof cfg->checkpoint_node_key)
+    if (cfg == NULL || cfg->struct_size < sizeof(uint32_t))
         return fail(s, OUTBOX_EINVAL, "route config: struct_size not set");
+    outbox_route_config_t c = {.struct_size = sizeof c};
+    OUTBOX_STRUCT_READ(outbox_route_config_t, &c, cfg, route);
+    OUTBOX_STRUCT_READ(outbox_route_config_t, &c, cfg, require_transaction);
+    OUTBOX_STRUCT_READ(outbox_route_config_t, &c, cfg, hlc);
+    OUTBOX_STRUCT_READ(outbox_route_config_t, &c, cfg, checkpoint_node_key);
+    cfg = &c;
     if (cfg->route == NULL || !text_ok(cfg->route, 255))
         return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
     if (cfg->hlc && !(s->caps & OUTBOX_STORE_CAP_HLC))
@@ -541,11 +553,16 @@ int outbox_store_wait(outbox_store_t *s, const char *route, int timeout_ms)
     return driver_rc(s, s->vt->wait(s->h, route, timeout_ms, &s->diag), "wait");
 }
 
-static int schema_opts_ok(outbox_diag_t *d, const outbox_schema_opts_t *o)
+/* The caller's options as a full local copy (see OUTBOX_STRUCT_READ). */
+static int schema_opts_read(outbox_diag_t *d, const outbox_schema_opts_t *o, outbox_schema_opts_t *out)
 {
-    if (o == NULL || o->struct_size < sizeof(outbox_schema_opts_t))
+    *out = (outbox_schema_opts_t){.struct_size = sizeof *out};
+    if (o == NULL || o->struct_size < sizeof(uint32_t))
         return outbox_diag_set(d, OUTBOX_EINVAL, "schema options: struct_size not set");
-    return relations_ok(d, o->relation, o->checkpoint_relation);
+    OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, relation);
+    OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, checkpoint_relation);
+    OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, flags);
+    return relations_ok(d, out->relation, out->checkpoint_relation);
 }
 
 /* Fill in the relation defaults: the given relations when opts names none
@@ -576,7 +593,8 @@ int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t 
     if (ddl_out == NULL || store_kind_or_uri == NULL)
         return outbox_diag_set(d, OUTBOX_EINVAL, "outbox_schema_ddl: missing argument");
     *ddl_out = NULL;
-    int rc = schema_opts_ok(d, opts);
+    outbox_schema_opts_t given;
+    int rc = schema_opts_read(d, opts, &given);
     if (rc != OUTBOX_OK)
         return rc;
     const outbox_driver_t *drv = NULL;
@@ -593,7 +611,7 @@ int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t 
         return rc;
     char *tmp;
     outbox_schema_opts_t full;
-    rc = schema_defaults(opts, NULL, NULL, &full, &tmp, d);
+    rc = schema_defaults(&given, NULL, NULL, &full, &tmp, d);
     if (rc != OUTBOX_OK)
         return rc;
     char *text = NULL;
@@ -613,14 +631,15 @@ int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts)
     if (s == NULL)
         return OUTBOX_EINVAL;
     outbox_diag_clear(&s->diag);
-    int rc = schema_opts_ok(&s->diag, opts);
+    outbox_schema_opts_t given;
+    int rc = schema_opts_read(&s->diag, opts, &given);
     if (rc != OUTBOX_OK)
         return rc;
     if (!VT_HAS(s->vt, schema_apply))
         return not_supported(s, "schema apply");
     char *tmp;
     outbox_schema_opts_t full;
-    rc = schema_defaults(opts, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
+    rc = schema_defaults(&given, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
     if (rc != OUTBOX_OK)
         return rc;
     rc = driver_rc(s, s->vt->schema_apply(s->h, &full, &s->diag), "schema apply");
@@ -641,14 +660,15 @@ int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
         return OUTBOX_EINVAL;
     *problems = 0;
     outbox_diag_clear(&s->diag);
-    int rc = schema_opts_ok(&s->diag, opts);
+    outbox_schema_opts_t given;
+    int rc = schema_opts_read(&s->diag, opts, &given);
     if (rc != OUTBOX_OK)
         return rc;
     if (!VT_HAS(s->vt, schema_check))
         return not_supported(s, "schema check");
     char *tmp;
     outbox_schema_opts_t full;
-    rc = schema_defaults(opts, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
+    rc = schema_defaults(&given, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
     if (rc != OUTBOX_OK)
         return rc;
     rc = driver_rc(s, s->vt->schema_check(s->h, &full, report ? report : ignore_problem, ctx,

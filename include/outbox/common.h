@@ -39,6 +39,14 @@ enum outbox_status {
     OUTBOX_ESCHEMA = -9,    /* the live schema does not match what the operation needs */
 };
 
+/* 1 when the caller's struct *p of type T covers member: p->struct_size
+ * reaches past the member's end. The one rule for reading a versioned
+ * struct that the other side filled in (older headers give a smaller
+ * struct_size): read a member only when this holds, else use its default.
+ * T must start with uint32_t struct_size. */
+#define OUTBOX_STRUCT_HAS(T, p, member)                                                    \
+    ((size_t)(p)->struct_size >= offsetof(T, member) + sizeof(((const T *)0)->member))
+
 /* Textual name of a status code; never NULL, static storage. */
 OUTBOX_API const char *outbox_strerror(int code);
 

@@ -2,18 +2,43 @@
  *
  * A driver is a loadable module that exports ONE function,
  * outbox_driver_entry(), returning a pointer to a static const
- * outbox_driver_t. The host checks struct_size and the ABI major before it
- * calls anything else, then calls init() once with the host-services table.
- * Drivers build against these headers alone and never link the core.
+ * outbox_driver_t. The host checks struct_size and the ABI version before
+ * it calls anything else, then calls init() once with the host-services
+ * table. Drivers build against these headers alone and never link the
+ * core; outbox/kit.h adds header-only helpers (buffers, identifiers, JSON,
+ * UTF-8, URI parameters).
+ *
+ * ABI versions. The host loads a driver whose major equals OUTBOX_ABI_MAJOR
+ * and whose minor is at most OUTBOX_ABI_MINOR: a driver built against older
+ * headers of the same major keeps working, a driver that needs a newer
+ * minor than the host has is refused. Minor versions only append.
+ *
+ * Two kinds of structures cross between host and driver:
+ *  - Versioned: they start with uint32_t struct_size and only ever grow at
+ *    the end: outbox_host_t, outbox_driver_t, outbox_store_vtable_t,
+ *    outbox_sink_vtable_t, outbox_store_open_t, outbox_schema_opts_t,
+ *    outbox_stage_ctx_t, outbox_claim_req_t, outbox_sink_open_t. The
+ *    reader of such a struct reads a member only when struct_size covers
+ *    it (OUTBOX_STRUCT_HAS in outbox/common.h); a member past the end has
+ *    its default (NULL, 0). Each side writes struct_size = sizeof of its
+ *    own definition.
+ *  - Frozen: their layout is fixed for the whole of ABI major 1, so arrays
+ *    of them are indexed with sizeof on both sides: outbox_uri_t,
+ *    outbox_uri_param_t, outbox_row_t, outbox_fence_t,
+ *    outbox_settle_item_t, outbox_stats_t, outbox_header_t,
+ *    outbox_message_t, outbox_publish_result_t and outbox_diag_t. What
+ *    they lack arrives in a new versioned struct through a new entry.
  *
  * Rules every driver follows:
- *  - Every structure here starts with struct_size and only ever grows at the
- *    end; the host reads a member only when struct_size covers it.
  *  - NULL optional entries mean "not supported" (OUTBOX_ENOTSUP).
  *  - Inputs are borrowed for the duration of the call; copy what you keep.
- *  - Rows returned by claim belong to the handle until its next claim,
- *    settle or close.
- *  - One handle is used by one thread at a time.
+ *  - Rows returned by claim, and the strings they point to, stay valid
+ *    until the next claim on that handle or its close. settle receives
+ *    the ids of those rows, so settle must not free or reuse them.
+ *  - One handle is used by one thread at a time. init() runs once, under
+ *    the loader's lock: it must not load drivers itself.
+ *  - Strings in the descriptor (name, version, schemes) have static
+ *    storage: modules are never unloaded.
  *  - Errors: return a negative OUTBOX_E* code and describe the problem in
  *    the outbox_diag_t given to the call (use host->error()). Never print,
  *    never exit or abort.
@@ -33,7 +58,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 0
+#define OUTBOX_ABI_MINOR 1
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -46,9 +71,12 @@ enum outbox_log_level {
     OUTBOX_LOG_DEBUG = 3,
 };
 
-/* Services the host lends to drivers; valid for the life of the process. */
+/* Services the host lends to drivers; valid for the life of the process
+ * and safe to call from any thread. The log callback the application
+ * installed runs inside log(): keep driver locks out of it. */
 typedef struct outbox_host {
     uint32_t struct_size;
+    /* ABI 1.0 */
     void *(*alloc)(size_t size);
     void *(*realloc)(void *ptr, size_t size);
     void (*free)(void *ptr);
@@ -57,6 +85,12 @@ typedef struct outbox_host {
     void (*log)(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
     /* Wall clock, microseconds since the epoch. */
     int64_t (*now_us)(void);
+    /* ABI 1.1 */
+    /* A clock that never goes back, in microseconds from an arbitrary
+     * start: for timeouts and durations (a wall clock jumps). */
+    int64_t (*monotonic_us)(void);
+    /* error() for a driver's own variadic wrappers. */
+    int (*verror)(outbox_diag_t *d, int code, const char *fmt, va_list ap) OUTBOX_PRINTF(3, 0);
 } outbox_host_t;
 
 /* ----------------------------------------------------------------- URIs */
@@ -66,7 +100,8 @@ typedef struct outbox_uri_param {
     const char *value; /* percent-decoded */
 } outbox_uri_param_t;
 
-/* A URI split by the host. Absent parts are NULL (port 0). */
+/* A URI split by the host (frozen, like its params). Absent parts are
+ * NULL (port 0). The password is never to be printed. */
 typedef struct outbox_uri {
     const char *raw;      /* the URI exactly as the user gave it */
     const char *scheme;   /* lower-case */
@@ -81,8 +116,8 @@ typedef struct outbox_uri {
 
 /* ------------------------------------------------------------- the row */
 
-/* One outbox row. Strings are NUL-terminated; optional ones are NULL when
- * absent. UUIDs are canonical 36-char lower-case text. */
+/* One outbox row (frozen). Strings are NUL-terminated; optional ones are
+ * NULL when absent. UUIDs are canonical 36-char lower-case text. */
 typedef struct outbox_row {
     const char *id;            /* UUIDv7 minted by the host at staging */
     const char *route;
@@ -165,8 +200,10 @@ typedef struct outbox_claim_req {
     int hlc_order;      /* order by hlc NULLS LAST, created_at, id */
 } outbox_claim_req_t;
 
-/* The fence of one claim. SQL stores put processing_at in stamp; stores
- * with a token put it in token. The host treats it as opaque. */
+/* The fence of one claim (frozen). SQL stores put the processing_at value
+ * the claim wrote in stamp; stores with a token put it in token. The host
+ * treats it as opaque and hands it back to settle unchanged: compare it for
+ * equality with what the claim wrote, never with a fresh clock reading. */
 typedef struct outbox_fence {
     int64_t stamp;
     char token[40];
@@ -179,6 +216,7 @@ enum outbox_settle_kind {
     OUTBOX_SETTLE_RELEASE = 4,   /* pending, attempts - 1 */
 };
 
+/* One outcome for settle (frozen). */
 typedef struct outbox_settle_item {
     const char *id;
     int kind;                /* enum outbox_settle_kind */
@@ -187,6 +225,7 @@ typedef struct outbox_settle_item {
     int applied;             /* OUT: 1 when the row still held the fence and changed */
 } outbox_settle_item_t;
 
+/* Filled by stats (frozen). */
 typedef struct outbox_stats {
     uint64_t pending;
     uint64_t processing;
@@ -283,7 +322,7 @@ typedef struct outbox_store_vtable {
  * reported RETRY). The relay then hands a whole batch to one call; without
  * the capability it sends at most one message per key per call. */
 
-/* One header. name is the CloudEvents attribute name without any binding
+/* One header (frozen). name is the CloudEvents attribute name without any binding
  * prefix ("id", "type", "source", "specversion", "time", "datacontenttype",
  * "partitionkey", "traceparent", "tenantid", "correlationid",
  * "causationid", "executionid", "hlc"); each sink spells it for its
@@ -294,6 +333,7 @@ typedef struct outbox_header {
     const char *value;
 } outbox_header_t;
 
+/* One message to publish (frozen). */
 typedef struct outbox_message {
     const char *route;
     const char *destination;   /* the route passed through the destination template */
@@ -312,6 +352,7 @@ enum outbox_publish_status {
     OUTBOX_PUBLISH_REJECT = 2, /* permanent */
 };
 
+/* Filled by publish (frozen). */
 typedef struct outbox_publish_result {
     int status;                       /* enum outbox_publish_status */
     char message[OUTBOX_MESSAGE_MAX]; /* why, when not OK */

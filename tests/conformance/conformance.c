@@ -94,8 +94,6 @@ static void write_tap(FILE *f, const outcome_t *out, size_t n)
 
 static int check_opts(const outbox_conformance_opts_t *o, outbox_diag_t *d)
 {
-    if (o == NULL || o->struct_size < sizeof *o)
-        return set_error(d, OUTBOX_EINVAL, "%s", "conformance options: struct_size not set");
     if (o->driver == NULL || o->driver[0] == '\0')
         return set_error(d, OUTBOX_EINVAL, "%s", "no store driver given");
     if (o->uri == NULL || o->uri[0] == '\0')
@@ -128,11 +126,38 @@ static Suite *build_suite(outcome_t *out, size_t n, const conf_case_t **run, siz
     return suite;
 }
 
-int outbox_conformance_run(const outbox_conformance_opts_t *o)
+/* The caller's options as a full copy: members its struct_size does not
+ * cover (built against older headers) keep their defaults. */
+#define OPT(m)                                                                                   \
+    do {                                                                                         \
+        if (OUTBOX_STRUCT_HAS(outbox_conformance_opts_t, given, m))                              \
+            o->m = given->m;                                                                     \
+    } while (0)
+static void read_opts(const outbox_conformance_opts_t *given, outbox_conformance_opts_t *o)
 {
+    *o = (outbox_conformance_opts_t){.struct_size = sizeof *o};
+    if (given == NULL || given->struct_size < sizeof(uint32_t))
+        return;
+    OPT(driver);
+    OPT(uri);
+    OPT(tap_file);
+    OPT(case_filter);
+    OPT(verbosity);
+    OPT(diag);
+    OPT(counts);
+}
+#undef OPT
+
+int outbox_conformance_run(const outbox_conformance_opts_t *given)
+{
+    outbox_conformance_opts_t full;
+    const outbox_conformance_opts_t *o = &full;
+    read_opts(given, &full);
     outbox_diag_t local = {0};
-    outbox_diag_t *d = o != NULL && o->struct_size >= sizeof *o && o->diag ? o->diag : &local;
+    outbox_diag_t *d = o->diag ? o->diag : &local;
     memset(d, 0, sizeof *d);
+    if (given == NULL || given->struct_size < sizeof(uint32_t))
+        return set_error(d, OUTBOX_EINVAL, "%s", "conformance options: struct_size not set");
     int rc = check_opts(o, d);
     if (rc != OUTBOX_OK)
         return rc;

@@ -1,0 +1,415 @@
+/* liboutbox driver kit: the helpers every driver would otherwise write
+ * again. Header-only (every function is static inline), so a driver that
+ * includes it still links nothing of the core.
+ *
+ *  - outbox_buf_t: a growable byte string that allocates through the host
+ *    table and stays NUL-terminated;
+ *  - identifiers: validation, quoting and the "schema.table" split;
+ *  - JSON string escaping;
+ *  - UTF-8: sequence checks, and one-line, valid-UTF-8 text for messages;
+ *  - URI parameters: lookup and a check for names the driver does not know.
+ *
+ * Nothing here keeps state between calls; the functions are safe from any
+ * thread as long as each buffer is used by one thread at a time.
+ */
+#ifndef OUTBOX_KIT_H
+#define OUTBOX_KIT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "outbox/driver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ buffer */
+
+/* A growable byte string. Once an allocation fails the buffer stays failed
+ * and every later append is a no-op, so a caller builds a whole statement
+ * and checks `failed` once. While not failed, data[len] is '\0' (data is
+ * NULL until the first append). */
+typedef struct outbox_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    int failed;
+    const outbox_host_t *host; /* allocates and frees data */
+} outbox_buf_t;
+
+static inline void outbox_buf_init(outbox_buf_t *b, const outbox_host_t *host)
+{
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->failed = 0;
+    b->host = host;
+}
+
+/* Room for extra more bytes plus the terminator. 0 on success, -1 when the
+ * buffer is (now) failed. */
+static inline int outbox_buf_reserve(outbox_buf_t *b, size_t extra)
+{
+    if (b->failed)
+        return -1;
+    if (extra >= SIZE_MAX / 2 - b->len) {
+        b->failed = 1;
+        return -1;
+    }
+    if (b->len + extra + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = (char *)b->host->realloc(b->data, cap);
+    if (p == NULL) {
+        b->failed = 1;
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline void outbox_buf_put(outbox_buf_t *b, const void *p, size_t n)
+{
+    if (outbox_buf_reserve(b, n) != 0)
+        return;
+    if (n > 0)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static inline void outbox_buf_puts(outbox_buf_t *b, const char *s)
+{
+    outbox_buf_put(b, s, strlen(s));
+}
+
+static inline void outbox_buf_putc(outbox_buf_t *b, char c)
+{
+    outbox_buf_put(b, &c, 1);
+}
+
+static inline void outbox_buf_vprintf(outbox_buf_t *b, const char *fmt, va_list ap)
+{
+    if (b->failed)
+        return;
+    va_list again;
+    va_copy(again, ap);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n < 0) {
+        b->failed = 1;
+    } else if ((size_t)n < sizeof small) {
+        outbox_buf_put(b, small, (size_t)n);
+    } else if (outbox_buf_reserve(b, (size_t)n) == 0) {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+}
+
+static inline void outbox_buf_printf(outbox_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+static inline void outbox_buf_printf(outbox_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    outbox_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+/* Empties the buffer and clears a failure; keeps the memory. */
+static inline void outbox_buf_reset(outbox_buf_t *b)
+{
+    b->len = 0;
+    b->failed = 0;
+    if (b->data != NULL)
+        b->data[0] = '\0';
+}
+
+/* Hands the text to the caller (free it with host->free) and leaves the
+ * buffer empty. NULL when the buffer failed; "" when nothing was added. */
+static inline char *outbox_buf_steal(outbox_buf_t *b)
+{
+    if (b->data == NULL && outbox_buf_reserve(b, 0) == 0)
+        b->data[0] = '\0';
+    char *p = b->failed ? NULL : b->data;
+    if (p == NULL)
+        b->host->free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->failed = 0;
+    return p;
+}
+
+static inline void outbox_buf_free(outbox_buf_t *b)
+{
+    if (b->host != NULL)
+        b->host->free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->failed = 0;
+}
+
+/* A copy of s made with host->alloc; NULL when out of memory. */
+static inline char *outbox_kit_strndup(const outbox_host_t *host, const char *s, size_t n)
+{
+    char *p = (char *)host->alloc(n + 1);
+    if (p != NULL) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+static inline char *outbox_kit_strdup(const outbox_host_t *host, const char *s)
+{
+    return outbox_kit_strndup(host, s, strlen(s));
+}
+
+/* ------------------------------------------------------- identifiers */
+
+/* The longest identifier part the host accepts (PostgreSQL's limit). */
+#define OUTBOX_IDENT_MAX 63
+
+/* 1 when s[0..n) matches [A-Za-z_][A-Za-z0-9_]* and is 1..63 bytes. */
+static inline int outbox_ident_valid(const char *s, size_t n)
+{
+    if (n == 0 || n > OUTBOX_IDENT_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int letter = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+        int digit = c >= '0' && c <= '9';
+        if (!letter && !(digit && i > 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* A relation name split into its parts; schema is "" when unqualified. */
+typedef struct outbox_relname {
+    char schema[OUTBOX_IDENT_MAX + 1];
+    char table[OUTBOX_IDENT_MAX + 1];
+} outbox_relname_t;
+
+/* Splits and validates "table" or "schema.table". 0 on success, -1 when
+ * the name is not one of those (out is then all empty). */
+static inline int outbox_relname_parse(const char *name, outbox_relname_t *out)
+{
+    out->schema[0] = out->table[0] = '\0';
+    if (name == NULL)
+        return -1;
+    const char *dot = strchr(name, '.');
+    const char *table = dot ? dot + 1 : name;
+    size_t schema_len = dot ? (size_t)(dot - name) : 0;
+    if ((dot && !outbox_ident_valid(name, schema_len)) || !outbox_ident_valid(table, strlen(table)))
+        return -1;
+    memcpy(out->schema, name, schema_len);
+    out->schema[schema_len] = '\0';
+    memcpy(out->table, table, strlen(table) + 1);
+    return 0;
+}
+
+/* A relation beside base: same schema, the given table name. */
+static inline void outbox_relname_beside(const outbox_relname_t *base, const char *table,
+                                         outbox_relname_t *out)
+{
+    memcpy(out->schema, base->schema, sizeof out->schema);
+    snprintf(out->table, sizeof out->table, "%s", table);
+}
+
+/* "schema.table" or "table", for messages. */
+static inline void outbox_relname_show(const outbox_relname_t *r, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s%s", r->schema, r->schema[0] ? "." : "", r->table);
+}
+
+/* Appends ident quoted with q (SQL: '"', MySQL: '`'), doubling any q inside. */
+static inline void outbox_buf_ident(outbox_buf_t *b, const char *ident, char q)
+{
+    outbox_buf_putc(b, q);
+    for (const char *p = ident; *p; p++) {
+        if (*p == q)
+            outbox_buf_putc(b, q);
+        outbox_buf_putc(b, *p);
+    }
+    outbox_buf_putc(b, q);
+}
+
+/* Appends the relation quoted: "schema"."table", or "table". */
+static inline void outbox_buf_relname(outbox_buf_t *b, const outbox_relname_t *r, char q)
+{
+    if (r->schema[0]) {
+        outbox_buf_ident(b, r->schema, q);
+        outbox_buf_putc(b, '.');
+    }
+    outbox_buf_ident(b, r->table, q);
+}
+
+/* Appends s as a single-quoted SQL literal, doubling quotes (for DDL text
+ * only; values travel as bound parameters). */
+static inline void outbox_buf_literal(outbox_buf_t *b, const char *s)
+{
+    outbox_buf_ident(b, s, '\'');
+}
+
+/* -------------------------------------------------------------- UTF-8 */
+
+/* Length (1..4) of the well-formed UTF-8 sequence at s, which has avail
+ * bytes, or 0 when the bytes there are not one (a stray continuation byte,
+ * an overlong form, a surrogate, beyond U+10FFFF, or cut short). */
+static inline size_t outbox_utf8_seq(const unsigned char *s, size_t avail)
+{
+    if (avail == 0)
+        return 0;
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (avail < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* 1 when s[0..n) is valid UTF-8 without NUL bytes. */
+static inline int outbox_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] ? outbox_utf8_seq(p + i, n - i) : 0;
+        if (k == 0)
+            return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* Copies in to out (size > 0) as one line of valid UTF-8 for a message or
+ * a stored error text: line breaks and tabs become one space, other
+ * control bytes and bytes that are not UTF-8 become '?', and the text is
+ * cut at a character boundary to fit size - 1 bytes. */
+static inline void outbox_text_line(const char *in, char *out, size_t size)
+{
+    const unsigned char *p = (const unsigned char *)(in ? in : "");
+    size_t w = 0, avail = strlen((const char *)p);
+    int space = 0;
+    while (*p && w + 1 < size) {
+        unsigned char c = *p;
+        if (c == '\n' || c == '\r' || c == '\t') {
+            space = w > 0;
+            p++, avail--;
+            continue;
+        }
+        if (space) {
+            out[w++] = ' ';
+            space = 0;
+            if (w + 1 >= size)
+                break;
+        }
+        size_t n = outbox_utf8_seq(p, avail);
+        if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f))) {
+            out[w++] = '?';
+            n = n ? n : 1;
+        } else if (w + n < size) {
+            memcpy(out + w, p, n);
+            w += n;
+        } else {
+            break;
+        }
+        p += n, avail -= n;
+    }
+    out[w] = '\0';
+}
+
+/* --------------------------------------------------------------- JSON */
+
+/* Appends s[0..n) as a JSON string literal (with the quotes). Bytes that
+ * are not UTF-8 become U+FFFD, so the output is valid JSON whatever the
+ * input holds. */
+static inline void outbox_buf_json_string(outbox_buf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    outbox_buf_putc(b, '"');
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        size_t k = 1;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            outbox_buf_put(b, esc, 2);
+        } else if (c == '\n') {
+            outbox_buf_put(b, "\\n", 2);
+        } else if (c == '\r') {
+            outbox_buf_put(b, "\\r", 2);
+        } else if (c == '\t') {
+            outbox_buf_put(b, "\\t", 2);
+        } else if (c < 0x20) {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            outbox_buf_put(b, esc, 6);
+        } else if ((k = outbox_utf8_seq(p + i, n - i)) != 0) {
+            outbox_buf_put(b, p + i, k);
+        } else {
+            outbox_buf_puts(b, "\\ufffd");
+            k = 1;
+        }
+        i += k;
+    }
+    outbox_buf_putc(b, '"');
+}
+
+/* ---------------------------------------------------------------- URI */
+
+/* The value of the first parameter named key, or NULL. */
+static inline const char *outbox_uri_get(const outbox_uri_t *uri, const char *key)
+{
+    for (size_t i = 0; uri != NULL && i < uri->n_params; i++)
+        if (strcmp(uri->params[i].key, key) == 0)
+            return uri->params[i].value;
+    return NULL;
+}
+
+/* The first parameter whose name is not in known (NULL-terminated), or
+ * NULL when every one is known: a driver refuses a misspelt option
+ * instead of ignoring it. */
+static inline const char *outbox_uri_unknown(const outbox_uri_t *uri, const char *const *known)
+{
+    for (size_t i = 0; uri != NULL && i < uri->n_params; i++) {
+        const char *const *k = known;
+        while (*k != NULL && strcmp(*k, uri->params[i].key) != 0)
+            k++;
+        if (*k == NULL)
+            return uri->params[i].key;
+    }
+    return NULL;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
