@@ -4,7 +4,9 @@
 # ships; apt keeps them fixed within the release.
 
 OUTBOX_BUILD_PACKAGES="meson ninja-build gcc pkg-config check libsubunit-dev libltdl-dev libsqlite3-dev sqlite3 python3"
-OUTBOX_TEST_PACKAGES="clang valgrind"
+# man-db and groff-base: tools/test's install check reads the installed
+# man page with man(1) from the scratch prefix and lints it with groff.
+OUTBOX_TEST_PACKAGES="clang valgrind man-db groff-base"
 
 outbox_sudo() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

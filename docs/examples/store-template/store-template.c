@@ -20,8 +20,9 @@ static const outbox_host_t *host;
 typedef struct tpl_handle {
     char *relation;            /* copied: inputs are only borrowed for the call */
     char *checkpoint_relation;
-    /* the connection, cached statements, and the rows of the last claim
-     * (they belong to the handle until its next claim, settle or close) */
+    /* the connection, cached statements, and the rows of the last claim:
+     * they stay valid until the next claim or close; settle must not free
+     * them, since the settle items point into them */
 } tpl_handle_t;
 
 static int not_implemented(outbox_diag_t *d, const char *what)
