@@ -18,8 +18,12 @@ enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAIL = 1, BENCH_EXIT_USAGE = 2 };
 struct bench_backend;
 
 typedef struct bench_opts {
-    const struct bench_backend *backend; /* chosen by the store URI's scheme */
+    /* Chosen by the store URI's scheme; NULL when the bench has none for it
+     * (then no_ceiling is set). */
+    const struct bench_backend *backend;
     const char *store;    /* store URI */
+    const char *driver;   /* --driver: store driver name or module path; NULL = by scheme */
+    int no_ceiling;       /* throughput without a ceiling, through the public API alone */
     const char *relation; /* the relay's relation; the ceiling uses <relation>_ceiling */
     const char *sink;     /* sink URI (throughput mode) */
     long events;
@@ -102,6 +106,8 @@ int bench_idle_wait(bench_idle_t *st, atomic_long *published, long events, int64
 typedef struct bench_drain {
     double seconds;
     double cpu_s; /* this process's CPU; for a ceiling run by a child (pgbench), the child's */
+    long published;               /* relay drains: what the relays' counters say they published */
+    const outbox_driver_t *driver; /* relay drains: the store driver that served them */
 } bench_drain_t;
 
 /* What the benchmark needs from a store beyond the application API: its
@@ -175,11 +181,30 @@ char *bench_pg_reference_script(const char *relation, long batch);
 /* --------------------------------------------------------------- modes */
 
 int bench_throughput(const bench_opts_t *o);
+/* Throughput of any store driver: no ceiling, no connection of the bench's
+ * own, nothing but the public API (no_ceiling.c). */
+int bench_throughput_no_ceiling(const bench_opts_t *o);
 int bench_latency(const bench_opts_t *o);
 int bench_sustain(const bench_opts_t *o);
 
 /* Shared by both modes: recreate relation with the canonical schema on the
  * store (through outbox_schema_apply). */
 int bench_schema_apply(const char *store_uri, const char *relation, char *err, size_t errlen);
+
+/* Throughput mode's staging and relay drain (throughput.c), on route of
+ * relation, through o->driver when set. Staging runs in transactions of
+ * 10,000 events when the store has them, else each outbox_stage() call of
+ * 1,000 is its own. */
+int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char *route,
+                        double *seconds, char *err, size_t errlen);
+int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *route,
+                      bench_drain_t *out, char *err, size_t errlen);
+
+/* 1 when the store vtable has entry m (covered by its struct_size and set). */
+#define BENCH_VT_HAS(vt, m)                                                                      \
+    ((vt)->struct_size >= offsetof(outbox_store_vtable_t, m) + sizeof((vt)->m) && (vt)->m != NULL)
+/* The optional entries the throughput modes use that drv lacks, as a JSON
+ * array of their names ("[]" when none) into out. */
+void bench_missing_entries(const outbox_driver_t *drv, char *out, size_t size);
 
 #endif

@@ -1,5 +1,6 @@
-/* outbox-bench: relay throughput against the store's physical ceiling, and
- * commit-to-publish latency. See docs/performance.md. */
+/* outbox-bench: relay throughput against the store's physical ceiling (or,
+ * for any other store driver, without one), and commit-to-publish latency.
+ * See docs/performance.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -31,6 +32,20 @@ static const char usage_text[] =
     "                     the relay taking turns to go first; medians are printed\n"
     "                     (default 3, 1 with --quick)\n"
     "  --quick            a few thousand events: a smoke test, not a measurement\n"
+    "\n"
+    "Throughput without a ceiling, for any store driver: stage the backlog on a fresh\n"
+    "route, drain it with --workers relays, check that every row was published once,\n"
+    "purge it; one JSON line of the same keys, the ceiling's and the reference's null.\n"
+    "Chosen by --driver, by --no-ceiling, and for a URI scheme other than sqlite and\n"
+    "postgresql. It needs nothing but the driver's public entries (stats, purge and\n"
+    "schema_apply are used when present) and never drops anything.\n"
+    "\n"
+    "  --driver NAME_OR_PATH  the store driver: a name on the driver path (sqlite) or a\n"
+    "                     module file (./store-mine.so), as outbox conformance takes it\n"
+    "  --no-ceiling       this mode on sqlite or postgresql too\n"
+    "  (--relation, default outbox_bench_driver, is created with the driver's schema apply\n"
+    "  when it does not exist; --sink, --events, --keys, --batch, --workers, --repeat,\n"
+    "  --quick and --poll apply)\n"
     "\n"
     "Latency: a producer stages one event per transaction at --rate for --duration;\n"
     "prints commit-to-publish p50/p99/p99.9 as one JSON line.\n"
@@ -83,6 +98,8 @@ enum {
     OPT_EVENTS_PER_ROUND,
     OPT_PG_AUTOVACUUM,
     OPT_PURGE_AFTER,
+    OPT_DRIVER,
+    OPT_NO_CEILING,
     OPT_HELP,
 };
 
@@ -107,6 +124,8 @@ static const struct option options[] = {
     {"events-per-round", required_argument, NULL, OPT_EVENTS_PER_ROUND},
     {"pg-autovacuum", no_argument, NULL, OPT_PG_AUTOVACUUM},
     {"purge-after", required_argument, NULL, OPT_PURGE_AFTER},
+    {"driver", required_argument, NULL, OPT_DRIVER},
+    {"no-ceiling", no_argument, NULL, OPT_NO_CEILING},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -166,24 +185,32 @@ const bench_backend_t *bench_backend_for(const char *uri)
     return NULL;
 }
 
-/* The store kinds the bench knows how to reset and measure the ceiling of. */
+/* A store URI, and the backend that measures its ceiling (NULL when the
+ * bench has none: the store is then measured without one). */
 static int check_store(const char *uri, const bench_backend_t **out)
 {
     size_t n = strcspn(uri, ":");
     if (uri[n] != ':' || n == 0)
         return bad("--store: \"%.200s\" is not a URI (expected e.g. sqlite:///tmp/bench.db)",
                    uri);
-    if ((*out = bench_backend_for(uri)) != NULL)
-        return 0;
-    char scheme[64];
-    snprintf(scheme, sizeof scheme, "%.*s", (int)(n < 60 ? n : 60), uri);
-    return bad("--store: outbox-bench has no ceiling for the %s store (it has: sqlite%s)", scheme,
-#ifdef OUTBOX_BENCH_POSTGRES
-               ", postgresql"
-#else
-               ""
-#endif
-    );
+    *out = bench_backend_for(uri);
+    return 0;
+}
+
+/* --driver: loads it now, so that a missing module or a sink driver is
+ * refused before anything runs. */
+static int check_driver(const char *driver)
+{
+    if (!*driver)
+        return bad("--driver: empty name (expected a driver name or a module path)");
+    const outbox_driver_t *drv = NULL;
+    outbox_diag_t d = {0};
+    if (outbox_driver_load(driver, &drv, &d) != OUTBOX_OK)
+        return bad("--driver %.200s: %s", driver, d.message);
+    if (drv->kind != OUTBOX_DRIVER_STORE)
+        return bad("--driver %.200s: %s is a %s driver, not a store driver", driver, drv->name,
+                   drv->kind == OUTBOX_DRIVER_SINK ? "sink" : "non-store");
+    return 0;
 }
 
 static int parse(int argc, char **argv, bench_opts_t *o)
@@ -199,7 +226,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     o->poll_us = 100 * 1000;
     const char *sink = NULL;
     int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0,
-        seen_producers = 0, seen_sustain_opt = 0;
+        seen_producers = 0, seen_sustain_opt = 0, seen_relation = 0;
     o->interval_us = 60 * 1000000LL;
     o->events_per_round = 100;
     opterr = 0;
@@ -208,7 +235,10 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         int rc = 0;
         switch (c) {
         case OPT_STORE: o->store = optarg; break;
-        case OPT_RELATION: o->relation = optarg; break;
+        case OPT_RELATION:
+            seen_relation = 1;
+            o->relation = optarg;
+            break;
         case OPT_SINK: sink = optarg; break;
         case OPT_EVENTS:
             seen_events = 1;
@@ -273,6 +303,8 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             seen_sustain_opt = 1;
             rc = parse_duration("--purge-after", optarg, &o->purge_after_us);
             break;
+        case OPT_DRIVER: o->driver = optarg; break;
+        case OPT_NO_CEILING: o->no_ceiling = 1; break;
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -296,6 +328,23 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     int rc = check_store(o->store, &o->backend);
     if (rc != 0)
         return rc;
+    if (o->driver || !o->backend)
+        o->no_ceiling = 1;
+    if (o->no_ceiling) {
+        char why[96];
+        if (o->driver || o->backend)
+            snprintf(why, sizeof why, "%s", o->driver ? "--driver" : "--no-ceiling");
+        else
+            snprintf(why, sizeof why, "the %.*s store", (int)strcspn(o->store, ":"), o->store);
+        if (o->latency || o->sustain)
+            return bad("%s: outbox-bench measures throughput only, without a ceiling (--latency "
+                       "and --sustain run on sqlite and postgresql stores, without --driver)",
+                       why);
+        if (o->driver && (rc = check_driver(o->driver)) != 0)
+            return rc;
+        if (!seen_relation)
+            o->relation = "outbox_bench_driver";
+    }
     if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200 ||
         strcasecmp(o->relation, "outbox_bench_relations") == 0)
         return bad("--relation: \"%.64s\" is not a usable name (letters, digits and _, "
@@ -367,5 +416,7 @@ int main(int argc, char **argv)
         return BENCH_EXIT_USAGE;
 #endif
     }
+    if (o.no_ceiling)
+        return bench_throughput_no_ceiling(&o);
     return o.sustain ? bench_sustain(&o) : o.latency ? bench_latency(&o) : bench_throughput(&o);
 }

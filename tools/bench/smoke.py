@@ -4,11 +4,15 @@ mode, and refuses bad input with one line and exit 2. Never checks a speed."""
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 
 bench = sys.argv[1]
+# The in-tree SQLite store driver and null sink as module files, and the
+# SQLite driver cut down to its required entries (minimal_driver.c).
+sqlite_driver, null_sink, minimal_driver = sys.argv[2:5]
 failures = []
 
 
@@ -83,6 +87,69 @@ with tempfile.TemporaryDirectory() as tmp:
               "sustain --purge-after purged published rows, got %r" % out)
         check(rows[-1].get("purge_after_s") == 0.001, "the summary echoes --purge-after")
 
+    # Without a ceiling: the SQLite driver loaded by path, as a driver built
+    # outside the tree is, on a relation the bench creates with its schema apply.
+    CEILING_KEYS = ["ceiling_events_per_s", "ratio", "ratios", "ceiling_cpu_s", "cpu_ratio",
+                    "reference_events_per_s", "reference_ratio", "reference_ratios",
+                    "sql_verified"]
+
+    def check_no_ceiling(args, what, driver, events=2000):
+        rc, out, err = run(args)
+        check(rc == 0, "%s exits 0 (rc %d, stderr %r)" % (what, rc, err))
+        lines = out.strip().splitlines()
+        check(len(lines) == 1, "%s prints one line, got %r" % (what, out))
+        if rc != 0 or not lines:
+            return None, err
+        row = json.loads(lines[0])
+        check(row.get("ceiling") is False, "%s: ceiling false" % what)
+        check(row.get("driver") == driver, "%s: driver %s, got %r" % (what, driver,
+                                                                     row.get("driver")))
+        check(row.get("events") == events, "%s echoes --events" % what)
+        for key in ["events_per_s", "cpu_s", "cpu_s_per_1k_events", "peak_rss_kb",
+                    "stage_events_per_s"]:
+            check((row.get(key) or 0) > 0, "%s: %s > 0, got %r" % (what, key, row.get(key)))
+        for key in CEILING_KEYS:
+            check(key in row and row[key] is None, "%s: %s present and null" % (what, key))
+        check(isinstance(row.get("events_per_s_rounds"), list) and
+              len(row["events_per_s_rounds"]) == row.get("repeat"),
+              "%s: one rate per round" % what)
+        return row, err
+
+    nc_db = os.path.join(tmp, "noceiling.db")
+    nc_store = "sqlite://" + nc_db
+    row, err = check_no_ceiling(["--driver", sqlite_driver, "--store", nc_store, "--no-ceiling",
+                                 "--quick"], "--driver PATH --no-ceiling", "sqlite")
+    if row:
+        check(row.get("missing_entries") == [], "the SQLite driver lacks no entry")
+    # Purged: the relation it created holds nothing.
+    con = sqlite3.connect(nc_db)
+    left = con.execute("SELECT count(*) FROM outbox_bench_driver").fetchone()[0]
+    con.close()
+    check(left == 0, "the no-ceiling run purged its rows (%d left)" % left)
+
+    check_no_ceiling(["--store", nc_store, "--no-ceiling", "--quick", "--events", "1500",
+                      "--keys", "7", "--batch", "50", "--workers", "2", "--repeat", "2"],
+                     "--no-ceiling by scheme with keys and 2 workers", "sqlite", events=1500)
+
+    # A driver with the required entries only: it lacks schema_apply, so it
+    # cannot create a relation...
+    rc, out, err = run(["--driver", minimal_driver, "--store", nc_store, "--relation", "fresh",
+                        "--quick"])
+    check(rc == 2 and err.count("\n") == 1 and "schema_apply" in err and out == "",
+          "a driver without schema_apply is refused a new relation in one line naming it "
+          "(rc %d, %r)" % (rc, err))
+    # ...but runs on an existing one, without stats, purge or transactions,
+    # and says so.
+    row, err = check_no_ceiling(["--driver", minimal_driver, "--store", nc_store, "--quick"],
+                                "a driver with the required entries only", "bench-minimal")
+    if row:
+        check(set(row.get("missing_entries") or []) >=
+              {"stats", "purge", "schema_apply", "begin", "commit"},
+              "missing_entries names what the minimal driver lacks, got %r"
+              % row.get("missing_entries"))
+        check("stats" in err and "purge" in err and err.count("\n") == 1,
+              "one note names the missing stats and purge, got %r" % err)
+
     bad_inputs = [
         [],
         ["--store", store, "--events", "0"],
@@ -101,6 +168,20 @@ with tempfile.TemporaryDirectory() as tmp:
         ["--store", store, "--sustain", "1s", "--interval", "5s"],
         ["--store", store, "--purge-after", "1s"],
         ["--store", store, "--sustain", "2s", "--purge-after", "soon"],
+        # No ceiling: drivers that are not store drivers, URIs no driver takes.
+        ["--driver", os.path.join(tmp, "no-such-driver.so"), "--store", store, "--quick"],
+        ["--driver", "no-such-driver", "--store", store, "--quick"],
+        ["--driver", null_sink, "--store", store, "--quick"],
+        ["--driver", "null", "--store", store, "--quick"],
+        ["--driver", "", "--store", store, "--quick"],
+        ["--store", "1sqlite:///tmp/x.db", "--no-ceiling", "--quick"],
+        ["--store", "sqlite:///tmp/x%zz.db", "--no-ceiling", "--quick"],
+        ["--driver", sqlite_driver, "--store", "sqlite://host/x.db", "--quick"],
+        ["--store", "null:", "--quick"],
+        ["--driver", sqlite_driver, "--store", store, "--latency"],
+        ["--store", store, "--no-ceiling", "--sustain", "2s"],
+        ["--store", store, "--no-ceiling", "--rate", "10"],
+        ["--store", store, "--no-ceiling", "--sink", "nosuch:", "--quick"],
     ]
     for args in bad_inputs:
         rc, out, err = run(args)
@@ -116,6 +197,16 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out, err = run(["--store", store, "--quick", "--relation", "precious"])
         check(rc == 2 and "not created by outbox-bench" in err,
               "an existing table is refused (rc %d, %r)" % (rc, err))
+        # Without a ceiling a foreign table is used only if the driver can:
+        # this one it refuses, and it stays as it was.
+        rc, out, err = run(["--store", store, "--quick", "--no-ceiling", "--relation", "precious"])
+        check(rc == 2 and err.count("\n") == 1 and out == "",
+              "--no-ceiling refuses a table that is not an outbox in one line (rc %d, %r)"
+              % (rc, err))
+        con = sqlite3.connect(os.path.join(tmp, "bench.db"))
+        cols = [r[1] for r in con.execute("PRAGMA table_info(precious)")]
+        con.close()
+        check(cols == ["x"], "the foreign table is unchanged, got columns %r" % cols)
 
 # The PostgreSQL ceiling's script in the repo is what the bench runs.
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres_ceiling.sql")

@@ -41,17 +41,23 @@ int bench_schema_apply(const char *store_uri, const char *relation, char *err, s
     return rc == OUTBOX_OK ? 0 : BENCH_EXIT_FAIL;
 }
 
-/* Stages o->events events on relation in transactions of STAGE_TX. */
-static int stage_backlog(const bench_opts_t *o, const char *relation, double *seconds, char *err,
-                         size_t errlen)
+/* Stages o->events events on route of relation in transactions of
+ * STAGE_TX, or without transactions when the store has none. */
+int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char *route,
+                        double *seconds, char *err, size_t errlen)
 {
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
+    outbox_store_options_t so = {
+        .struct_size = sizeof so, .relation = relation, .driver = o->driver};
     outbox_store_t *s = NULL;
     outbox_diag_t d;
     if (outbox_store_open(o->store, &so, &s, &d) != OUTBOX_OK) {
         snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
         return BENCH_EXIT_FAIL;
     }
+    const outbox_store_vtable_t *vt = outbox_store_driver(s)->store;
+    const int use_tx = (outbox_store_capabilities(s) & OUTBOX_STORE_CAP_TRANSACTIONS) &&
+                       BENCH_VT_HAS(vt, begin) && BENCH_VT_HAS(vt, commit) &&
+                       BENCH_VT_HAS(vt, rollback);
     outbox_event_t *ev = calloc(STAGE_CHUNK, sizeof *ev);
     char (*payload)[BENCH_PAYLOAD_MAX] = calloc(STAGE_CHUNK, sizeof *payload);
     char (*key)[32] = calloc(STAGE_CHUNK, sizeof *key);
@@ -75,11 +81,13 @@ static int stage_backlog(const bench_opts_t *o, const char *relation, double *se
                 ev[j].ordering_key = key[j];
             }
         }
-        if (!in_tx && outbox_begin(s) != OUTBOX_OK)
-            break;
-        in_tx = 1;
+        if (use_tx && !in_tx) {
+            if (outbox_begin(s) != OUTBOX_OK)
+                break;
+            in_tx = 1;
+        }
         size_t staged = 0;
-        if (outbox_stage(s, NULL, BENCH_ROUTE, ev, (size_t)m, &staged) != OUTBOX_OK)
+        if (outbox_stage(s, NULL, route, ev, (size_t)m, &staged) != OUTBOX_OK)
             break;
         if ((long)staged != m) {
             snprintf(err, errlen, "staging: %zu of %ld events staged", staged, m);
@@ -87,7 +95,7 @@ static int stage_backlog(const bench_opts_t *o, const char *relation, double *se
             break;
         }
         i += m;
-        if (i % STAGE_TX == 0 || i == o->events) {
+        if (in_tx && (i % STAGE_TX == 0 || i == o->events)) {
             in_tx = 0;
             if (outbox_commit(s) != OUTBOX_OK)
                 break;
@@ -114,6 +122,7 @@ typedef struct rworker {
     int64_t poll_us;
     atomic_long *published;
     bench_gate_t *gate;
+    uint64_t own_published; /* this worker's relay counter, read after the drain */
     outbox_store_t *store;
     outbox_sink_t *sink;
     outbox_relay_t *relay;
@@ -155,6 +164,7 @@ static void *rworker_main(void *arg)
         }
         long delta = (long)(c.published - seen);
         seen = c.published;
+        w->own_published = c.published;
         if (delta > 0) {
             atomic_fetch_add(w->published, delta);
         } else if (bench_idle_wait(&idle, w->published, w->events, w->poll_us)) {
@@ -179,13 +189,15 @@ static void rworkers_free(rworker_t *w, long n)
 }
 
 /* Opens each worker's store, sink and relay. */
-static int rworkers_open(const bench_opts_t *o, const char *relation, rworker_t *w,
-                         atomic_long *published, bench_gate_t *gate, char *err, size_t errlen)
+static int rworkers_open(const bench_opts_t *o, const char *relation, const char *route,
+                         rworker_t *w, atomic_long *published, bench_gate_t *gate, char *err,
+                         size_t errlen)
 {
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
+    outbox_store_options_t so = {
+        .struct_size = sizeof so, .relation = relation, .driver = o->driver};
     outbox_relay_config_t cfg;
     outbox_relay_config_init(&cfg);
-    cfg.route = BENCH_ROUTE;
+    cfg.route = route;
     cfg.batch = (size_t)o->batch;
     cfg.until_idle = 1;
     cfg.poll_us = o->poll_us;
@@ -211,8 +223,8 @@ static int rworkers_open(const bench_opts_t *o, const char *relation, rworker_t 
     return 0;
 }
 
-static int relay_drain(const bench_opts_t *o, const char *relation, bench_drain_t *out, char *err,
-                       size_t errlen)
+int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *route,
+                      bench_drain_t *out, char *err, size_t errlen)
 {
     rworker_t *w = calloc((size_t)o->workers, sizeof *w);
     pthread_t *tid = calloc((size_t)o->workers, sizeof *tid);
@@ -226,7 +238,7 @@ static int relay_drain(const bench_opts_t *o, const char *relation, bench_drain_
     atomic_init(&published, 0);
     bench_gate_t gate;
     bench_gate_init(&gate);
-    int rc = rworkers_open(o, relation, w, &published, &gate, err, errlen);
+    int rc = rworkers_open(o, relation, route, w, &published, &gate, err, errlen);
     long started = 0;
     for (long i = 0; rc == 0 && i < o->workers; i++) {
         if (pthread_create(&tid[i], NULL, rworker_main, &w[i]) != 0) {
@@ -243,7 +255,10 @@ static int relay_drain(const bench_opts_t *o, const char *relation, bench_drain_
         pthread_join(tid[i], NULL);
     out->seconds = (double)(bench_mono_us() - t0) / 1e6;
     out->cpu_s = bench_cpu_s() - cpu0;
+    out->published = 0;
+    out->driver = w[0].store ? outbox_store_driver(w[0].store) : NULL;
     for (long i = 0; i < started; i++) {
+        out->published += (long)w[i].own_published;
         if (w[i].rc != 0 && rc == 0) {
             snprintf(err, errlen, "%s", w[i].err);
             rc = w[i].rc;
@@ -304,7 +319,8 @@ static int round_once(const bench_opts_t *o, void *b, int round, const char *bac
         int k = (SIDE_CEILING + step + round * (sides - 1)) % sides;
         rc = o->backend->quiesce(b, rels[k], err, errlen);
         if (rc == 0)
-            rc = k == SIDE_RELAY     ? relay_drain(o, rels[k], &out[k], err, errlen)
+            rc = k == SIDE_RELAY
+                     ? bench_relay_drain(o, rels[k], BENCH_ROUTE, &out[k], err, errlen)
                  : k == SIDE_CEILING ? o->backend->ceiling(b, o, rels[k], &out[k], err, errlen)
                                      : o->backend->reference(b, o, rels[k], &out[k], err, errlen);
         if (rc == 0)
@@ -432,9 +448,10 @@ int bench_throughput(const bench_opts_t *o)
         rc = bench_schema_apply(o->store, backlog_rel, err, sizeof err);
     double stage_s = 0;
     if (rc == 0)
-        rc = stage_backlog(o, backlog_rel, &stage_s, err, sizeof err);
-    char ratios[1024] = "", rratios[1024] = "";
-    size_t rlen = 0, rrlen = 0;
+        rc = bench_stage_backlog(o, backlog_rel, BENCH_ROUTE, &stage_s, err, sizeof err);
+    char ratios[1024] = "", rratios[1024] = "", rates[2048] = "";
+    size_t rlen = 0, rrlen = 0, elen = 0;
+    const outbox_driver_t *driver = NULL;
     for (long r = 0; r < o->repeat && rc == 0; r++) {
         bench_drain_t drains[SIDES] = {{0}};
         rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, drains, err, sizeof err);
@@ -458,6 +475,10 @@ int bench_throughput(const bench_opts_t *o)
         if (rlen < sizeof ratios - 16)
             rlen += (size_t)snprintf(ratios + rlen, sizeof ratios - rlen, "%s%.3f", r ? "," : "",
                                      ratio[r]);
+        if (elen < sizeof rates - 24)
+            elen += (size_t)snprintf(rates + elen, sizeof rates - elen, "%s%.0f", r ? "," : "",
+                                     eps[r]);
+        driver = relay.driver;
     }
 
     if (b) {
@@ -484,15 +505,23 @@ int bench_throughput(const bench_opts_t *o)
                      "\"reference_events_per_s\":%.0f,\"reference_ratio\":%.3f,"
                      "\"reference_ratios\":[%s]",
                      median(reps, n), median(rratio, n), rratios);
-        printf("{\"store\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,\"batch\":%ld,"
-               "\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,\"peak_rss_kb\":%ld,"
+        char name[200], missing[200];
+        bench_json_str(name, sizeof name, driver ? driver->name : "");
+        bench_missing_entries(driver, missing, sizeof missing);
+        const double cpu_med = median(cpu, n);
+        /* The keys and their order are those of no_ceiling.c's line. */
+        printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
+               "\"batch\":%ld,\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,"
+               "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,\"ceiling\":true,"
                "\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%ld,\"ratios\":[%s],"
-               "\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,"
-               "%s,\"sql_verified\":%s,\"loadavg\":%.2f}\n",
-               store, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
-               median(cpu, n), bench_peak_rss_kb(), median(ceps, n), median(ratio, n), n, ratios,
-               median(ccpu, n), cpu_ratio_text, stage_s > 0 ? (double)o->events / stage_s : 0,
-               reference, verified ? "true" : "false", bench_loadavg());
+               "\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%s,"
+               "\"stage_events_per_s\":%.0f,%s,\"sql_verified\":%s,\"missing_entries\":%s,"
+               "\"loadavg\":%.2f}\n",
+               store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
+               cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), median(ceps, n),
+               median(ratio, n), n, ratios, rates, median(ccpu, n), cpu_ratio_text,
+               stage_s > 0 ? (double)o->events / stage_s : 0, reference,
+               verified ? "true" : "false", missing, bench_loadavg());
         fflush(stdout);
     } else {
         bench_err("%s", err);

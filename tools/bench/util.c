@@ -206,3 +206,27 @@ int bench_register_ok_sink(char *err, size_t errlen)
     done = 1;
     return 0;
 }
+
+void bench_missing_entries(const outbox_driver_t *drv, char *out, size_t size)
+{
+    static const char *const names[] = {"schema_apply", "begin", "commit", "rollback", "stats",
+                                        "purge"};
+    const outbox_store_vtable_t *vt = drv ? drv->store : NULL;
+    const int has[] = {
+        vt && BENCH_VT_HAS(vt, schema_apply), vt && BENCH_VT_HAS(vt, begin),
+        vt && BENCH_VT_HAS(vt, commit),       vt && BENCH_VT_HAS(vt, rollback),
+        vt && BENCH_VT_HAS(vt, stats),        vt && BENCH_VT_HAS(vt, purge),
+    };
+    size_t w = 0;
+    if (size < 3) {
+        if (size)
+            out[0] = '\0';
+        return;
+    }
+    out[w++] = '[';
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!has[i] && w + strlen(names[i]) + 4 < size)
+            w += (size_t)snprintf(out + w, size - w, "%s\"%s\"", w > 1 ? "," : "", names[i]);
+    out[w++] = ']';
+    out[w] = '\0';
+}
