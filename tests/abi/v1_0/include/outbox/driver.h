@@ -1,0 +1,393 @@
+/* FROZEN COPY of the liboutbox driver SDK header as it was at ABI 1.0
+ * (git commit 1254cf3), kept only to build tests/abi/store-mem10, the
+ * compatibility test driver that proves a driver built against the 1.0
+ * headers still loads into the current host and passes the conformance
+ * battery. It must never be edited: a change here would stop the test from
+ * proving anything about drivers that were really built against 1.0.
+ */
+/* liboutbox driver SDK: what a store or sink driver implements.
+ *
+ * A driver is a loadable module that exports ONE function,
+ * outbox_driver_entry(), returning a pointer to a static const
+ * outbox_driver_t. The host checks struct_size and the ABI major before it
+ * calls anything else, then calls init() once with the host-services table.
+ * Drivers build against these headers alone and never link the core.
+ *
+ * Rules every driver follows:
+ *  - Every structure here starts with struct_size and only ever grows at the
+ *    end; the host reads a member only when struct_size covers it.
+ *  - NULL optional entries mean "not supported" (OUTBOX_ENOTSUP).
+ *  - Inputs are borrowed for the duration of the call; copy what you keep.
+ *  - Rows returned by claim belong to the handle until its next claim,
+ *    settle or close.
+ *  - One handle is used by one thread at a time.
+ *  - Errors: return a negative OUTBOX_E* code and describe the problem in
+ *    the outbox_diag_t given to the call (use host->error()). Never print,
+ *    never exit or abort.
+ *  - Timestamps are microseconds since the Unix epoch (UTC); 0 means NULL.
+ */
+#ifndef OUTBOX_DRIVER_H
+#define OUTBOX_DRIVER_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OUTBOX_ABI_MAJOR 1
+#define OUTBOX_ABI_MINOR 0
+
+#define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
+
+/* ---------------------------------------------------------------- host */
+
+enum outbox_log_level {
+    OUTBOX_LOG_ERROR = 0,
+    OUTBOX_LOG_WARN = 1,
+    OUTBOX_LOG_INFO = 2,
+    OUTBOX_LOG_DEBUG = 3,
+};
+
+/* Services the host lends to drivers; valid for the life of the process. */
+typedef struct outbox_host {
+    uint32_t struct_size;
+    void *(*alloc)(size_t size);
+    void *(*realloc)(void *ptr, size_t size);
+    void (*free)(void *ptr);
+    /* Sets d->code and d->message, returns code (so `return host->error(...)`). */
+    int (*error)(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+    void (*log)(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+    /* Wall clock, microseconds since the epoch. */
+    int64_t (*now_us)(void);
+} outbox_host_t;
+
+/* ----------------------------------------------------------------- URIs */
+
+typedef struct outbox_uri_param {
+    const char *key;
+    const char *value; /* percent-decoded */
+} outbox_uri_param_t;
+
+/* A URI split by the host. Absent parts are NULL (port 0). */
+typedef struct outbox_uri {
+    const char *raw;      /* the URI exactly as the user gave it */
+    const char *scheme;   /* lower-case */
+    const char *user;
+    const char *password;
+    const char *host;
+    int port;
+    const char *path;     /* percent-decoded; "/abs" for scheme:///abs, "rel" for scheme:rel */
+    const outbox_uri_param_t *params;
+    size_t n_params;
+} outbox_uri_t;
+
+/* ------------------------------------------------------------- the row */
+
+/* One outbox row. Strings are NUL-terminated; optional ones are NULL when
+ * absent. UUIDs are canonical 36-char lower-case text. */
+typedef struct outbox_row {
+    const char *id;            /* UUIDv7 minted by the host at staging */
+    const char *route;
+    const char *event_id;
+    const char *event_type;
+    const char *tenant_id;
+    const char *execution_id;
+    const char *correlation_id;
+    const char *causation_id;
+    int64_t occurred_at;
+    const char *payload;       /* JSON text, validated by the host */
+    size_t payload_len;
+    const char *ordering_key;
+    const char *traceparent;   /* only stored when the column exists */
+    int64_t hlc;               /* 0 = NULL; only stored when the column exists */
+    int32_t attempts;
+    int64_t created_at;
+    int64_t available_at;      /* 0 = NULL = claimable now */
+    const char *last_error;
+} outbox_row_t;
+
+/* ---------------------------------------------------------------- store */
+
+/* Capabilities: declared statically in the descriptor, and detected per
+ * handle at open (outbox_store_vtable.capabilities). */
+#define OUTBOX_STORE_CAP_TRANSACTIONS (1u << 0) /* begin/commit/rollback, stage in a tx */
+#define OUTBOX_STORE_CAP_NATIVE_TX    (1u << 1) /* stage/advance through the app's native handle */
+#define OUTBOX_STORE_CAP_HLC          (1u << 2) /* the hlc column exists */
+#define OUTBOX_STORE_CAP_TRACEPARENT  (1u << 3) /* the traceparent column exists */
+#define OUTBOX_STORE_CAP_CHECKPOINT   (1u << 4) /* the checkpoint table exists */
+#define OUTBOX_STORE_CAP_WAIT         (1u << 5) /* push wake-up (wait() does not just sleep) */
+#define OUTBOX_STORE_CAP_CONCURRENT   (1u << 6) /* several handles may claim one route at once */
+/* Under hlc ordering, rows without an hlc come FIRST instead of last
+ * (MongoDB sorts a missing field before any value). A store that declares
+ * it documents the deviation; the conformance battery then expects it. */
+#define OUTBOX_STORE_CAP_HLC_NULLS_FIRST (1u << 7)
+
+/* Open flags. */
+#define OUTBOX_OPEN_SCHEMA_ONLY (1u << 0) /* connect only: no table detection (schema apply/check) */
+
+typedef struct outbox_store_open {
+    uint32_t struct_size;
+    const outbox_uri_t *uri;
+    const char *relation;            /* validated identifier, "table" or "schema.table" */
+    const char *checkpoint_relation; /* validated; the host defaults it to hlc_checkpoint beside relation */
+    uint32_t flags;
+} outbox_store_open_t;
+
+#define OUTBOX_SCHEMA_HLC         (1u << 0)
+#define OUTBOX_SCHEMA_TRACEPARENT (1u << 1)
+#define OUTBOX_SCHEMA_CHECKPOINT  (1u << 2)
+
+typedef struct outbox_schema_opts {
+    uint32_t struct_size;
+    const char *relation;
+    const char *checkpoint_relation;
+    uint32_t flags; /* OUTBOX_SCHEMA_* */
+} outbox_schema_opts_t;
+
+/* Called once per problem found by schema_check, e.g. "missing column ordering_key". */
+typedef void (*outbox_schema_report_fn)(void *ctx, const char *problem);
+
+/* How a stage call relates to transactions. */
+typedef struct outbox_stage_ctx {
+    uint32_t struct_size;
+    void *native_tx;  /* the application's native handle (PGconn*, sqlite3*,
+                         mongoc_client_session_t*) inside its open transaction, or NULL */
+    int in_own_tx;    /* 1: the handle's own transaction (begin) is open */
+    /* When non-NULL: advance this checkpoint node key to max_hlc in the same
+     * transaction (the host sets it only when staging inside a transaction). */
+    const char *checkpoint_node_key;
+    int64_t max_hlc;
+} outbox_stage_ctx_t;
+
+typedef struct outbox_claim_req {
+    uint32_t struct_size;
+    const char *route;
+    size_t limit;
+    int64_t lease_us;   /* processing rows older than this may be claimed again */
+    int hlc_order;      /* order by hlc NULLS LAST, created_at, id */
+} outbox_claim_req_t;
+
+/* The fence of one claim. SQL stores put processing_at in stamp; stores
+ * with a token put it in token. The host treats it as opaque. */
+typedef struct outbox_fence {
+    int64_t stamp;
+    char token[40];
+} outbox_fence_t;
+
+enum outbox_settle_kind {
+    OUTBOX_SETTLE_PUBLISHED = 1, /* published, published_at = now */
+    OUTBOX_SETTLE_RESCHEDULE = 2,/* pending, available_at, last_error */
+    OUTBOX_SETTLE_DEAD = 3,      /* dead, last_error */
+    OUTBOX_SETTLE_RELEASE = 4,   /* pending, attempts - 1 */
+};
+
+typedef struct outbox_settle_item {
+    const char *id;
+    int kind;                /* enum outbox_settle_kind */
+    int64_t available_at;    /* RESCHEDULE; 0 = NULL */
+    const char *error;       /* RESCHEDULE, DEAD; may be NULL */
+    int applied;             /* OUT: 1 when the row still held the fence and changed */
+} outbox_settle_item_t;
+
+typedef struct outbox_stats {
+    uint64_t pending;
+    uint64_t processing;
+    uint64_t published;
+    uint64_t dead;
+    int64_t oldest_pending_created_at; /* 0 when nothing is pending */
+} outbox_stats_t;
+
+typedef struct outbox_store_vtable {
+    uint32_t struct_size;
+
+    /* Required. Connect and detect the optional columns and tables. A
+     * missing table or required column is OUTBOX_ESCHEMA naming it (unless
+     * OUTBOX_OPEN_SCHEMA_ONLY). */
+    int (*open)(const outbox_store_open_t *params, void **handle, outbox_diag_t *d);
+    /* Required. Never fails; NULL is a no-op. */
+    void (*close)(void *handle);
+    /* Required. Capabilities of this handle (descriptor caps + detected). */
+    uint32_t (*capabilities)(void *handle);
+    /* Required. The canonical DDL; *out allocated with host->alloc, the host frees it. */
+    int (*schema_ddl)(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d);
+    /* Optional. Create what schema_ddl describes (idempotent). */
+    int (*schema_apply)(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d);
+    /* Optional. Compare the live schema with the canonical one and report each
+     * problem; *problems = their number. Never changes anything. */
+    int (*schema_check)(void *handle, const outbox_schema_opts_t *opts,
+                        outbox_schema_report_fn report, void *ctx, size_t *problems,
+                        outbox_diag_t *d);
+
+    /* Optional (OUTBOX_STORE_CAP_TRANSACTIONS). */
+    int (*begin)(void *handle, outbox_diag_t *d);
+    int (*commit)(void *handle, outbox_diag_t *d);
+    int (*rollback)(void *handle, outbox_diag_t *d);
+
+    /* Required. Insert rows (status pending, attempts 0, one created_at for
+     * the call, which the host has put in every row). A duplicate
+     * (route, event_id) is skipped; *staged = rows actually inserted. When
+     * neither native_tx nor in_own_tx is set, the call is atomic on its own. */
+    int (*stage)(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows, size_t n,
+                 size_t *staged, outbox_diag_t *d);
+
+    /* Required. Take up to limit claimable rows of the route atomically, in
+     * claim order, obeying the per-key rule: a row with an ordering key is
+     * claimable only when every earlier row of that key (by claim order) is
+     * published or dead, or is claimed by this same call. Sets processing,
+     * processing_at, the fence, attempts + 1. *rows belongs to the handle. */
+    int (*claim)(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows, size_t *n,
+                 outbox_fence_t *fence, outbox_diag_t *d);
+
+    /* Required. Apply every item in one round trip, each only to a row that
+     * still holds the fence (status processing, same fence). Sets
+     * items[i].applied and *applied = their number. */
+    int (*settle)(void *handle, const outbox_fence_t *fence, outbox_settle_item_t *items, size_t n,
+                  size_t *applied, outbox_diag_t *d);
+
+    /* Optional (OUTBOX_STORE_CAP_CHECKPOINT). One atomic server-side
+     * max-upsert; in native_tx or the own open tx when given. */
+    int (*checkpoint_advance)(void *handle, const outbox_stage_ctx_t *ctx, const char *node_key,
+                              int64_t hlc, outbox_diag_t *d);
+    /* Optional. The max hlc across node keys, 0 when none. */
+    int (*checkpoint_recover)(void *handle, int64_t *hlc, outbox_diag_t *d);
+
+    /* Optional. Block up to timeout_ms or until rows may have been staged.
+     * Returns OK in both cases. NULL: the host polls. */
+    int (*wait)(void *handle, const char *route, int timeout_ms, outbox_diag_t *d);
+
+    /* Optional. route NULL = every route. */
+    int (*stats)(void *handle, const char *route, outbox_stats_t *out, outbox_diag_t *d);
+    /* Optional. dead -> pending, attempts 0, available_at NULL. event_id NULL
+     * = every dead row (of the route, or of every route when route is NULL). */
+    int (*replay)(void *handle, const char *route, const char *event_id, uint64_t *count,
+                  outbox_diag_t *d);
+    /* Optional. Delete published rows with published_at < before, in batches. */
+    int (*purge)(void *handle, const char *route, int64_t before, uint64_t *count, outbox_diag_t *d);
+
+    /* Optional. Drop what schema_apply created for opts (the conformance
+     * battery cleans up its per-case relations with it). */
+    int (*schema_drop)(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d);
+    /* Optional. Open a SEPARATE native connection to the same store with a
+     * transaction begun on it, and return the handle an application would
+     * pass as native_tx (sqlite3*, PGconn*, mongoc_client_session_t*).
+     * native_end commits (commit = 1) or rolls back, then closes it. Used by
+     * the conformance battery to stage as an application would. */
+    int (*native_begin)(void *handle, void **native_tx, outbox_diag_t *d);
+    int (*native_end)(void *handle, void *native_tx, int commit, outbox_diag_t *d);
+} outbox_store_vtable_t;
+
+/* ----------------------------------------------------------------- sink */
+
+#define OUTBOX_SINK_CAP_ORDERED (1u << 0)
+/* OUTBOX_SINK_CAP_ORDERED: within one publish call, messages that share a
+ * key reach the broker in array order, and after a message fails (RETRY),
+ * no later message with the same key in that call is delivered (each is
+ * reported RETRY). The relay then hands a whole batch to one call; without
+ * the capability it sends at most one message per key per call. */
+
+/* One header. name is the CloudEvents attribute name without any binding
+ * prefix ("id", "type", "source", "specversion", "time", "datacontenttype",
+ * "partitionkey", "traceparent", "tenantid", "correlationid",
+ * "causationid", "executionid", "hlc"); each sink spells it for its
+ * protocol ("ce-id", "ce_id", "cloudEvents:id"), except traceparent,
+ * which keeps its W3C name everywhere. */
+typedef struct outbox_header {
+    const char *name;
+    const char *value;
+} outbox_header_t;
+
+typedef struct outbox_message {
+    const char *route;
+    const char *destination;   /* the route passed through the destination template */
+    const char *key;           /* ordering_key, falling back to event_id */
+    const char *event_id;      /* broker dedupe id where the broker has one */
+    const char *payload;
+    size_t payload_len;
+    const outbox_header_t *headers;
+    size_t n_headers;
+    const outbox_row_t *row;   /* the row itself, for sinks that want more */
+} outbox_message_t;
+
+enum outbox_publish_status {
+    OUTBOX_PUBLISH_OK = 0,     /* durably accepted by the broker */
+    OUTBOX_PUBLISH_RETRY = 1,  /* transient */
+    OUTBOX_PUBLISH_REJECT = 2, /* permanent */
+};
+
+typedef struct outbox_publish_result {
+    int status;                       /* enum outbox_publish_status */
+    char message[OUTBOX_MESSAGE_MAX]; /* why, when not OK */
+} outbox_publish_result_t;
+
+typedef struct outbox_sink_open {
+    uint32_t struct_size;
+    const outbox_uri_t *uri;
+} outbox_sink_open_t;
+
+typedef struct outbox_sink_vtable {
+    uint32_t struct_size;
+    /* Required. */
+    int (*open)(const outbox_sink_open_t *params, void **handle, outbox_diag_t *d);
+    /* Required; NULL is a no-op. */
+    void (*close)(void *handle);
+    /* Required. Fill results[0..n) (the host zeroes them first). Return
+     * OUTBOX_OK when every result is filled in; a negative code means the
+     * call as a whole failed and the host treats every message as RETRY. */
+    int (*publish)(void *handle, const outbox_message_t *msgs, size_t n,
+                   outbox_publish_result_t *results, outbox_diag_t *d);
+} outbox_sink_vtable_t;
+
+/* ------------------------------------------------------------ descriptor */
+
+enum outbox_driver_kind {
+    OUTBOX_DRIVER_STORE = 1,
+    OUTBOX_DRIVER_SINK = 2,
+};
+
+typedef struct outbox_driver {
+    uint32_t struct_size;
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    uint32_t kind;                /* enum outbox_driver_kind */
+    const char *name;             /* e.g. "sqlite" */
+    const char *version;          /* the driver's own version */
+    const char *const *schemes;   /* NULL-terminated URI schemes it serves */
+    uint32_t capabilities;        /* OUTBOX_STORE_CAP_* or OUTBOX_SINK_CAP_* */
+    /* Required. Called once, before anything else, with the host table. */
+    int (*init)(const outbox_host_t *host, outbox_diag_t *d);
+    const outbox_store_vtable_t *store; /* kind == STORE */
+    const outbox_sink_vtable_t *sink;   /* kind == SINK */
+} outbox_driver_t;
+
+typedef const outbox_driver_t *(*outbox_driver_entry_fn)(void);
+
+/* Emits the driver's single exported entry function. Built with
+ * -DOUTBOX_DRIVER_STATIC=name the same source instead defines
+ * outbox_driver_entry_<name>, so drivers can be linked into one test. */
+#define OUTBOX_DRIVER_CONCAT_(a, b) a##b
+#define OUTBOX_DRIVER_CONCAT(a, b) OUTBOX_DRIVER_CONCAT_(a, b)
+#ifdef OUTBOX_DRIVER_STATIC
+#define OUTBOX_DRIVER_ENTRY(descriptor)                                                          \
+    const outbox_driver_t *OUTBOX_DRIVER_CONCAT(outbox_driver_entry_, OUTBOX_DRIVER_STATIC)(void); \
+    const outbox_driver_t *OUTBOX_DRIVER_CONCAT(outbox_driver_entry_, OUTBOX_DRIVER_STATIC)(void)  \
+    {                                                                                            \
+        return &(descriptor);                                                                    \
+    }
+#else
+#define OUTBOX_DRIVER_ENTRY(descriptor)                                                    \
+    __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void); \
+    __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void)  \
+    {                                                                                      \
+        return &(descriptor);                                                              \
+    }
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
