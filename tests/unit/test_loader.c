@@ -1,7 +1,7 @@
 /* The loader refuses what is not a good driver, with the reason, before
  * any driver code runs; and finds real drivers by name, path and scheme. */
 #include <check.h>
-#include <fcntl.h>
+#include <ftw.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +26,29 @@ static const char *module(const char *name)
     return path_buf;
 }
 
-/* A fresh directory under /tmp, left for the system to clean (tests fork). */
+/* Directories a test made, removed with all they hold when it ends. */
+static char made[4][64];
+static int n_made;
+
 static void temp_dir(char out[64])
 {
     snprintf(out, 64, "/tmp/outbox-loader-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(out));
+    ck_assert_int_lt(n_made, 4);
+    snprintf(made[n_made++], sizeof made[0], "%s", out);
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_made(void)
+{
+    while (n_made > 0)
+        nftw(made[--n_made], remove_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static void copy_file(const char *from, const char *to)
@@ -236,8 +254,6 @@ START_TEST(refuses_directories_before_libltdl_sees_them)
     ck_assert_int_eq(mkdir(sub, 0700), 0);
     ck_assert_int_eq(outbox_driver_load(sub, &drv, &d), OUTBOX_EINVAL);
     ck_assert_msg(strstr(d.message, "is not a regular file (a directory)"), "%s", d.message);
-    rmdir(sub);
-    rmdir(dir);
 }
 END_TEST
 
@@ -271,8 +287,6 @@ START_TEST(skips_a_fifo_without_blocking)
     problems_t p = {{0}};
     ck_assert_int_eq(outbox_drivers_list(NULL, keep_problem, &p), OUTBOX_OK);
     ck_assert_msg(strstr(p.text, "store-x.so: skipped: not a regular file (a FIFO)"), "%s", p.text);
-    unlink(fifo);
-    rmdir(dir);
 }
 END_TEST
 
@@ -547,6 +561,7 @@ int main(void)
 {
     Suite *s = suite_create("loader");
     TCase *tc = tcase_create("loader");
+    tcase_add_checked_fixture(tc, NULL, remove_made);
     tcase_add_test(tc, refuses_plain_shared_object);
     tcase_add_test(tc, refuses_wrong_abi_with_expected_and_found);
     tcase_add_test(tc, refuses_short_descriptor);
@@ -573,6 +588,7 @@ int main(void)
     /* A FIFO that blocked the loader would hang the test: fail it quickly. */
     TCase *fifo = tcase_create("fifo");
     tcase_set_timeout(fifo, 10);
+    tcase_add_checked_fixture(fifo, NULL, remove_made);
     tcase_add_test(fifo, skips_a_fifo_without_blocking);
     suite_add_tcase(s, fifo);
     SRunner *sr = srunner_create(s);
