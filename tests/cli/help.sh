@@ -23,6 +23,36 @@ expect 0 stage -h && grep -q -- '--payload' "$OUT" || fail "stage -h does not li
 expect 0 --version && grep -Eq '^outbox [0-9]+\.[0-9]+\.[0-9]+' "$OUT" && pass "--version: $(cat "$OUT")" ||
     fail "--version printed: $(cat "$OUT")"
 
+# The help texts offer the drivers this build made and no others; `outbox
+# --help` names them, and they are what `outbox drivers` finds in the build.
+for cmd in "" stage relay schema; do
+    # shellcheck disable=SC2086
+    expect 0 $cmd --help || continue
+    if grep -Eiq 'kafka|mongo|nats|amqp|redis|https?:' "$OUT"; then
+        fail "outbox $cmd --help offers a driver this build does not have: $(grep -Ei 'kafka|mongo|nats|amqp|redis|https?:' "$OUT")"
+    elif [ -n "$cmd" ] && [ "$cmd" != schema ] && ! grep -q 'outbox drivers. lists them' "$OUT"; then
+        fail "outbox $cmd --help does not point at outbox drivers"
+    else
+        pass "outbox $cmd --help names only built drivers"
+    fi
+done
+expect 0 relay --help && grep -q -- '--sink URI .*stdout:, file:///path.jsonl' "$OUT" ||
+    fail "relay --help does not offer the file sink's URIs: $(grep -- --sink "$OUT")"
+expect 0 stage --help && grep -q -- '--store URI .*sqlite:///path/to.db' "$OUT" ||
+    fail "stage --help does not offer the sqlite store's URI: $(grep -- --store "$OUT")"
+expect 0 schema --help && grep -Eq -- '^usage: outbox schema print --store sqlite(\|[a-z]+)* ' "$OUT" ||
+    fail "schema --help does not name the built stores: $(head -1 "$OUT")"
+if expect 0 --help; then
+    built=$(sed -n 's/^Drivers in this build: stores \(.*\); sinks \(.*\)\.$/\1, \2/p' "$OUT" | tr -d ' ' | tr ',' '\n' | sort | tr '\n' ' ')
+    expect 0 drivers
+    found=$(awk '{ print $1 }' "$OUT" | sort | tr '\n' ' ')
+    if [ -z "$built" ] || [ "$built" != "$found" ]; then
+        fail "--help names the drivers \"$built\", the build has \"$found\""
+    else
+        pass "--help names the drivers of this build: $built"
+    fi
+fi
+
 if expect 0 drivers; then
     grep -Eq '^sqlite +store +1\.[0-9]+ .*store-sqlite\.so$' "$OUT" || fail "drivers does not list sqlite: $(cat "$OUT")"
     grep -Eq '^file +sink +1\.[0-9]+ .*sink-file\.so$' "$OUT" || fail "drivers does not list file: $(cat "$OUT")"

@@ -1,6 +1,5 @@
 /* outbox drivers: every driver module on the search path. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 
@@ -10,8 +9,13 @@ static const char usage[] =
     "Lists every driver module found on the search path (OUTBOX_DRIVER_PATH,\n"
     "then the installed driver directory), one per line:\n"
     "  name  kind  ABI major.minor  version  path\n"
-    "Modules that are refused (not a driver, wrong ABI, missing entries) are\n"
-    "reported on stderr with the reason; they do not change the exit status.\n";
+    "Listing runs no driver code but each module's entry function.\n"
+    "\n"
+    "On stderr, one line per problem, as \"PATH: refused: REASON\" (not a driver,\n"
+    "wrong ABI, missing entries, cannot be loaded), \"PATH: skipped: REASON\" (not\n"
+    "a regular file) or \"PATH: warning: duplicate ...\" (a name or URI scheme an\n"
+    "earlier module already claims; the first on the path is the one used).\n"
+    "None of them changes the exit status.\n";
 
 static const cli_option_t options[] = {{NULL, false, 0}};
 
@@ -22,15 +26,12 @@ static void print_driver(void *ctx, const outbox_driver_info_t *info)
            info->abi_minor, info->version ? info->version : "-", info->path ? info->path : "-");
 }
 
-static void print_refused(void *ctx, const char *path, const char *reason)
+/* The reason starts with what happened to the module: refused, skipped or warning. */
+static void print_problem(void *ctx, const char *path, const char *reason)
 {
     (void)ctx;
-    /* The loader's reason may start with the path already. */
-    size_t n = strlen(path);
-    if (strncmp(reason, path, n) == 0 && strncmp(reason + n, ": ", 2) == 0)
-        reason += n + 2;
     fflush(stdout);
-    cli_error("drivers: refused %s: %s", path, reason);
+    cli_error("drivers: %s: %s", path, reason);
 }
 
 int cli_cmd_drivers(int argc, char **argv)
@@ -44,7 +45,7 @@ int cli_cmd_drivers(int argc, char **argv)
     }
     if (id != CLI_DONE)
         return CLI_EXIT_ERROR;
-    int rc = outbox_drivers_list(print_driver, print_refused, NULL);
+    int rc = outbox_drivers_list(print_driver, print_problem, NULL);
     if (rc != OUTBOX_OK)
         return cli_diag_error("drivers", rc, NULL);
     return CLI_EXIT_OK;

@@ -19,10 +19,10 @@ static const char usage[] =
     "releases what it holds and exits 0), or with --until-idle until nothing\n"
     "is left to claim. A summary goes to stderr on exit.\n"
     "\n"
-    "  --store URI             the store\n"
+    "  --store URI             the store: " OUTBOX_CLI_STORE_URIS "\n"
     "  --relation NAME         table or collection, default outbox\n"
     "  --route R               the route to relay\n"
-    "  --sink URI              where to publish: stdout:, file:///path.jsonl, kafka://..., ...\n"
+    "  --sink URI              where to publish: " OUTBOX_CLI_SINK_URIS "\n"
     "  --batch N               rows per claim (default 100)\n"
     "  --max-attempts N        attempts before an event is dead-lettered (default 10)\n"
     "  --lease DURATION        a claim older than this may be taken over (default 30s)\n"
@@ -36,7 +36,8 @@ static const char usage[] =
     "  --until-idle            exit once no claimable row is left\n"
     "  --quiet                 no summary line\n"
     "\n"
-    "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n";
+    "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
+    "Drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
 
 static const cli_option_t options[] = {
     {"store", true, OPT_STORE},

@@ -6,17 +6,17 @@
 #include "cli.h"
 
 static const char usage[] =
-    "usage: outbox schema print --store sqlite|postgres|mongo [SCHEMA OPTIONS]\n"
+    "usage: outbox schema print --store " OUTBOX_CLI_STORES " [SCHEMA OPTIONS]\n"
     "       outbox schema apply --store URI [SCHEMA OPTIONS] --yes-i-know\n"
     "       outbox schema check --store URI [SCHEMA OPTIONS]\n"
     "\n"
-    "  print   write the canonical DDL (Mongo: the index script) to stdout\n"
+    "  print   write the canonical DDL to stdout\n"
     "  apply   create the table, indexes and optional parts (idempotent)\n"
     "  check   compare the live schema with the canonical one; exit 0 when it\n"
     "          matches, 1 with one problem per line on stdout, 2 on error\n"
     "\n"
     "schema options:\n"
-    "  --relation NAME   table (or schema.table; Mongo: collection), default outbox\n"
+    "  --relation NAME   table (or schema.table, or collection), default outbox\n"
     "  --hlc             include the hlc column and its claim index\n"
     "  --traceparent     include the traceparent column\n"
     "  --checkpoint      include the hlc_checkpoint table\n";

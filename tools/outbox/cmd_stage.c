@@ -17,7 +17,7 @@ static const char usage[] =
     "Stages events in ONE transaction (nothing is written when anything fails)\n"
     "and prints how many were staged.\n"
     "\n"
-    "  --store URI       the store (sqlite:///path/to.db, postgresql://..., mongodb://...)\n"
+    "  --store URI       the store: " OUTBOX_CLI_STORE_URIS "\n"
     "  --relation NAME   table or collection, default outbox\n"
     "  --route R         the route (stream) to stage on\n"
     "  --type T          the event type\n"
@@ -26,7 +26,9 @@ static const char usage[] =
     "  --payload JSON    the payload, default {}\n"
     "  --payload -       read one JSON document per line from stdin, one event each;\n"
     "                    blank lines are skipped (not with --count)\n"
-    "  --hlc             stamp each event with the hybrid logical clock\n";
+    "  --hlc             stamp each event with the hybrid logical clock\n"
+    "\n"
+    "Store drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
 
 static const cli_option_t options[] = {
     {"store", true, OPT_STORE}, {"relation", true, OPT_RELATION}, {"route", true, OPT_ROUTE},

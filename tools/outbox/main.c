@@ -22,7 +22,11 @@ static const char usage[] =
     "  --version      print the version\n"
     "  --verbose      log debug lines of the library to stderr (accepted anywhere)\n"
     "\n"
-    "Exit status: 0 success, 1 a check found a problem, 2 usage or runtime error.\n";
+    "Exit status: 0 success, 1 a check found a problem, 2 usage or runtime error.\n"
+    "\n"
+    "Drivers in this build: stores " OUTBOX_CLI_BUILT_STORES "; sinks " OUTBOX_CLI_BUILT_SINKS ".\n"
+    "Other driver modules on the driver path (OUTBOX_DRIVER_PATH, then the installed\n"
+    "driver directory) work too; `outbox drivers` lists them.\n";
 
 static const struct {
     const char *name;
