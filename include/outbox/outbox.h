@@ -38,8 +38,12 @@ typedef struct outbox_driver_info {
 } outbox_driver_info_t;
 
 /* Visit every loadable driver module on the search path (OUTBOX_DRIVER_PATH,
- * then the installed driver directory). Modules that are refused are
- * reported through bad (may be NULL) with the reason. */
+ * then the installed driver directory) without running any driver's init().
+ * Every problem goes to bad (may be NULL) with the reason, which starts with
+ * "refused: " (not a driver, wrong ABI, missing entries), "skipped: " (not
+ * a regular file) or "warning: " (a duplicate name or scheme; the first on
+ * the path wins). The strings passed to both callbacks live only for the
+ * call. */
 OUTBOX_API int outbox_drivers_list(void (*good)(void *ctx, const outbox_driver_info_t *info),
                                    void (*bad)(void *ctx, const char *path, const char *reason),
                                    void *ctx);
