@@ -105,6 +105,19 @@ static const required_t store_required[] = {
     REQUIRED(outbox_store_vtable_t, settle),
 };
 
+/* Optional store entries that only work together: the core calls commit
+ * after begin, native_end after native_begin. A driver has all of a group
+ * or none of it. */
+static const required_t store_tx_group[] = {
+    REQUIRED(outbox_store_vtable_t, begin),
+    REQUIRED(outbox_store_vtable_t, commit),
+    REQUIRED(outbox_store_vtable_t, rollback),
+};
+static const required_t store_native_group[] = {
+    REQUIRED(outbox_store_vtable_t, native_begin),
+    REQUIRED(outbox_store_vtable_t, native_end),
+};
+
 static const required_t sink_required[] = {
     REQUIRED(outbox_sink_vtable_t, open),
     REQUIRED(outbox_sink_vtable_t, close),
@@ -137,6 +150,36 @@ static int check_vtable(const void *vt, uint32_t size, const char *label, const 
     return OUTBOX_OK;
 }
 
+/* The entry at req's place, or NULL when the vtable is too short for it. */
+static int entry_set(const void *vt, uint32_t size, const required_t *req)
+{
+    if (size < req->end)
+        return 0;
+    void (*entry)(void);
+    memcpy(&entry, (const char *)vt + req->offset, sizeof entry);
+    return entry != NULL;
+}
+
+static int check_group(const void *vt, uint32_t size, const required_t *group, size_t n,
+                       const char *where, outbox_diag_t *d)
+{
+    size_t set = 0;
+    for (size_t i = 0; i < n; i++)
+        set += (size_t)entry_set(vt, size, &group[i]);
+    if (set == 0 || set == n)
+        return OUTBOX_OK;
+    char names[128] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 group[i].name);
+    for (size_t i = 0; i < n; i++)
+        if (!entry_set(vt, size, &group[i]))
+            return outbox_diag_set(d, OUTBOX_EABI,
+                                   "%s: store entries %s come together, but %s is missing", where,
+                                   names, group[i].name);
+    return OUTBOX_OK;
+}
+
 static int check_descriptor(const outbox_driver_t *drv, const char *where, outbox_diag_t *d)
 {
     const size_t min_size = offsetof(outbox_driver_t, sink) + sizeof(drv->sink);
@@ -166,8 +209,16 @@ static int check_descriptor(const outbox_driver_t *drv, const char *where, outbo
     if (drv->kind == OUTBOX_DRIVER_STORE) {
         if (drv->store == NULL)
             return outbox_diag_set(d, OUTBOX_EABI, "%s: store driver has no store vtable", where);
-        return check_vtable(drv->store, drv->store->struct_size, "store", store_required,
-                            sizeof store_required / sizeof store_required[0], where, d);
+        const outbox_store_vtable_t *vt = drv->store;
+        int rc = check_vtable(vt, vt->struct_size, "store", store_required,
+                              sizeof store_required / sizeof store_required[0], where, d);
+        if (rc == OUTBOX_OK)
+            rc = check_group(vt, vt->struct_size, store_tx_group,
+                             sizeof store_tx_group / sizeof store_tx_group[0], where, d);
+        if (rc == OUTBOX_OK)
+            rc = check_group(vt, vt->struct_size, store_native_group,
+                             sizeof store_native_group / sizeof store_native_group[0], where, d);
+        return rc;
     }
     if (drv->kind == OUTBOX_DRIVER_SINK) {
         if (drv->sink == NULL)

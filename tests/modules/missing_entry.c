@@ -1,5 +1,7 @@
 /* A store driver whose vtable lacks the required claim entry. Its init
- * would fail loudly if the loader ever called it. */
+ * would fail loudly if the loader ever called it. Built with PARTIAL_TX it
+ * has every required entry but only begin of the three transaction
+ * entries, which must come together. */
 #include <outbox/driver.h>
 
 static int init(const outbox_host_t *host, outbox_diag_t *d)
@@ -42,6 +44,31 @@ static int s_stage(void *h, const outbox_stage_ctx_t *c, const outbox_row_t *r, 
     return OUTBOX_OK;
 }
 
+#ifdef PARTIAL_TX
+static int s_claim(void *h, const outbox_claim_req_t *req, const outbox_row_t **rows, size_t *n,
+                   outbox_fence_t *fence, outbox_diag_t *d)
+{
+    (void)h, (void)req, (void)fence, (void)d;
+    *rows = NULL;
+    *n = 0;
+    return OUTBOX_OK;
+}
+
+static int s_settle(void *h, const outbox_fence_t *fence, outbox_settle_item_t *items, size_t n,
+                    size_t *applied, outbox_diag_t *d)
+{
+    (void)h, (void)fence, (void)items, (void)n, (void)d;
+    *applied = 0;
+    return OUTBOX_OK;
+}
+
+static int s_begin(void *h, outbox_diag_t *d)
+{
+    (void)h, (void)d;
+    return OUTBOX_OK;
+}
+#endif
+
 static const outbox_store_vtable_t vtable = {
     .struct_size = sizeof(outbox_store_vtable_t),
     .open = s_open,
@@ -49,7 +76,13 @@ static const outbox_store_vtable_t vtable = {
     .capabilities = s_caps,
     .schema_ddl = s_ddl,
     .stage = s_stage,
+#ifdef PARTIAL_TX
+    .claim = s_claim,
+    .settle = s_settle,
+    .begin = s_begin, /* commit and rollback deliberately missing */
+#else
     /* .claim and .settle deliberately missing */
+#endif
 };
 
 static const outbox_driver_t descriptor = {
@@ -57,7 +90,11 @@ static const outbox_driver_t descriptor = {
     .abi_major = OUTBOX_ABI_MAJOR,
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_STORE,
+#ifdef PARTIAL_TX
+    .name = "partial_tx",
+#else
     .name = "missing_entry",
+#endif
     .version = "0",
     .init = init,
     .store = &vtable,
