@@ -129,85 +129,28 @@ int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, c
 
 /* ------------------------------------------------------------ relations */
 
-static int ident_valid(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 ||
-        !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        char c = s[i];
-        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-            return 0;
-    }
-    return 1;
-}
-
-static char *strndup_host(const char *s, size_t n)
-{
-    char *p = outbox_pg_host->alloc(n + 1);
-    if (p) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
-
 /* The host validates relation names already; checking again keeps the
  * driver safe when it is driven directly (tests, third-party hosts). */
-int outbox_pg_rel_parse(const char *name, pg_rel_t *out, outbox_diag_t *d)
+int outbox_pg_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d)
 {
-    out->schema = out->table = NULL;
-    if (!name || !*name)
+    if (!name || !*name) {
+        out->schema[0] = out->table[0] = '\0';
         return outbox_pg_fail(d, OUTBOX_EINVAL, "empty relation name");
-    const char *dot = strchr(name, '.');
-    const char *table = dot ? dot + 1 : name;
-    size_t schema_len = dot ? (size_t)(dot - name) : 0;
-    if ((dot && !ident_valid(name, schema_len)) || !ident_valid(table, strlen(table)))
+    }
+    if (outbox_relname_parse(name, out) != 0)
         return outbox_pg_fail(d, OUTBOX_EINVAL,
                               "invalid relation name \"%.160s\": expected table or schema.table",
                               name);
-    if (dot && !(out->schema = strndup_host(name, schema_len)))
-        return outbox_pg_nomem(d);
-    if (!(out->table = outbox_pg_strdup(table))) {
-        outbox_pg_rel_free(out);
-        return outbox_pg_nomem(d);
-    }
     return OUTBOX_OK;
 }
 
-int outbox_pg_rel_copy(const pg_rel_t *from, pg_rel_t *to, outbox_diag_t *d)
-{
-    to->schema = from->schema ? outbox_pg_strdup(from->schema) : NULL;
-    to->table = outbox_pg_strdup(from->table);
-    if (!to->table || (from->schema && !to->schema)) {
-        outbox_pg_rel_free(to);
-        return outbox_pg_nomem(d);
-    }
-    return OUTBOX_OK;
-}
-
-int outbox_pg_rel_checkpoint(const char *name, const pg_rel_t *base, pg_rel_t *out,
-                             outbox_diag_t *d)
+int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *base, outbox_relname_t *out,
+                           outbox_diag_t *d)
 {
     if (name)
-        return outbox_pg_rel_parse(name, out, d);
-    pg_rel_t tmp = {base->schema, "hlc_checkpoint"};
-    return outbox_pg_rel_copy(&tmp, out, d);
-}
-
-void outbox_pg_rel_free(pg_rel_t *r)
-{
-    outbox_pg_host->free(r->schema);
-    outbox_pg_host->free(r->table);
-    r->schema = r->table = NULL;
-}
-
-void outbox_pg_rel_show(const pg_rel_t *r, char *out, size_t size)
-{
-    if (r->schema)
-        snprintf(out, size, "%s.%s", r->schema, r->table);
-    else
-        snprintf(out, size, "%s", r->table);
+        return outbox_pg_relname(name, out, d);
+    outbox_relname_beside(base, "hlc_checkpoint", out);
+    return OUTBOX_OK;
 }
 
 /* ---------------------------------------------------------- connection */
@@ -470,27 +413,28 @@ static void pg_close(void *handle)
     for (int i = 0; i < PG_SLOT_COUNT; i++)
         outbox_pg_host->free(h->sql[i]);
     for (int i = 0; i < PG_STAGE_ARRAYS; i++)
-        outbox_pg_buf_free(&h->params[i]);
+        outbox_buf_free(&h->params[i]);
     outbox_pg_host->free(h->rows);
     outbox_pg_host->free(h->arena);
     outbox_pg_host->free(h->conninfo);
     outbox_pg_host->free(h->rel_sql);
     outbox_pg_host->free(h->ckpt_sql);
-    outbox_pg_rel_free(&h->rel);
-    outbox_pg_rel_free(&h->ckpt);
     outbox_pg_host->free(h);
 }
 
 /* Appends key='value' to a libpq connection string. */
-static void conninfo_param(pg_buf_t *b, const char *key, const char *value)
+static void conninfo_param(outbox_buf_t *b, const char *key, const char *value)
 {
-    outbox_pg_buf_add(b, "%s%s='", b->len ? " " : "", key);
+    if (b->len)
+        outbox_buf_putc(b, ' ');
+    outbox_buf_puts(b, key);
+    outbox_buf_puts(b, "='");
     for (const char *p = value; *p; p++) {
         if (*p == '\'' || *p == '\\')
-            outbox_pg_buf_add(b, "\\");
-        outbox_pg_buf_add(b, "%c", *p);
+            outbox_buf_putc(b, '\\');
+        outbox_buf_putc(b, *p);
     }
-    outbox_pg_buf_add(b, "'");
+    outbox_buf_putc(b, '\'');
 }
 
 /* The connection string for libpq. Three spellings reach us:
@@ -509,58 +453,56 @@ static int build_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     if (!colon)
         return outbox_pg_fail(d, OUTBOX_EINVAL, "URI without a scheme");
     const char *rest = colon + 1;
-    pg_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
     if (rest[0] == '/' && rest[1] == '/') {
         /* libpq recognises the URI only by its lower-case prefix. */
-        outbox_pg_buf_add(&b, "postgresql:%s", rest);
+        outbox_buf_puts(&b, "postgresql:");
+        outbox_buf_puts(&b, rest);
     } else {
         if (uri->path)
-            outbox_pg_buf_add(&b, "%s", uri->path);
+            outbox_buf_puts(&b, uri->path);
         for (size_t i = 0; i < uri->n_params; i++) {
             const outbox_uri_param_t *p = &uri->params[i];
-            if (!p->key || !ident_valid(p->key, strlen(p->key))) {
-                outbox_pg_buf_free(&b);
+            if (!p->key || !outbox_ident_valid(p->key, strlen(p->key))) {
+                outbox_buf_free(&b);
                 return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid connection parameter name \"%.64s\"",
                                       p->key ? p->key : "");
             }
             conninfo_param(&b, p->key, p->value ? p->value : "");
         }
-        if (!b.failed && !b.p)
-            outbox_pg_buf_add(&b, "%s", "");
     }
-    if (b.failed) {
-        outbox_pg_buf_free(&b);
+    char *conninfo = outbox_buf_steal(&b); /* "" for a bare "postgresql:" */
+    if (!conninfo)
         return outbox_pg_nomem(d);
-    }
     /* Let libpq judge the syntax now, so a typo is "invalid argument" with
      * libpq's reason rather than a failed connection. */
     char *err = NULL;
-    PQconninfoOption *opts = PQconninfoParse(b.p, &err);
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
     if (!opts) {
         char line[OUTBOX_MESSAGE_MAX];
         one_line(err ? err : "out of memory", line, sizeof line);
         PQfreemem(err);
-        outbox_pg_buf_free(&b);
+        outbox_pg_host->free(conninfo);
         return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid PostgreSQL connection string: %s", line);
     }
     PQconninfoFree(opts);
-    *out = b.p;
+    *out = conninfo;
     return OUTBOX_OK;
 }
 
 static int build_rel_sql(pg_handle_t *h, outbox_diag_t *d)
 {
-    pg_buf_t a = {0}, c = {0};
-    outbox_pg_buf_rel(&a, h->rel.schema, h->rel.table);
-    outbox_pg_buf_rel(&c, h->ckpt.schema, h->ckpt.table);
-    if (a.failed || c.failed) {
-        outbox_pg_buf_free(&a);
-        outbox_pg_buf_free(&c);
-        return outbox_pg_nomem(d);
-    }
-    h->rel_sql = a.p;
-    h->ckpt_sql = c.p;
-    outbox_pg_rel_show(&h->rel, h->shown, sizeof h->shown);
+    outbox_buf_t a, c;
+    outbox_buf_init(&a, outbox_pg_host);
+    outbox_buf_init(&c, outbox_pg_host);
+    outbox_buf_relname(&a, &h->rel, '"');
+    outbox_buf_relname(&c, &h->ckpt, '"');
+    h->rel_sql = outbox_buf_steal(&a);
+    h->ckpt_sql = outbox_buf_steal(&c);
+    if (!h->rel_sql || !h->ckpt_sql)
+        return outbox_pg_nomem(d); /* pg_close frees the one that was made */
+    outbox_relname_show(&h->rel, h->shown, sizeof h->shown);
     return OUTBOX_OK;
 }
 
@@ -575,13 +517,15 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
     if (!h)
         return outbox_pg_nomem(d);
     memset(h, 0, sizeof *h);
+    for (int i = 0; i < PG_STAGE_ARRAYS; i++)
+        outbox_buf_init(&h->params[i], outbox_pg_host);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
     int rc = build_conninfo(params->uri, &h->conninfo, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_rel_parse(params->relation ? params->relation : "outbox", &h->rel, d);
+        rc = outbox_pg_relname(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_rel_checkpoint(params->checkpoint_relation, &h->rel, &h->ckpt, d);
+        rc = outbox_pg_relname_ckpt(params->checkpoint_relation, &h->rel, &h->ckpt, d);
     if (rc == OUTBOX_OK)
         rc = build_rel_sql(h, d);
     if (rc == OUTBOX_OK)

@@ -9,6 +9,7 @@
 #include <libpq-fe.h>
 
 #include "outbox/driver.h"
+#include "outbox/kit.h"
 
 #define PG_HIDDEN __attribute__((visibility("hidden")))
 
@@ -17,30 +18,6 @@
 
 /* The host table given to init(); the only mutable static of the driver. */
 extern PG_HIDDEN const outbox_host_t *outbox_pg_host;
-
-/* ------------------------------------------------------- byte buffer */
-
-/* A growable byte string: SQL text and binary parameters alike. Once an
- * allocation fails the buffer stays failed and every further append is a
- * no-op, so callers check once at the end. */
-typedef struct pg_buf {
-    char *p;
-    size_t len;
-    size_t cap;
-    int failed;
-} pg_buf_t;
-
-PG_HIDDEN void outbox_pg_buf_add(pg_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
-PG_HIDDEN void outbox_pg_buf_put(pg_buf_t *b, const void *p, size_t n);
-/* Appends ident as a double-quoted SQL identifier. */
-PG_HIDDEN void outbox_pg_buf_ident(pg_buf_t *b, const char *ident);
-/* Appends "schema"."table", or "table" when schema is NULL. */
-PG_HIDDEN void outbox_pg_buf_rel(pg_buf_t *b, const char *schema, const char *table);
-/* Appends s as a single-quoted SQL literal (for DDL only; values travel as
- * parameters). */
-PG_HIDDEN void outbox_pg_buf_literal(pg_buf_t *b, const char *s);
-PG_HIDDEN void outbox_pg_buf_free(pg_buf_t *b);
-PG_HIDDEN char *outbox_pg_strdup(const char *s);
 
 /* ------------------------------------------- binary wire format (pg_wire.c) */
 
@@ -56,11 +33,11 @@ PG_HIDDEN char *outbox_pg_strdup(const char *s);
 
 /* A one-dimensional array in array_send's format, built element by element. */
 typedef struct pg_array {
-    pg_buf_t *b;
+    outbox_buf_t *b;
     size_t flags_at; /* where the has-nulls flag sits */
 } pg_array_t;
 
-PG_HIDDEN void outbox_pg_array_begin(pg_array_t *a, pg_buf_t *b, uint32_t elem_oid, size_t n);
+PG_HIDDEN void outbox_pg_array_begin(pg_array_t *a, outbox_buf_t *b, uint32_t elem_oid, size_t n);
 PG_HIDDEN void outbox_pg_array_null(pg_array_t *a);
 PG_HIDDEN void outbox_pg_array_text(pg_array_t *a, const char *s, size_t len);
 /* NULL s is a NULL element. */
@@ -89,20 +66,12 @@ PG_HIDDEN void outbox_pg_utf8_clean(const char *s, char *out, size_t size);
 
 /* ------------------------------------------------------------ relations */
 
-typedef struct pg_rel {
-    char *schema; /* NULL when the name was unqualified */
-    char *table;
-} pg_rel_t;
-
-/* Splits and validates "table" or "schema.table". */
-PG_HIDDEN int outbox_pg_rel_parse(const char *name, pg_rel_t *out, outbox_diag_t *d);
-/* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
-PG_HIDDEN int outbox_pg_rel_checkpoint(const char *name, const pg_rel_t *base, pg_rel_t *out,
-                                       outbox_diag_t *d);
-PG_HIDDEN int outbox_pg_rel_copy(const pg_rel_t *from, pg_rel_t *to, outbox_diag_t *d);
-PG_HIDDEN void outbox_pg_rel_free(pg_rel_t *r);
-/* "schema.table" or "table", for messages. */
-PG_HIDDEN void outbox_pg_rel_show(const pg_rel_t *r, char *out, size_t size);
+/* Splits and validates "table" or "schema.table" (outbox_relname_parse),
+ * saying what is wrong with a name it refuses. */
+PG_HIDDEN int outbox_pg_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d);
+/* The checkpoint relation: name, or hlc_checkpoint beside base when NULL. */
+PG_HIDDEN int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *base,
+                                     outbox_relname_t *out, outbox_diag_t *d);
 
 /* --------------------------------------------------------------- errors */
 
@@ -142,8 +111,8 @@ enum pg_slot {
 typedef struct pg_handle {
     PGconn *conn;
     char *conninfo;    /* what PQconnectdb got; native_begin opens another with it */
-    pg_rel_t rel;      /* as the user named it */
-    pg_rel_t ckpt;
+    outbox_relname_t rel; /* as the user named it */
+    outbox_relname_t ckpt;
     char *rel_sql;     /* quoted, ready to paste into SQL */
     char *ckpt_sql;
     char shown[160];   /* rel for messages */
@@ -163,7 +132,7 @@ typedef struct pg_handle {
     size_t cap_rows;
     char *arena;
     size_t arena_cap;
-    pg_buf_t params[PG_STAGE_ARRAYS]; /* scratch for binary parameters, reused */
+    outbox_buf_t params[PG_STAGE_ARRAYS]; /* scratch for binary parameters, reused */
 } pg_handle_t;
 
 /* Makes sure the handle's connection is up, reconnecting (PQreset) when it

@@ -4,125 +4,17 @@
  * prepared statement, so a stage or settle of any size is one round trip
  * with one plan, and no value is ever spliced into SQL text or escaped.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "pg_int.h"
 
-/* ------------------------------------------------------------- buffer */
-
-static int buf_reserve(pg_buf_t *b, size_t extra)
-{
-    if (b->failed)
-        return 0;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->failed = 1;
-        return 0;
-    }
-    if (b->len + extra + 1 <= b->cap)
-        return 1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    char *p = outbox_pg_host->realloc(b->p, cap);
-    if (!p) {
-        b->failed = 1;
-        return 0;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 1;
-}
-
-void outbox_pg_buf_add(pg_buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) {
-        b->failed = 1;
-        return;
-    }
-    if (!buf_reserve(b, (size_t)need))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)need;
-}
-
-void outbox_pg_buf_put(pg_buf_t *b, const void *p, size_t n)
-{
-    if (!buf_reserve(b, n))
-        return;
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_quoted(pg_buf_t *b, const char *s, char quote)
-{
-    size_t n = strlen(s);
-    if (!buf_reserve(b, 2 * n + 2))
-        return;
-    b->p[b->len++] = quote;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == quote)
-            b->p[b->len++] = quote;
-        b->p[b->len++] = s[i];
-    }
-    b->p[b->len++] = quote;
-    b->p[b->len] = '\0';
-}
-
-void outbox_pg_buf_ident(pg_buf_t *b, const char *ident)
-{
-    buf_quoted(b, ident, '"');
-}
-
-void outbox_pg_buf_literal(pg_buf_t *b, const char *s)
-{
-    /* standard_conforming_strings is on in every supported server, so a
-     * backslash is an ordinary character and doubling quotes suffices. */
-    buf_quoted(b, s, '\'');
-}
-
-void outbox_pg_buf_rel(pg_buf_t *b, const char *schema, const char *table)
-{
-    if (schema) {
-        outbox_pg_buf_ident(b, schema);
-        outbox_pg_buf_add(b, ".");
-    }
-    outbox_pg_buf_ident(b, table);
-}
-
-void outbox_pg_buf_free(pg_buf_t *b)
-{
-    outbox_pg_host->free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->failed = 0;
-}
-
-char *outbox_pg_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = outbox_pg_host->alloc(n);
-    if (p)
-        memcpy(p, s, n);
-    return p;
-}
-
 /* ------------------------------------------------------------ scalars */
 
-static void put_u32(pg_buf_t *b, uint32_t v)
+static void put_u32(outbox_buf_t *b, uint32_t v)
 {
     unsigned char c[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
-    outbox_pg_buf_put(b, c, 4);
+    outbox_buf_put(b, c, 4);
 }
 
 void outbox_pg_put_int8(char out[8], int64_t v)
@@ -200,11 +92,10 @@ static int uuid_parse(const char *s, unsigned char out[16])
 
 /* ------------------------------------------------------------- arrays */
 
-void outbox_pg_array_begin(pg_array_t *a, pg_buf_t *b, uint32_t elem_oid, size_t n)
+void outbox_pg_array_begin(pg_array_t *a, outbox_buf_t *b, uint32_t elem_oid, size_t n)
 {
     a->b = b;
-    b->len = 0;
-    b->failed = 0;
+    outbox_buf_reset(b);
     put_u32(b, 1); /* dimensions */
     a->flags_at = b->len;
     put_u32(b, 0); /* has nulls, patched by the first NULL */
@@ -217,13 +108,13 @@ void outbox_pg_array_null(pg_array_t *a)
 {
     put_u32(a->b, UINT32_MAX); /* length -1 */
     if (!a->b->failed)
-        a->b->p[a->flags_at + 3] = 1;
+        a->b->data[a->flags_at + 3] = 1;
 }
 
 void outbox_pg_array_text(pg_array_t *a, const char *s, size_t len)
 {
     put_u32(a->b, (uint32_t)len);
-    outbox_pg_buf_put(a->b, s, len);
+    outbox_buf_put(a->b, s, len);
 }
 
 void outbox_pg_array_text0(pg_array_t *a, const char *s)
@@ -244,7 +135,7 @@ int outbox_pg_array_uuid(pg_array_t *a, const char *s)
     if (!uuid_parse(s, bin))
         return 0;
     put_u32(a->b, 16);
-    outbox_pg_buf_put(a->b, bin, 16);
+    outbox_buf_put(a->b, bin, 16);
     return 1;
 }
 
@@ -257,7 +148,7 @@ void outbox_pg_array_int8(pg_array_t *a, int64_t v, int zero_is_null)
     char c[8];
     outbox_pg_put_int8(c, v);
     put_u32(a->b, 8);
-    outbox_pg_buf_put(a->b, c, 8);
+    outbox_buf_put(a->b, c, 8);
 }
 
 void outbox_pg_array_stamp(pg_array_t *a, int64_t us, int zero_is_null)
@@ -278,8 +169,8 @@ void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len)
 {
     /* jsonb's binary form is a version byte (1) and the JSON text. */
     put_u32(a->b, (uint32_t)(len + 1));
-    outbox_pg_buf_put(a->b, "\1", 1);
-    outbox_pg_buf_put(a->b, s, len);
+    outbox_buf_put(a->b, "\1", 1);
+    outbox_buf_put(a->b, s, len);
 }
 
 /* --------------------------------------------------------------- UTF-8 */
