@@ -33,12 +33,11 @@ static const char *const slot_names[PG_SLOT_COUNT] = {
 
 int outbox_pg_fail(outbox_diag_t *d, int code, const char *fmt, ...)
 {
-    char msg[OUTBOX_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = outbox_pg_host->verror(d, code, fmt, ap);
     va_end(ap);
-    return outbox_pg_host->error(d, code, "%s", msg);
+    return rc;
 }
 
 int outbox_pg_nomem(outbox_diag_t *d)
@@ -80,26 +79,6 @@ int outbox_pg_sqlstate_code(const char *s)
     return OUTBOX_EPERMANENT; /* 23 integrity, 42 syntax/privilege, ... */
 }
 
-/* libpq messages end with a newline and may span lines; a diagnostic is one. */
-static void one_line(const char *in, char *out, size_t size)
-{
-    size_t w = 0;
-    int pending_space = 0;
-    for (const char *p = in; *p && w + 1 < size; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '\n' || c == '\r' || c == '\t') {
-            pending_space = w > 0;
-            continue;
-        }
-        if (pending_space && w + 2 < size) {
-            out[w++] = ' ';
-        }
-        pending_space = 0;
-        out[w++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
-    }
-    out[w] = '\0';
-}
-
 int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, const char *what)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -111,8 +90,9 @@ int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, c
                  detail ? ")" : "");
     else
         snprintf(msg, sizeof msg, "%s", conn ? PQerrorMessage(conn) : "no connection");
+    /* libpq messages end with a newline and may span lines; a diagnostic is one. */
     char line[OUTBOX_MESSAGE_MAX];
-    one_line(msg, line, sizeof line);
+    outbox_text_line(msg, line, sizeof line);
     int code;
     if (!conn || PQstatus(conn) != CONNECTION_OK)
         code = OUTBOX_ETRANSIENT; /* whatever the statement was, the server is gone */
@@ -185,7 +165,7 @@ static int open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
         return outbox_pg_nomem(d);
     if (PQstatus(conn) != CONNECTION_OK) {
         char line[OUTBOX_MESSAGE_MAX];
-        one_line(PQerrorMessage(conn), line, sizeof line);
+        outbox_text_line(PQerrorMessage(conn), line, sizeof line);
         int code = connect_code(conn);
         PQfinish(conn);
         return outbox_pg_fail(d, code, "cannot connect to PostgreSQL: %s", line);
@@ -228,7 +208,7 @@ int outbox_pg_connected(pg_handle_t *h, outbox_diag_t *d)
     PQreset(h->conn);
     if (PQstatus(h->conn) != CONNECTION_OK) {
         char line[OUTBOX_MESSAGE_MAX];
-        one_line(PQerrorMessage(h->conn), line, sizeof line);
+        outbox_text_line(PQerrorMessage(h->conn), line, sizeof line);
         return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "connection to PostgreSQL lost, reconnecting failed: %s",
                               line);
     }
@@ -481,7 +461,7 @@ static int build_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
     if (!opts) {
         char line[OUTBOX_MESSAGE_MAX];
-        one_line(err ? err : "out of memory", line, sizeof line);
+        outbox_text_line(err ? err : "out of memory", line, sizeof line);
         PQfreemem(err);
         outbox_pg_host->free(conninfo);
         return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid PostgreSQL connection string: %s", line);
@@ -700,9 +680,10 @@ static int pg_native_end(void *handle, void *native_tx, int commit, outbox_diag_
 
 static int pg_init(const outbox_host_t *host, outbox_diag_t *d)
 {
-    if (!host || host->struct_size < offsetof(outbox_host_t, now_us) + sizeof host->now_us ||
-        !host->alloc || !host->realloc || !host->free || !host->error || !host->log ||
-        !host->now_us) {
+    /* ABI 1.1's verror is the last entry the driver uses. */
+    if (!host || !OUTBOX_STRUCT_HAS(outbox_host_t, host, verror) || !host->alloc ||
+        !host->realloc || !host->free || !host->error || !host->log || !host->now_us ||
+        !host->monotonic_us || !host->verror) {
         if (d) {
             d->code = OUTBOX_EABI;
             snprintf(d->message, sizeof d->message,

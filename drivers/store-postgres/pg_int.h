@@ -49,6 +49,10 @@ PG_HIDDEN void outbox_pg_array_stamp(pg_array_t *a, int64_t us, int zero_is_null
 PG_HIDDEN void outbox_pg_array_int8(pg_array_t *a, int64_t v, int zero_is_null);
 PG_HIDDEN void outbox_pg_array_int4(pg_array_t *a, int32_t v);
 PG_HIDDEN void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len);
+/* s as one line of valid UTF-8 of at most max bytes (outbox_text_line),
+ * cleaned in place: messages from sinks are arbitrary bytes, and a text
+ * parameter that is not UTF-8 would fail the whole statement. */
+PG_HIDDEN void outbox_pg_array_line(pg_array_t *a, const char *s, size_t max);
 
 /* Scalars in network byte order. */
 PG_HIDDEN void outbox_pg_put_int8(char out[8], int64_t v);
@@ -58,11 +62,6 @@ PG_HIDDEN int32_t outbox_pg_get_int4(const char *p);
 PG_HIDDEN int64_t outbox_pg_get_stamp(const char *p);
 /* 16 bytes to 36 characters plus NUL. */
 PG_HIDDEN void outbox_pg_uuid_text(const unsigned char *bin, char out[OUTBOX_UUID_STRLEN + 1]);
-
-/* Copies s into out as valid UTF-8 (other bytes become '?'), at most
- * size - 1 bytes. Messages from sinks are arbitrary bytes, and a text
- * parameter that is not UTF-8 would fail the whole statement. */
-PG_HIDDEN void outbox_pg_utf8_clean(const char *s, char *out, size_t size);
 
 /* ------------------------------------------------------------ relations */
 

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pg_int.h"
 
@@ -762,7 +761,6 @@ int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_it
     outbox_pg_array_begin(&kinds, &h->params[1], PG_OID_INT4, n);
     outbox_pg_array_begin(&avail, &h->params[2], PG_OID_TIMESTAMPTZ, n);
     outbox_pg_array_begin(&errs, &h->params[3], PG_OID_TEXT, n);
-    char *clean = NULL;
     for (size_t i = 0; i < n; i++) {
         const outbox_settle_item_t *it = &items[i];
         if (!outbox_pg_array_uuid(&ids, it->id))
@@ -770,16 +768,11 @@ int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_it
                                   i, it->id);
         outbox_pg_array_int4(&kinds, it->kind);
         outbox_pg_array_stamp(&avail, it->kind == OUTBOX_SETTLE_RESCHEDULE ? it->available_at : 0, 1);
-        if (!it->error || (it->kind != OUTBOX_SETTLE_RESCHEDULE && it->kind != OUTBOX_SETTLE_DEAD)) {
+        if (it->error && (it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_DEAD))
+            outbox_pg_array_line(&errs, it->error, PG_ERROR_MAX);
+        else
             outbox_pg_array_null(&errs);
-            continue;
-        }
-        if (!clean && !(clean = outbox_pg_host->alloc(PG_ERROR_MAX + 1)))
-            return outbox_pg_nomem(d);
-        outbox_pg_utf8_clean(it->error, clean, PG_ERROR_MAX + 1);
-        outbox_pg_array_text0(&errs, clean);
     }
-    outbox_pg_host->free(clean);
     for (int k = 0; k < 4; k++)
         if (h->params[k].failed || h->params[k].len > (size_t)INT32_MAX)
             return outbox_pg_nomem(d);
@@ -906,13 +899,6 @@ void outbox_pg_drain_notifies(pg_handle_t *h, const char *route)
     }
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(int ms)
 {
     if (ms > 0)
@@ -955,15 +941,17 @@ int outbox_pg_wait(void *handle, const char *route, int timeout_ms, outbox_diag_
         h->wake_pending = 0;
         return OUTBOX_OK;
     }
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = outbox_pg_host->monotonic_us() + (int64_t)timeout_ms * 1000;
     for (;;) {
         if (!PQconsumeInput(h->conn))
             return outbox_pg_result_fail(h->conn, NULL, d, "waiting for new rows");
         if (take_notifies(h, route))
             return OUTBOX_OK;
-        int64_t left = deadline - mono_ms();
-        if (left <= 0)
+        int64_t left_us = deadline - outbox_pg_host->monotonic_us();
+        if (left_us <= 0)
             return OUTBOX_OK;
+        /* Rounded up: a poll of 0 ms would spin through the last millisecond. */
+        int64_t left = (left_us + 999) / 1000;
         struct pollfd pfd = {.fd = PQsocket(h->conn), .events = POLLIN};
         if (pfd.fd < 0)
             return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "waiting for new rows: no connection");

@@ -173,55 +173,17 @@ void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len)
     outbox_buf_put(a->b, s, len);
 }
 
-/* --------------------------------------------------------------- UTF-8 */
-
-/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0. */
-static size_t utf8_seq(const unsigned char *s)
+void outbox_pg_array_line(pg_array_t *a, const char *s, size_t max)
 {
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
-}
-
-void outbox_pg_utf8_clean(const char *s, char *out, size_t size)
-{
-    size_t w = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p && w + 1 < size) {
-        size_t n = utf8_seq(p);
-        if (n == 0 || w + n >= size) {
-            out[w++] = '?';
-            p += n ? n : 1;
-            continue;
-        }
-        memcpy(out + w, p, n);
-        w += n;
-        p += n;
-    }
-    out[w] = '\0';
+    /* Cleaned straight into the parameter, the length written after. */
+    outbox_buf_t *b = a->b;
+    size_t at = b->len;
+    put_u32(b, 0);
+    if (outbox_buf_reserve(b, max) != 0)
+        return;
+    outbox_text_line(s, b->data + b->len, max + 1);
+    size_t n = strlen(b->data + b->len);
+    b->len += n;
+    for (int i = 0; i < 4; i++)
+        b->data[at + (size_t)i] = (char)(n >> (24 - 8 * i));
 }
