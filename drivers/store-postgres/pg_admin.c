@@ -1,4 +1,5 @@
-/* PostgreSQL store driver: the operator's view: stats, replay, purge.
+/* PostgreSQL store driver, third floor: the operator's view (stats, replay,
+ * purge).
  *
  * These run rarely and take a route or not, so their SQL is built per call
  * and sent unnamed instead of prepared.
@@ -7,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 /* Rows deleted per purge statement: each commits on its own, so a relay's
  * updates never wait long behind a purge, and an interrupted purge keeps

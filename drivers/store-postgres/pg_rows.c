@@ -1,4 +1,4 @@
-/* PostgreSQL store driver: staging, claiming, settling, the clock
+/* PostgreSQL store driver, third floor: staging, claiming, settling, the clock
  * checkpoint and the LISTEN/NOTIFY wake-up.
  *
  * Each of stage, claim and settle is ONE statement and so one round trip:
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 /* Columns read back by claim, in this order, each cast to the type the
  * binary decoding below expects (a json payload or varchar key then work
@@ -471,21 +471,6 @@ static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbo
     return rc;
 }
 
-/* The handle's own transaction must still be there: a reconnect in
- * between would have rolled it back, and autocommit would then quietly
- * take its place. */
-static int in_own_tx(pg_handle_t *h, const char *op, outbox_diag_t *d)
-{
-    if (PQstatus(h->conn) != CONNECTION_OK)
-        return outbox_pg_fail(d, OUTBOX_ETRANSIENT,
-                              "%s: the connection was lost, and the transaction with it", op);
-    if (PQtransactionStatus(h->conn) != PQTRANS_INTRANS &&
-        PQtransactionStatus(h->conn) != PQTRANS_INERROR)
-        return outbox_pg_fail(d, OUTBOX_EINVAL, "%s in the handle's transaction, but none is open",
-                              op);
-    return OUTBOX_OK;
-}
-
 int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
                     size_t n, size_t *staged, outbox_diag_t *d)
 {
@@ -510,7 +495,7 @@ int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_ro
     if (app)
         rc = outbox_pg_check_native(app, d);
     else if (ctx && ctx->in_own_tx)
-        rc = in_own_tx(h, "staging", d);
+        rc = outbox_pg_in_own_tx(h, "staging", d);
     else
         rc = outbox_pg_no_open_tx(h, "staging outside a transaction", d);
     /* Without a transaction the single statement is atomic on its own. */
@@ -522,6 +507,36 @@ int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_ro
 }
 
 /* ------------------------------------------------------------------ claim */
+
+/* Reserves the claim arena (at least size bytes); the previous claim's rows
+ * are gone after this. */
+static int arena_reserve(pg_handle_t *h, size_t size, outbox_diag_t *d)
+{
+    h->n_rows = 0;
+    if (size <= h->arena_cap)
+        return OUTBOX_OK;
+    size_t cap = h->arena_cap ? h->arena_cap : 16384;
+    while (cap < size)
+        cap *= 2;
+    char *p = outbox_pg_host->alloc(cap);
+    if (!p)
+        return outbox_pg_nomem(d);
+    outbox_pg_host->free(h->arena);
+    h->arena = p;
+    h->arena_cap = cap;
+    return OUTBOX_OK;
+}
+
+static void rows_reset(pg_handle_t *h)
+{
+    h->n_rows = 0;
+}
+
+/* Before a claim of route: LISTENs when the session does not yet, and takes
+ * the notifications already received off the connection, so that a wait
+ * after the claim only wakes for what the claim could have missed. Those
+ * for other routes leave wake_pending set. (With wait, below.) */
+static void drain_notifies(pg_handle_t *h, const char *route);
 
 static const char *bin_text(const PGresult *res, int row, int col, char **w)
 {
@@ -584,7 +599,7 @@ static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox
         for (int c = 0; c < cols; c++)
             need += (size_t)PQgetlength(res, i, c) + 1;
     }
-    int rc = outbox_pg_arena_reserve(h, need, d);
+    int rc = arena_reserve(h, need, d);
     if (rc != OUTBOX_OK)
         return rc;
     if ((size_t)n > h->cap_rows) {
@@ -687,7 +702,7 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
     int rc = outbox_pg_no_open_tx(h, "claim", d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_pg_rows_reset(h);
+    rows_reset(h);
     if (req->limit == 0)
         return OUTBOX_OK;
     rc = outbox_pg_connected(h, d);
@@ -695,7 +710,7 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
         return rc;
     /* Wake-ups that arrived before this statement's snapshot are answered
      * by it; the ones that arrive from now on still wake the next wait. */
-    outbox_pg_drain_notifies(h, req->route);
+    drain_notifies(h, req->route);
 
     long limit = req->limit > (size_t)INT32_MAX ? INT32_MAX : (long)req->limit;
     if (limit != h->claim_limit) {
@@ -718,7 +733,7 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
     if (rc != OUTBOX_OK) {
         /* The rows stay processing until their lease ends, then are
          * claimed again: nothing is lost, only delayed. */
-        outbox_pg_rows_reset(h);
+        rows_reset(h);
         return rc;
     }
     /* RETURNING yields rows in no promised order. */
@@ -829,7 +844,7 @@ int outbox_pg_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx, co
         rc = outbox_pg_exec_on(app, h->sql[PG_CKPT_ADVANCE], 2, values, NULL, NULL, 0, &res, d,
                                "advancing the checkpoint");
     } else {
-        rc = ctx && ctx->in_own_tx ? in_own_tx(h, "advancing the checkpoint", d)
+        rc = ctx && ctx->in_own_tx ? outbox_pg_in_own_tx(h, "advancing the checkpoint", d)
                                    : outbox_pg_no_open_tx(h, "checkpoint advance outside a transaction", d);
         if (rc == OUTBOX_OK)
             rc = outbox_pg_exec_slot(h, PG_CKPT_ADVANCE, 2, values, NULL, NULL, 0, &res, d,
@@ -878,7 +893,7 @@ static int listen_once(pg_handle_t *h, outbox_diag_t *d)
     return rc;
 }
 
-void outbox_pg_drain_notifies(pg_handle_t *h, const char *route)
+static void drain_notifies(pg_handle_t *h, const char *route)
 {
     /* A relay claims before it first waits: listening from here on means no
      * row committed between an empty claim and the wait goes unnoticed. A

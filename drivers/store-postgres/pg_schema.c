@@ -1,5 +1,5 @@
-/* PostgreSQL store driver: the canonical schema, finding the table at open,
- * applying the schema, and checking a live table against it.
+/* PostgreSQL store driver, third floor: the canonical schema, finding the
+ * table at open, applying the schema, and checking a live table against it.
  *
  * Everything is read from the catalogs (pg_class, pg_attribute, pg_index),
  * and indexes are compared by what they cover, never by name: a table the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 typedef struct col_spec {
     const char *name;
@@ -53,7 +53,8 @@ static const col_spec_t ckpt_cols[] = {
     {"hlc", "bigint", NULL, "BIGINT NOT NULL"},
 };
 
-const char *const outbox_pg_required_columns[] = {
+/* The columns every outbox table has, NULL-terminated. */
+static const char *const required_columns[] = {
     "id", "outbox_route", "event_id", "event_type", "tenant_id", "execution_id",
     "correlation_id", "causation_id", "occurred_at", "payload", "status", "created_at",
     "published_at", "processing_at", "last_error", "attempts", "available_at", "ordering_key",
@@ -212,10 +213,10 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
         return outbox_pg_fail(d, OUTBOX_ESCHEMA, "table \"%s\" not found%s%s", h->rel.table,
                               h->rel.schema[0] ? " in schema " : "", h->rel.schema);
     }
-    for (size_t i = 0; strict && outbox_pg_required_columns[i]; i++) {
-        if (!find_column(res, 1, outbox_pg_required_columns[i], NULL)) {
+    for (size_t i = 0; strict && required_columns[i]; i++) {
+        if (!find_column(res, 1, required_columns[i], NULL)) {
             rc = outbox_pg_fail(d, OUTBOX_ESCHEMA, "column %s missing from \"%s\"",
-                                outbox_pg_required_columns[i], h->shown);
+                                required_columns[i], h->shown);
             PQclear(res);
             return rc;
         }
@@ -353,28 +354,30 @@ int outbox_pg_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_di
     return *out ? OUTBOX_OK : outbox_pg_nomem(d);
 }
 
-/* --------------------------------------------------------------- apply */
+/* ------------------------------------------------------- apply and drop */
 
-/* Runs a script of several statements as one transaction: all of it or,
- * on any error, none. */
-static int run_script(pg_handle_t *h, const outbox_buf_t *script, outbox_diag_t *d, const char *what)
+/* Runs the script that build writes for opts as one transaction: all of
+ * it or, on any error, none. */
+static int run_script(pg_handle_t *h, const outbox_schema_opts_t *opts,
+                      void (*build)(const ddl_target_t *t, outbox_buf_t *b), const char *what,
+                      outbox_diag_t *d)
 {
-    if (script->failed)
-        return outbox_pg_nomem(d);
+    int rc = outbox_pg_no_open_tx(h, what, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    ddl_target_t t;
+    rc = target_parse(opts, h, &t, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     outbox_buf_t b;
     outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_printf(&b, "BEGIN;\n%s\nCOMMIT;", script->data);
-    if (b.failed) {
-        outbox_buf_free(&b);
-        return outbox_pg_nomem(d);
-    }
-    int rc = outbox_pg_connected(h, d);
+    /* Quiet the NOTICEs of IF [NOT] EXISTS for this transaction only. */
+    outbox_buf_puts(&b, "BEGIN;\nSET LOCAL client_min_messages = warning;\n");
+    build(&t, &b);
+    outbox_buf_puts(&b, "\nCOMMIT;");
+    rc = b.failed ? outbox_pg_nomem(d) : outbox_pg_connected(h, d);
     if (rc == OUTBOX_OK) {
-        PGresult *r = PQexec(h->conn, b.data);
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            rc = outbox_pg_result_fail(h->conn, r, d, what);
-        PQclear(r);
+        rc = outbox_pg_simple(h->conn, b.data, d, what);
         /* An error skips the rest of the script, COMMIT included. */
         if (PQstatus(h->conn) == CONNECTION_OK && PQtransactionStatus(h->conn) != PQTRANS_IDLE)
             PQclear(PQexec(h->conn, "ROLLBACK"));
@@ -383,49 +386,26 @@ static int run_script(pg_handle_t *h, const outbox_buf_t *script, outbox_diag_t 
     return rc;
 }
 
-int outbox_pg_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+static void ddl_drop(const ddl_target_t *t, outbox_buf_t *b)
 {
-    pg_handle_t *h = handle;
-    int rc = outbox_pg_no_open_tx(h, "schema apply", d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    ddl_target_t t;
-    rc = target_parse(opts, h, &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    /* Quiet the NOTICEs of IF NOT EXISTS for this transaction only. */
-    outbox_buf_puts(&b, "SET LOCAL client_min_messages = warning;\n");
-    ddl_all(&t, &b);
-    rc = run_script(h, &b, d, "schema apply");
-    outbox_buf_free(&b);
-    return rc;
+    outbox_buf_puts(b, "DROP TABLE IF EXISTS ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_puts(b, ";\n");
+    if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
+        outbox_buf_puts(b, "DROP TABLE IF EXISTS ");
+        outbox_buf_relname(b, &t->ckpt, '"');
+        outbox_buf_puts(b, ";\n");
+    }
 }
 
-int outbox_pg_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+int outbox_pg_schema_apply(pg_handle_t *h, const outbox_schema_opts_t *opts, outbox_diag_t *d)
 {
-    pg_handle_t *h = handle;
-    int rc = outbox_pg_no_open_tx(h, "schema drop", d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    ddl_target_t t;
-    rc = target_parse(opts, h, &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_puts(&b, "SET LOCAL client_min_messages = warning;\nDROP TABLE IF EXISTS ");
-    outbox_buf_relname(&b, &t.rel, '"');
-    outbox_buf_puts(&b, ";\n");
-    if (t.flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_buf_puts(&b, "DROP TABLE IF EXISTS ");
-        outbox_buf_relname(&b, &t.ckpt, '"');
-        outbox_buf_puts(&b, ";\n");
-    }
-    rc = run_script(h, &b, d, "schema drop");
-    outbox_buf_free(&b);
-    return rc;
+    return run_script(h, opts, ddl_all, "schema apply", d);
+}
+
+int outbox_pg_schema_drop(pg_handle_t *h, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return run_script(h, opts, ddl_drop, "schema drop", d);
 }
 
 /* --------------------------------------------------------------- check */

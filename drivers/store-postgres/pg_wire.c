@@ -1,12 +1,127 @@
-/* PostgreSQL store driver: text and binary buffers.
+/* PostgreSQL store driver, ground floor: the host table, errors and their
+ * SQLSTATE mapping, relation names, and the binary wire format.
  *
  * Batches travel as binary arrays (array_send's format) bound to one
  * prepared statement, so a stage or settle of any size is one round trip
  * with one plan, and no value is ever spliced into SQL text or escaped.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pg_int.h"
+
+PG_HIDDEN const outbox_host_t *outbox_pg_host;
+
+/* --------------------------------------------------------------- errors */
+
+int outbox_pg_fail(outbox_diag_t *d, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = outbox_pg_host->verror(d, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int outbox_pg_nomem(outbox_diag_t *d)
+{
+    return outbox_pg_fail(d, OUTBOX_ENOMEM, "out of memory");
+}
+
+int outbox_pg_sqlstate_code(const char *s)
+{
+    if (!s || strlen(s) != 5)
+        return OUTBOX_EPERMANENT;
+    /* Worth a retry: the same call may well succeed in a moment. */
+    static const char *const transient[] = {
+        "40001", /* serialization_failure */
+        "40P01", /* deadlock_detected */
+        "55P03", /* lock_not_available */
+        "55006", /* object_in_use */
+        "57P01", /* admin_shutdown */
+        "57P02", /* crash_shutdown */
+        "57P03", /* cannot_connect_now */
+        "57014", /* query_canceled (statement_timeout) */
+        "25006", /* read_only_sql_transaction: a standby, until failover ends */
+        NULL,
+    };
+    for (size_t i = 0; transient[i]; i++)
+        if (strcmp(s, transient[i]) == 0)
+            return OUTBOX_ETRANSIENT;
+    if (strncmp(s, "08", 2) == 0 || /* connection_exception */
+        strncmp(s, "53", 2) == 0 || /* insufficient_resources (too many connections, disk full) */
+        strncmp(s, "58", 2) == 0)   /* system_error (I/O) */
+        return OUTBOX_ETRANSIENT;
+    if (strcmp(s, "42P01") == 0 || strcmp(s, "42703") == 0 || strcmp(s, "3F000") == 0 ||
+        strcmp(s, "42704") == 0 || strcmp(s, "42P10") == 0)
+        return OUTBOX_ESCHEMA; /* undefined table/column/schema/object, no matching unique index */
+    if (strncmp(s, "22", 2) == 0) /* data_exception: a value the column cannot take */
+        return OUTBOX_EINVAL;
+    if (strcmp(s, "53200") == 0)
+        return OUTBOX_ENOMEM;
+    return OUTBOX_EPERMANENT; /* 23 integrity, 42 syntax/privilege, ... */
+}
+
+int outbox_pg_result_ok(const PGresult *res)
+{
+    ExecStatusType st = PQresultStatus(res);
+    return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+}
+
+int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, const char *what)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+    char msg[OUTBOX_MESSAGE_MAX];
+    if (primary)
+        snprintf(msg, sizeof msg, "%s%s%s%s", primary, detail ? " (" : "", detail ? detail : "",
+                 detail ? ")" : "");
+    else
+        snprintf(msg, sizeof msg, "%s", conn ? PQerrorMessage(conn) : "no connection");
+    /* libpq messages end with a newline and may span lines; a diagnostic is one. */
+    char line[OUTBOX_MESSAGE_MAX];
+    outbox_text_line(msg, line, sizeof line);
+    int code;
+    if (!conn || PQstatus(conn) != CONNECTION_OK)
+        code = OUTBOX_ETRANSIENT; /* whatever the statement was, the server is gone */
+    else if (state)
+        code = outbox_pg_sqlstate_code(state);
+    else if (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !state)
+        code = OUTBOX_ETRANSIENT; /* a client-side failure: lost connection, out of sync */
+    else
+        code = OUTBOX_EPERMANENT;
+    if (state)
+        return outbox_pg_fail(d, code, "%s: %s [SQLSTATE %s]", what, line[0] ? line : "failed", state);
+    return outbox_pg_fail(d, code, "%s: %s", what, line[0] ? line : "failed");
+}
+
+/* ------------------------------------------------------------ relations */
+
+/* The host validates relation names already; checking again keeps the
+ * driver safe when it is driven directly (tests, third-party hosts). */
+int outbox_pg_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d)
+{
+    if (!name || !*name) {
+        out->schema[0] = out->table[0] = '\0';
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "empty relation name");
+    }
+    if (outbox_relname_parse(name, out) != 0)
+        return outbox_pg_fail(d, OUTBOX_EINVAL,
+                              "invalid relation name \"%.160s\": expected table or schema.table",
+                              name);
+    return OUTBOX_OK;
+}
+
+int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *base, outbox_relname_t *out,
+                           outbox_diag_t *d)
+{
+    if (name)
+        return outbox_pg_relname(name, out, d);
+    outbox_relname_beside(base, "hlc_checkpoint", out);
+    return OUTBOX_OK;
+}
 
 /* ------------------------------------------------------------ scalars */
 
