@@ -1,460 +1,18 @@
-/* PostgreSQL store driver: descriptor, connection, errors, transactions and
- * the helpers the other files share.
+/* PostgreSQL store driver, top floor: the descriptor and vtable, open and
+ * close, capabilities, the handle's own transactions and the native ones
+ * the conformance battery asks for. Nothing in the driver calls this file.
  *
- * One handle owns one libpq connection and is used by one thread at a time.
  * Any number of handles, in any number of processes, claim one route at
- * once: the claim statement itself keeps them apart (pg_rows.c). A lost
- * connection fails the call in progress as transient and is re-established
- * (PQreset) by the next call, so a relay outlives a server restart.
+ * once: the claim statement itself keeps them apart (pg_rows.c).
  */
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 #define PG_BASE_CAPS                                                                         \
     (OUTBOX_STORE_CAP_TRANSACTIONS | OUTBOX_STORE_CAP_NATIVE_TX | OUTBOX_STORE_CAP_CONCURRENT | \
      OUTBOX_STORE_CAP_WAIT)
-
-/* Binary timestamps (int64 microseconds) arrived with 8.4 and are the only
- * kind since 10; ON CONFLICT needs 9.5, SKIP LOCKED 9.5, MATERIALIZED CTEs 12. */
-#define PG_MIN_SERVER 120000
-
-PG_HIDDEN const outbox_host_t *outbox_pg_host;
-
-static const char *const slot_names[PG_SLOT_COUNT] = {
-    "outbox_stage", "outbox_stage_ckpt", "outbox_claim", "outbox_claim_hlc",
-    "outbox_settle", "outbox_ckpt_advance", "outbox_ckpt_recover",
-};
-
-/* --------------------------------------------------------------- errors */
-
-int outbox_pg_fail(outbox_diag_t *d, int code, const char *fmt, ...)
-{
-    char msg[OUTBOX_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return outbox_pg_host->error(d, code, "%s", msg);
-}
-
-int outbox_pg_nomem(outbox_diag_t *d)
-{
-    return outbox_pg_fail(d, OUTBOX_ENOMEM, "out of memory");
-}
-
-int outbox_pg_sqlstate_code(const char *s)
-{
-    if (!s || strlen(s) != 5)
-        return OUTBOX_EPERMANENT;
-    /* Worth a retry: the same call may well succeed in a moment. */
-    static const char *const transient[] = {
-        "40001", /* serialization_failure */
-        "40P01", /* deadlock_detected */
-        "55P03", /* lock_not_available */
-        "55006", /* object_in_use */
-        "57P01", /* admin_shutdown */
-        "57P02", /* crash_shutdown */
-        "57P03", /* cannot_connect_now */
-        "57014", /* query_canceled (statement_timeout) */
-        "25006", /* read_only_sql_transaction: a standby, until failover ends */
-        NULL,
-    };
-    for (size_t i = 0; transient[i]; i++)
-        if (strcmp(s, transient[i]) == 0)
-            return OUTBOX_ETRANSIENT;
-    if (strncmp(s, "08", 2) == 0 || /* connection_exception */
-        strncmp(s, "53", 2) == 0 || /* insufficient_resources (too many connections, disk full) */
-        strncmp(s, "58", 2) == 0)   /* system_error (I/O) */
-        return OUTBOX_ETRANSIENT;
-    if (strcmp(s, "42P01") == 0 || strcmp(s, "42703") == 0 || strcmp(s, "3F000") == 0 ||
-        strcmp(s, "42704") == 0 || strcmp(s, "42P10") == 0)
-        return OUTBOX_ESCHEMA; /* undefined table/column/schema/object, no matching unique index */
-    if (strncmp(s, "22", 2) == 0) /* data_exception: a value the column cannot take */
-        return OUTBOX_EINVAL;
-    if (strcmp(s, "53200") == 0)
-        return OUTBOX_ENOMEM;
-    return OUTBOX_EPERMANENT; /* 23 integrity, 42 syntax/privilege, ... */
-}
-
-/* libpq messages end with a newline and may span lines; a diagnostic is one. */
-static void one_line(const char *in, char *out, size_t size)
-{
-    size_t w = 0;
-    int pending_space = 0;
-    for (const char *p = in; *p && w + 1 < size; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '\n' || c == '\r' || c == '\t') {
-            pending_space = w > 0;
-            continue;
-        }
-        if (pending_space && w + 2 < size) {
-            out[w++] = ' ';
-        }
-        pending_space = 0;
-        out[w++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
-    }
-    out[w] = '\0';
-}
-
-int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, const char *what)
-{
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
-    char msg[OUTBOX_MESSAGE_MAX];
-    if (primary)
-        snprintf(msg, sizeof msg, "%s%s%s%s", primary, detail ? " (" : "", detail ? detail : "",
-                 detail ? ")" : "");
-    else
-        snprintf(msg, sizeof msg, "%s", conn ? PQerrorMessage(conn) : "no connection");
-    char line[OUTBOX_MESSAGE_MAX];
-    one_line(msg, line, sizeof line);
-    int code;
-    if (!conn || PQstatus(conn) != CONNECTION_OK)
-        code = OUTBOX_ETRANSIENT; /* whatever the statement was, the server is gone */
-    else if (state)
-        code = outbox_pg_sqlstate_code(state);
-    else if (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !state)
-        code = OUTBOX_ETRANSIENT; /* a client-side failure: lost connection, out of sync */
-    else
-        code = OUTBOX_EPERMANENT;
-    if (state)
-        return outbox_pg_fail(d, code, "%s: %s [SQLSTATE %s]", what, line[0] ? line : "failed", state);
-    return outbox_pg_fail(d, code, "%s: %s", what, line[0] ? line : "failed");
-}
-
-/* ------------------------------------------------------------ relations */
-
-static int ident_valid(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 ||
-        !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        char c = s[i];
-        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-            return 0;
-    }
-    return 1;
-}
-
-static char *strndup_host(const char *s, size_t n)
-{
-    char *p = outbox_pg_host->alloc(n + 1);
-    if (p) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
-
-/* The host validates relation names already; checking again keeps the
- * driver safe when it is driven directly (tests, third-party hosts). */
-int outbox_pg_rel_parse(const char *name, pg_rel_t *out, outbox_diag_t *d)
-{
-    out->schema = out->table = NULL;
-    if (!name || !*name)
-        return outbox_pg_fail(d, OUTBOX_EINVAL, "empty relation name");
-    const char *dot = strchr(name, '.');
-    const char *table = dot ? dot + 1 : name;
-    size_t schema_len = dot ? (size_t)(dot - name) : 0;
-    if ((dot && !ident_valid(name, schema_len)) || !ident_valid(table, strlen(table)))
-        return outbox_pg_fail(d, OUTBOX_EINVAL,
-                              "invalid relation name \"%.160s\": expected table or schema.table",
-                              name);
-    if (dot && !(out->schema = strndup_host(name, schema_len)))
-        return outbox_pg_nomem(d);
-    if (!(out->table = outbox_pg_strdup(table))) {
-        outbox_pg_rel_free(out);
-        return outbox_pg_nomem(d);
-    }
-    return OUTBOX_OK;
-}
-
-int outbox_pg_rel_copy(const pg_rel_t *from, pg_rel_t *to, outbox_diag_t *d)
-{
-    to->schema = from->schema ? outbox_pg_strdup(from->schema) : NULL;
-    to->table = outbox_pg_strdup(from->table);
-    if (!to->table || (from->schema && !to->schema)) {
-        outbox_pg_rel_free(to);
-        return outbox_pg_nomem(d);
-    }
-    return OUTBOX_OK;
-}
-
-int outbox_pg_rel_checkpoint(const char *name, const pg_rel_t *base, pg_rel_t *out,
-                             outbox_diag_t *d)
-{
-    if (name)
-        return outbox_pg_rel_parse(name, out, d);
-    pg_rel_t tmp = {base->schema, "hlc_checkpoint"};
-    return outbox_pg_rel_copy(&tmp, out, d);
-}
-
-void outbox_pg_rel_free(pg_rel_t *r)
-{
-    outbox_pg_host->free(r->schema);
-    outbox_pg_host->free(r->table);
-    r->schema = r->table = NULL;
-}
-
-void outbox_pg_rel_show(const pg_rel_t *r, char *out, size_t size)
-{
-    if (r->schema)
-        snprintf(out, size, "%s.%s", r->schema, r->table);
-    else
-        snprintf(out, size, "%s", r->table);
-}
-
-/* ---------------------------------------------------------- connection */
-
-static int connect_code(PGconn *conn)
-{
-    /* libpq gives no SQLSTATE for a failed connection, only text. Bad
-     * credentials, an unknown database or a refused role will not fix
-     * themselves; anything else (refused, timed out, starting up) may. */
-    if (PQconnectionNeedsPassword(conn))
-        return OUTBOX_EPERMANENT;
-    const char *m = PQerrorMessage(conn);
-    static const char *const permanent[] = {
-        "does not exist", "authentication failed", "no pg_hba.conf entry", "permission denied",
-        "password", "invalid", "unsupported", "certificate", NULL,
-    };
-    for (size_t i = 0; permanent[i]; i++)
-        if (strstr(m, permanent[i]))
-            return OUTBOX_EPERMANENT;
-    return OUTBOX_ETRANSIENT;
-}
-
-/* A new connection with the driver's settings: UTF8 on the wire, whatever
- * the user's string says, because payloads and keys are UTF-8. */
-static int open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
-{
-    const char *const keys[] = {"dbname", "fallback_application_name", "client_encoding", NULL};
-    const char *const vals[] = {conninfo, "liboutbox", "UTF8", NULL};
-    *out = NULL;
-    PGconn *conn = PQconnectdbParams(keys, vals, 1);
-    if (!conn)
-        return outbox_pg_nomem(d);
-    if (PQstatus(conn) != CONNECTION_OK) {
-        char line[OUTBOX_MESSAGE_MAX];
-        one_line(PQerrorMessage(conn), line, sizeof line);
-        int code = connect_code(conn);
-        PQfinish(conn);
-        return outbox_pg_fail(d, code, "cannot connect to PostgreSQL: %s", line);
-    }
-    if (PQserverVersion(conn) < PG_MIN_SERVER) {
-        int v = PQserverVersion(conn);
-        PQfinish(conn);
-        return outbox_pg_fail(d, OUTBOX_ENOTSUP,
-                              "the postgres driver needs PostgreSQL 12 or later, the server is %d.%d",
-                              v / 10000, v % 10000);
-    }
-    *out = conn;
-    return OUTBOX_OK;
-}
-
-/* Settings of the handle's own session (never of a connection handed to
- * the application). enable_seqscan = off: the claim's plan is cached once
- * it has run five times (see build_claim), with the statistics of that
- * moment. A relay started on an empty or small table would keep a plan
- * that reads the whole table on every claim (claims grew from 0.4 to 5 ms
- * within ten seconds at 1,000 events/s) until autovacuum's next analyze
- * invalidated it. Every statement of the driver has an index made for it,
- * so forbidding sequential scans only ever removes that trap. */
-static int session_setup(PGconn *conn, outbox_diag_t *d)
-{
-    PGresult *r = NULL;
-    int rc = outbox_pg_exec_on(conn, "SET enable_seqscan = off", 0, NULL, NULL, NULL, 0, &r, d,
-                               "setting up the session");
-    PQclear(r);
-    return rc;
-}
-
-int outbox_pg_connected(pg_handle_t *h, outbox_diag_t *d)
-{
-    if (PQstatus(h->conn) == CONNECTION_OK)
-        return OUTBOX_OK;
-    /* Statements and LISTEN belong to the old session. */
-    h->prepared = 0;
-    h->listening = 0;
-    PQreset(h->conn);
-    if (PQstatus(h->conn) != CONNECTION_OK) {
-        char line[OUTBOX_MESSAGE_MAX];
-        one_line(PQerrorMessage(h->conn), line, sizeof line);
-        return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "connection to PostgreSQL lost, reconnecting failed: %s",
-                              line);
-    }
-    int rc = session_setup(h->conn, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    outbox_pg_host->log(OUTBOX_LOG_INFO, PG_NAME, "reconnected to PostgreSQL");
-    return OUTBOX_OK;
-}
-
-static int exec_ok(const PGresult *r)
-{
-    ExecStatusType st = PQresultStatus(r);
-    return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
-}
-
-/* 26000: the session no longer has the prepared statement (DISCARD ALL by
- * a pooler, say). */
-static int statement_gone(const PGresult *r)
-{
-    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    return state && strcmp(state, "26000") == 0;
-}
-
-int outbox_pg_tx_note(pg_handle_t *h, int code)
-{
-    if (code != OUTBOX_OK && h->tx_error == OUTBOX_OK &&
-        PQtransactionStatus(h->conn) == PQTRANS_INERROR)
-        h->tx_error = code;
-    return code;
-}
-
-int outbox_pg_exec_slot(pg_handle_t *h, int slot, int nparams, const char *const *values,
-                        const int *lengths, const int *formats, int binary_result, PGresult **res,
-                        outbox_diag_t *d, const char *what)
-{
-    *res = NULL;
-    int rc = outbox_pg_connected(h, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    unsigned bit = 1u << slot;
-    for (int attempt = 0;; attempt++) {
-        if (!(h->prepared & bit)) {
-            PGresult *p = PQprepare(h->conn, slot_names[slot], h->sql[slot], nparams, NULL);
-            if (!exec_ok(p)) {
-                rc = outbox_pg_result_fail(h->conn, p, d, what);
-                PQclear(p);
-                return outbox_pg_tx_note(h, rc);
-            }
-            PQclear(p);
-            h->prepared |= bit;
-        }
-        PGresult *r = PQexecPrepared(h->conn, slot_names[slot], nparams, values, lengths, formats,
-                                     binary_result);
-        if (exec_ok(r)) {
-            *res = r;
-            return OUTBOX_OK;
-        }
-        /* The session lost our statement: prepare it again, unless a
-         * transaction was aborted by the miss. */
-        if (attempt == 0 && statement_gone(r) && PQtransactionStatus(h->conn) == PQTRANS_IDLE) {
-            PQclear(r);
-            h->prepared &= ~bit;
-            continue;
-        }
-        rc = outbox_pg_result_fail(h->conn, r, d, what);
-        PQclear(r);
-        return outbox_pg_tx_note(h, rc);
-    }
-}
-
-int outbox_pg_exec_on(PGconn *conn, const char *sql, int nparams, const char *const *values,
-                      const int *lengths, const int *formats, int binary_result, PGresult **res,
-                      outbox_diag_t *d, const char *what)
-{
-    *res = NULL;
-    PGresult *r = PQexecParams(conn, sql, nparams, NULL, values, lengths, formats, binary_result);
-    if (exec_ok(r)) {
-        *res = r;
-        return OUTBOX_OK;
-    }
-    int rc = outbox_pg_result_fail(conn, r, d, what);
-    PQclear(r);
-    return rc;
-}
-
-int outbox_pg_command(pg_handle_t *h, const char *sql, outbox_diag_t *d, const char *what)
-{
-    int rc = outbox_pg_connected(h, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    PGresult *r = PQexec(h->conn, sql);
-    if (!exec_ok(r))
-        rc = outbox_pg_tx_note(h, outbox_pg_result_fail(h->conn, r, d, what));
-    PQclear(r);
-    return rc;
-}
-
-int outbox_pg_forget_slot(pg_handle_t *h, int slot, outbox_diag_t *d, const char *what)
-{
-    unsigned bit = 1u << slot;
-    if (!(h->prepared & bit) || PQstatus(h->conn) != CONNECTION_OK) {
-        h->prepared &= ~bit; /* a lost session took its statements with it */
-        return OUTBOX_OK;
-    }
-    char sql[64];
-    snprintf(sql, sizeof sql, "DEALLOCATE %s", slot_names[slot]);
-    PGresult *r = PQexec(h->conn, sql);
-    int rc = OUTBOX_OK;
-    if (!exec_ok(r) && !statement_gone(r))
-        rc = outbox_pg_result_fail(h->conn, r, d, what);
-    PQclear(r);
-    if (rc == OUTBOX_OK)
-        h->prepared &= ~bit;
-    return rc;
-}
-
-int outbox_pg_no_open_tx(pg_handle_t *h, const char *op, outbox_diag_t *d)
-{
-    PGTransactionStatusType st = PQtransactionStatus(h->conn);
-    if (PQstatus(h->conn) == CONNECTION_OK && (st == PQTRANS_INTRANS || st == PQTRANS_INERROR))
-        return outbox_pg_fail(d, OUTBOX_EINVAL,
-                              "%s runs its own transaction; commit or roll back the open one first",
-                              op);
-    return OUTBOX_OK;
-}
-
-int outbox_pg_check_native(PGconn *app, outbox_diag_t *d)
-{
-    if (PQstatus(app) != CONNECTION_OK)
-        return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "the native PGconn is not connected");
-    switch (PQtransactionStatus(app)) {
-    case PQTRANS_INTRANS:
-        return OUTBOX_OK;
-    case PQTRANS_IDLE:
-        return outbox_pg_fail(d, OUTBOX_EINVAL,
-                              "the native PGconn is not inside a transaction (BEGIN first)");
-    case PQTRANS_INERROR:
-        return outbox_pg_fail(d, OUTBOX_EINVAL,
-                              "the native PGconn's transaction has already failed; roll it back");
-    default:
-        return outbox_pg_fail(d, OUTBOX_EINVAL,
-                              "the native PGconn is busy with another command");
-    }
-}
-
-/* ---------------------------------------------------------- claim arena */
-
-int outbox_pg_arena_reserve(pg_handle_t *h, size_t size, outbox_diag_t *d)
-{
-    h->n_rows = 0;
-    if (size <= h->arena_cap)
-        return OUTBOX_OK;
-    size_t cap = h->arena_cap ? h->arena_cap : 16384;
-    while (cap < size)
-        cap *= 2;
-    char *p = outbox_pg_host->alloc(cap);
-    if (!p)
-        return outbox_pg_nomem(d);
-    outbox_pg_host->free(h->arena);
-    h->arena = p;
-    h->arena_cap = cap;
-    return OUTBOX_OK;
-}
-
-void outbox_pg_rows_reset(pg_handle_t *h)
-{
-    h->n_rows = 0;
-}
 
 /* ------------------------------------------------------------ open/close */
 
@@ -470,97 +28,27 @@ static void pg_close(void *handle)
     for (int i = 0; i < PG_SLOT_COUNT; i++)
         outbox_pg_host->free(h->sql[i]);
     for (int i = 0; i < PG_STAGE_ARRAYS; i++)
-        outbox_pg_buf_free(&h->params[i]);
+        outbox_buf_free(&h->params[i]);
     outbox_pg_host->free(h->rows);
     outbox_pg_host->free(h->arena);
     outbox_pg_host->free(h->conninfo);
     outbox_pg_host->free(h->rel_sql);
     outbox_pg_host->free(h->ckpt_sql);
-    outbox_pg_rel_free(&h->rel);
-    outbox_pg_rel_free(&h->ckpt);
     outbox_pg_host->free(h);
-}
-
-/* Appends key='value' to a libpq connection string. */
-static void conninfo_param(pg_buf_t *b, const char *key, const char *value)
-{
-    outbox_pg_buf_add(b, "%s%s='", b->len ? " " : "", key);
-    for (const char *p = value; *p; p++) {
-        if (*p == '\'' || *p == '\\')
-            outbox_pg_buf_add(b, "\\");
-        outbox_pg_buf_add(b, "%c", *p);
-    }
-    outbox_pg_buf_add(b, "'");
-}
-
-/* The connection string for libpq. Three spellings reach us:
- *   postgresql://user@host:port/db?sslmode=...  (also postgres://) a libpq
- *     URI, handed over as written but for the scheme's case;
- *   postgresql:host=/run/pg dbname=app  a libpq key=value string after the
- *     scheme (percent-decoded, so '%' is written %25 and '?' %3F);
- *   postgresql:?host=/run/pg&dbname=app  the same as URI parameters.
- * A bare "postgresql:" uses libpq's defaults and PG* environment. */
-static int build_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
-{
-    *out = NULL;
-    if (!uri || !uri->raw || !uri->scheme)
-        return outbox_pg_fail(d, OUTBOX_EINVAL, "no URI given");
-    const char *colon = strchr(uri->raw, ':');
-    if (!colon)
-        return outbox_pg_fail(d, OUTBOX_EINVAL, "URI without a scheme");
-    const char *rest = colon + 1;
-    pg_buf_t b = {0};
-    if (rest[0] == '/' && rest[1] == '/') {
-        /* libpq recognises the URI only by its lower-case prefix. */
-        outbox_pg_buf_add(&b, "postgresql:%s", rest);
-    } else {
-        if (uri->path)
-            outbox_pg_buf_add(&b, "%s", uri->path);
-        for (size_t i = 0; i < uri->n_params; i++) {
-            const outbox_uri_param_t *p = &uri->params[i];
-            if (!p->key || !ident_valid(p->key, strlen(p->key))) {
-                outbox_pg_buf_free(&b);
-                return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid connection parameter name \"%.64s\"",
-                                      p->key ? p->key : "");
-            }
-            conninfo_param(&b, p->key, p->value ? p->value : "");
-        }
-        if (!b.failed && !b.p)
-            outbox_pg_buf_add(&b, "%s", "");
-    }
-    if (b.failed) {
-        outbox_pg_buf_free(&b);
-        return outbox_pg_nomem(d);
-    }
-    /* Let libpq judge the syntax now, so a typo is "invalid argument" with
-     * libpq's reason rather than a failed connection. */
-    char *err = NULL;
-    PQconninfoOption *opts = PQconninfoParse(b.p, &err);
-    if (!opts) {
-        char line[OUTBOX_MESSAGE_MAX];
-        one_line(err ? err : "out of memory", line, sizeof line);
-        PQfreemem(err);
-        outbox_pg_buf_free(&b);
-        return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid PostgreSQL connection string: %s", line);
-    }
-    PQconninfoFree(opts);
-    *out = b.p;
-    return OUTBOX_OK;
 }
 
 static int build_rel_sql(pg_handle_t *h, outbox_diag_t *d)
 {
-    pg_buf_t a = {0}, c = {0};
-    outbox_pg_buf_rel(&a, h->rel.schema, h->rel.table);
-    outbox_pg_buf_rel(&c, h->ckpt.schema, h->ckpt.table);
-    if (a.failed || c.failed) {
-        outbox_pg_buf_free(&a);
-        outbox_pg_buf_free(&c);
-        return outbox_pg_nomem(d);
-    }
-    h->rel_sql = a.p;
-    h->ckpt_sql = c.p;
-    outbox_pg_rel_show(&h->rel, h->shown, sizeof h->shown);
+    outbox_buf_t a, c;
+    outbox_buf_init(&a, outbox_pg_host);
+    outbox_buf_init(&c, outbox_pg_host);
+    outbox_buf_relname(&a, &h->rel, '"');
+    outbox_buf_relname(&c, &h->ckpt, '"');
+    h->rel_sql = outbox_buf_steal(&a);
+    h->ckpt_sql = outbox_buf_steal(&c);
+    if (!h->rel_sql || !h->ckpt_sql)
+        return outbox_pg_nomem(d); /* pg_close frees the one that was made */
+    outbox_relname_show(&h->rel, h->shown, sizeof h->shown);
     return OUTBOX_OK;
 }
 
@@ -575,19 +63,19 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
     if (!h)
         return outbox_pg_nomem(d);
     memset(h, 0, sizeof *h);
+    for (int i = 0; i < PG_STAGE_ARRAYS; i++)
+        outbox_buf_init(&h->params[i], outbox_pg_host);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
-    int rc = build_conninfo(params->uri, &h->conninfo, d);
+    int rc = outbox_pg_conninfo(params->uri, &h->conninfo, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_rel_parse(params->relation ? params->relation : "outbox", &h->rel, d);
+        rc = outbox_pg_relname(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_rel_checkpoint(params->checkpoint_relation, &h->rel, &h->ckpt, d);
+        rc = outbox_pg_relname_ckpt(params->checkpoint_relation, &h->rel, &h->ckpt, d);
     if (rc == OUTBOX_OK)
         rc = build_rel_sql(h, d);
     if (rc == OUTBOX_OK)
-        rc = open_conn(h->conninfo, &h->conn, d);
-    if (rc == OUTBOX_OK)
-        rc = session_setup(h->conn, d);
+        rc = outbox_pg_connect(h, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_detect(h, !schema_only, d);
     if (rc == OUTBOX_OK)
@@ -613,14 +101,12 @@ static uint32_t pg_capabilities(void *handle)
     return caps;
 }
 
-/* Schema apply may add the optional columns; the handle looks again and
- * rebuilds its statements, forgetting the ones prepared for the old shape. */
-static int pg_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+/* Schema apply may add the optional columns, schema drop take the table
+ * away: the handle looks again and rebuilds its statements, forgetting the
+ * ones prepared for the old shape. */
+static int reshape(pg_handle_t *h, outbox_diag_t *d, const char *what)
 {
-    pg_handle_t *h = handle;
-    int rc = outbox_pg_schema_apply(h, opts, d);
-    if (rc == OUTBOX_OK && h->prepared)
-        rc = outbox_pg_command(h, "DEALLOCATE ALL", d, "schema apply");
+    int rc = h->prepared ? outbox_pg_command(h, "DEALLOCATE ALL", d, what) : OUTBOX_OK;
     if (rc == OUTBOX_OK) {
         h->prepared = 0;
         rc = outbox_pg_detect(h, 0, d);
@@ -630,19 +116,16 @@ static int pg_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbo
     return rc;
 }
 
+static int pg_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    int rc = outbox_pg_schema_apply(handle, opts, d);
+    return rc == OUTBOX_OK ? reshape(handle, d, "schema apply") : rc;
+}
+
 static int pg_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
 {
-    pg_handle_t *h = handle;
-    int rc = outbox_pg_schema_drop(h, opts, d);
-    if (rc == OUTBOX_OK && h->prepared)
-        rc = outbox_pg_command(h, "DEALLOCATE ALL", d, "schema drop");
-    if (rc == OUTBOX_OK) {
-        h->prepared = 0;
-        rc = outbox_pg_detect(h, 0, d);
-    }
-    if (rc == OUTBOX_OK)
-        rc = outbox_pg_rows_prepare_sql(h, d);
-    return rc;
+    int rc = outbox_pg_schema_drop(handle, opts, d);
+    return rc == OUTBOX_OK ? reshape(handle, d, "schema drop") : rc;
 }
 
 /* --------------------------------------------------------- transactions */
@@ -681,7 +164,7 @@ static int pg_commit(void *handle, outbox_diag_t *d)
     }
     PGresult *r = PQexec(h->conn, "COMMIT");
     int rc = OUTBOX_OK;
-    if (!exec_ok(r))
+    if (!outbox_pg_result_ok(r))
         rc = outbox_pg_result_fail(h->conn, r, d, "commit");
     else if (strcmp(PQcmdStatus(r), "ROLLBACK") == 0)
         rc = outbox_pg_fail(d, OUTBOX_EPERMANENT, "commit: the server rolled the transaction back");
@@ -697,10 +180,7 @@ static int pg_rollback(void *handle, outbox_diag_t *d)
     PGTransactionStatusType st = PQtransactionStatus(h->conn);
     if (st != PQTRANS_INTRANS && st != PQTRANS_INERROR)
         return OUTBOX_OK;
-    PGresult *r = PQexec(h->conn, "ROLLBACK");
-    int rc = exec_ok(r) ? OUTBOX_OK : outbox_pg_result_fail(h->conn, r, d, "rollback");
-    PQclear(r);
-    return rc;
+    return outbox_pg_simple(h->conn, "ROLLBACK", d, "rollback");
 }
 
 /* A separate session with BEGIN issued: what an application would hand to
@@ -712,17 +192,14 @@ static int pg_native_begin(void *handle, void **native_tx, outbox_diag_t *d)
         return outbox_pg_fail(d, OUTBOX_EINVAL, "native_begin needs an output");
     *native_tx = NULL;
     PGconn *conn = NULL;
-    int rc = open_conn(h->conninfo, &conn, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    PGresult *r = PQexec(conn, "BEGIN");
-    if (!exec_ok(r)) {
-        rc = outbox_pg_result_fail(conn, r, d, "native begin");
-        PQclear(r);
-        PQfinish(conn);
+    int rc = outbox_pg_open_conn(h->conninfo, &conn, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_pg_simple(conn, "BEGIN", d, "native begin");
+    if (rc != OUTBOX_OK) {
+        if (conn)
+            PQfinish(conn);
         return rc;
     }
-    PQclear(r);
     *native_tx = conn;
     return OUTBOX_OK;
 }
@@ -743,10 +220,8 @@ static int pg_native_end(void *handle, void *native_tx, int commit, outbox_diag_
         rc = outbox_pg_fail(d, OUTBOX_EPERMANENT,
                             "native commit: the transaction had failed and was rolled back");
     } else {
-        PGresult *r = PQexec(conn, commit ? "COMMIT" : "ROLLBACK");
-        if (!exec_ok(r))
-            rc = outbox_pg_result_fail(conn, r, d, commit ? "native commit" : "native rollback");
-        PQclear(r);
+        rc = outbox_pg_simple(conn, commit ? "COMMIT" : "ROLLBACK", d,
+                              commit ? "native commit" : "native rollback");
     }
     PQfinish(conn);
     return rc;
@@ -756,9 +231,10 @@ static int pg_native_end(void *handle, void *native_tx, int commit, outbox_diag_
 
 static int pg_init(const outbox_host_t *host, outbox_diag_t *d)
 {
-    if (!host || host->struct_size < offsetof(outbox_host_t, now_us) + sizeof host->now_us ||
-        !host->alloc || !host->realloc || !host->free || !host->error || !host->log ||
-        !host->now_us) {
+    /* ABI 1.1's verror is the last entry the driver uses. */
+    if (!host || !OUTBOX_STRUCT_HAS(outbox_host_t, host, verror) || !host->alloc ||
+        !host->realloc || !host->free || !host->error || !host->log || !host->now_us ||
+        !host->monotonic_us || !host->verror) {
         if (d) {
             d->code = OUTBOX_EABI;
             snprintf(d->message, sizeof d->message,

@@ -1,4 +1,5 @@
-/* PostgreSQL store driver: the operator's view: stats, replay, purge.
+/* PostgreSQL store driver, third floor: the operator's view (stats, replay,
+ * purge).
  *
  * These run rarely and take a route or not, so their SQL is built per call
  * and sent unnamed instead of prepared.
@@ -7,27 +8,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 /* Rows deleted per purge statement: each commits on its own, so a relay's
  * updates never wait long behind a purge, and an interrupted purge keeps
  * what it did. */
 #define PG_PURGE_BATCH 5000
 
-static int run(pg_handle_t *h, pg_buf_t *sql, int nparams, const char *const *values,
+static int run(pg_handle_t *h, outbox_buf_t *sql, int nparams, const char *const *values,
                const int *lengths, const int *formats, int binary, PGresult **res,
                outbox_diag_t *d, const char *what)
 {
     *res = NULL;
     if (sql->failed) {
-        outbox_pg_buf_free(sql);
+        outbox_buf_free(sql);
         return outbox_pg_nomem(d);
     }
     int rc = outbox_pg_connected(h, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_exec_on(h->conn, sql->p, nparams, values, lengths, formats, binary, res, d,
+        rc = outbox_pg_exec_on(h->conn, sql->data, nparams, values, lengths, formats, binary, res, d,
                                what);
-    outbox_pg_buf_free(sql);
+    outbox_buf_free(sql);
     return rc;
 }
 
@@ -37,8 +38,9 @@ int outbox_pg_stats(void *handle, const char *route, outbox_stats_t *out, outbox
     if (!out)
         return outbox_pg_fail(d, OUTBOX_EINVAL, "stats needs an output");
     memset(out, 0, sizeof *out);
-    pg_buf_t b = {0};
-    outbox_pg_buf_add(&b, "SELECT status::text, count(*)::int8, min(created_at)::timestamptz FROM %s%s "
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
+    outbox_buf_printf(&b, "SELECT status::text, count(*)::int8, min(created_at)::timestamptz FROM %s%s "
                           "GROUP BY status",
                       h->rel_sql, route ? " WHERE outbox_route = $1::text" : "");
     const char *values[1] = {route};
@@ -80,22 +82,23 @@ int outbox_pg_replay(void *handle, const char *route, const char *event_id, uint
     const char *values[3];
     int np = 0;
     values[np++] = h->channel;
-    pg_buf_t b = {0};
-    outbox_pg_buf_add(&b, "WITH u AS (UPDATE %s SET status = 'pending', attempts = 0, available_at "
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
+    outbox_buf_printf(&b, "WITH u AS (UPDATE %s SET status = 'pending', attempts = 0, available_at "
                           "= NULL, processing_at = NULL WHERE status = 'dead'",
                       h->rel_sql);
     if (route) {
         values[np++] = route;
-        outbox_pg_buf_add(&b, " AND outbox_route = $%d::text", np);
+        outbox_buf_printf(&b, " AND outbox_route = $%d::text", np);
     }
     if (event_id) {
         values[np++] = event_id;
-        outbox_pg_buf_add(&b, " AND event_id = $%d::uuid", np);
+        outbox_buf_printf(&b, " AND event_id = $%d::uuid", np);
     }
     /* Replayed rows are new work: wake idle relays as staging does. */
-    outbox_pg_buf_add(&b, " RETURNING outbox_route) SELECT (SELECT count(*) FROM u), (SELECT "
-                          "count(*) FROM (SELECT pg_notify($1::text, r) FROM (SELECT DISTINCT "
-                          "outbox_route AS r FROM u) AS dr) AS n)");
+    outbox_buf_puts(&b, " RETURNING outbox_route) SELECT (SELECT count(*) FROM u), (SELECT "
+                        "count(*) FROM (SELECT pg_notify($1::text, r) FROM (SELECT DISTINCT "
+                        "outbox_route AS r FROM u) AS dr) AS n)");
     PGresult *res = NULL;
     rc = run(h, &b, np, values, NULL, NULL, 0, &res, d, "replaying dead rows");
     if (rc == OUTBOX_OK && count && PQntuples(res) == 1)
@@ -120,8 +123,9 @@ int outbox_pg_purge(void *handle, const char *route, int64_t before, uint64_t *c
     char stamp[8];
     outbox_pg_put_int8(stamp, before - PG_EPOCH_OFFSET_US);
     for (;;) {
-        pg_buf_t b = {0};
-        outbox_pg_buf_add(&b, "WITH c AS (SELECT id FROM %s WHERE id > $1::uuid AND status = "
+        outbox_buf_t b;
+        outbox_buf_init(&b, outbox_pg_host);
+        outbox_buf_printf(&b, "WITH c AS (SELECT id FROM %s WHERE id > $1::uuid AND status = "
                               "'published' AND published_at < $2::timestamptz%s ORDER BY id LIMIT "
                               "%d), d AS (DELETE FROM %s AS o USING c WHERE o.id = c.id AND o.status "
                               "= 'published' RETURNING o.id) SELECT (SELECT count(*) FROM d), "

@@ -1,4 +1,4 @@
-/* PostgreSQL store driver: staging, claiming, settling, the clock
+/* PostgreSQL store driver, third floor: staging, claiming, settling, the clock
  * checkpoint and the LISTEN/NOTIFY wake-up.
  *
  * Each of stage, claim and settle is ONE statement and so one round trip:
@@ -16,9 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 /* Columns read back by claim, in this order, each cast to the type the
  * binary decoding below expects (a json payload or varchar key then work
@@ -65,12 +64,12 @@ static int checkpoint_missing(const pg_handle_t *h, outbox_diag_t *d)
 /* Parameters: $1..$13 arrays of the fixed columns, $14 the NOTIFY channel,
  * then hlc[] and traceparent[] when those columns exist, then the
  * checkpoint node key and mark for the _CKPT variant. */
-static void build_stage(const pg_handle_t *h, pg_buf_t *b, int ckpt)
+static void build_stage(const pg_handle_t *h, outbox_buf_t *b, int ckpt)
 {
     int next = 15;
     int p_hlc = h->has_hlc ? next++ : 0;
     int p_tp = h->has_traceparent ? next++ : 0;
-    outbox_pg_buf_add(b, "WITH ins AS (INSERT INTO %s AS o (id, outbox_route, event_id, "
+    outbox_buf_printf(b, "WITH ins AS (INSERT INTO %s AS o (id, outbox_route, event_id, "
                          "event_type, tenant_id, execution_id, correlation_id, causation_id, "
                          "occurred_at, payload, status, created_at, attempts, available_at, "
                          "ordering_key%s%s) SELECT u.id, u.route, u.event_id, u.event_type, "
@@ -83,10 +82,10 @@ static void build_stage(const pg_handle_t *h, pg_buf_t *b, int ckpt)
                       h->rel_sql, h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
                       h->has_hlc ? ", u.hlc" : "", h->has_traceparent ? ", u.traceparent" : "");
     if (p_hlc)
-        outbox_pg_buf_add(b, ", $%d::int8[]", p_hlc);
+        outbox_buf_printf(b, ", $%d::int8[]", p_hlc);
     if (p_tp)
-        outbox_pg_buf_add(b, ", $%d::text[]", p_tp);
-    outbox_pg_buf_add(b, ") AS u(id, route, event_id, event_type, tenant_id, execution_id, "
+        outbox_buf_printf(b, ", $%d::text[]", p_tp);
+    outbox_buf_printf(b, ") AS u(id, route, event_id, event_type, tenant_id, execution_id, "
                          "correlation_id, causation_id, occurred_at, payload, created_at, "
                          "available_at, ordering_key%s%s) ON CONFLICT (outbox_route, event_id) DO "
                          "NOTHING RETURNING o.outbox_route)",
@@ -94,33 +93,33 @@ static void build_stage(const pg_handle_t *h, pg_buf_t *b, int ckpt)
     if (ckpt) {
         /* One statement with the insert: the mark moves in the same
          * transaction, and as a server-side max it can never go back. */
-        outbox_pg_buf_add(b, ", ck AS (INSERT INTO %s AS c (node_key, hlc) VALUES ($%d::text, "
+        outbox_buf_printf(b, ", ck AS (INSERT INTO %s AS c (node_key, hlc) VALUES ($%d::text, "
                              "$%d::int8) ON CONFLICT (node_key) DO UPDATE SET hlc = "
                              "GREATEST(c.hlc, EXCLUDED.hlc))",
                           h->ckpt_sql, next, next + 1);
     }
     /* NOTIFY is delivered at commit, so a relay never wakes before it can
      * see the rows; one per route, and only when something was inserted. */
-    outbox_pg_buf_add(b, " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM (SELECT "
-                         "pg_notify($14::text, r) FROM (SELECT DISTINCT outbox_route AS r FROM "
-                         "ins) AS dr) AS n)");
+    outbox_buf_puts(b, " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM (SELECT "
+                       "pg_notify($14::text, r) FROM (SELECT DISTINCT outbox_route AS r FROM "
+                       "ins) AS dr) AS n)");
 }
 
 /* "e comes before o" in claim order, written so that an index on
  * (route, key, [hlc,] created_at, id) bounds the scan. For hlc order this
  * is the case of a stamped o; NULL sorts last, so a NULL e is never earlier. */
-static void earlier(pg_buf_t *b, int hlc, const char *o)
+static void earlier(outbox_buf_t *b, int hlc, const char *o)
 {
     if (hlc)
-        outbox_pg_buf_add(b, "(e.hlc, e.created_at, e.id) < (%s.hlc, %s.created_at, %s.id)", o, o, o);
+        outbox_buf_printf(b, "(e.hlc, e.created_at, e.id) < (%s.hlc, %s.created_at, %s.id)", o, o, o);
     else
-        outbox_pg_buf_add(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
+        outbox_buf_printf(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
 }
 
 /* The unfinished rows of o's key: what the key index covers. */
-static void key_rows(const pg_handle_t *h, pg_buf_t *b, const char *o)
+static void key_rows(const pg_handle_t *h, outbox_buf_t *b, const char *o)
 {
-    outbox_pg_buf_add(b, "FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key = %s.ordering_key "
+    outbox_buf_printf(b, "FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key = %s.ordering_key "
                          "AND e.status IN ('pending', 'processing') AND e.ordering_key IS NOT NULL AND ",
                       h->rel_sql, o);
 }
@@ -131,9 +130,9 @@ static void key_rows(const pg_handle_t *h, pg_buf_t *b, const char *o)
  * arm is one index range; the claim then tests candidates against this set
  * with a hashed lookup, so a backlog whose keys are all held costs one scan
  * per claim rather than one key-index probe per row. */
-static void build_held(const pg_handle_t *h, pg_buf_t *b)
+static void build_held(const pg_handle_t *h, outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b, ", held AS MATERIALIZED (SELECT e.ordering_key FROM %s AS e WHERE "
+    outbox_buf_printf(b, ", held AS MATERIALIZED (SELECT e.ordering_key FROM %s AS e WHERE "
                          "e.outbox_route = $1 AND e.ordering_key IS NOT NULL AND e.status = "
                          "'pending' AND e.available_at > (SELECT ts FROM clk) UNION SELECT "
                          "e.ordering_key FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key "
@@ -148,45 +147,45 @@ static void build_held(const pg_handle_t *h, pg_buf_t *b)
  * order puts it in the same arm first). Behind it, a held row can only be
  * there when the candidate was replayed from dead after it; the replayed
  * row then waits until that later row is done, instead of going out first. */
-static void key_rule(pg_buf_t *b)
+static void key_rule(outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b, " AND (o.ordering_key IS NULL OR o.ordering_key NOT IN (SELECT "
-                         "ordering_key FROM held))");
+    outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR o.ordering_key NOT IN (SELECT "
+                       "ordering_key FROM held))");
 }
 
 /* The row just before f among its key's unfinished rows, in claim order, as
  * the snapshot has it: one backward step on the key index. */
-static void prev_of(const pg_handle_t *h, pg_buf_t *b, int hlc)
+static void prev_of(const pg_handle_t *h, outbox_buf_t *b, int hlc)
 {
     if (!hlc) {
-        outbox_pg_buf_add(b, "(SELECT e.id ");
+        outbox_buf_puts(b, "(SELECT e.id ");
         key_rows(h, b, "f");
         earlier(b, 0, "f");
-        outbox_pg_buf_add(b, " ORDER BY e.created_at DESC, e.id DESC LIMIT 1)");
+        outbox_buf_puts(b, " ORDER BY e.created_at DESC, e.id DESC LIMIT 1)");
         return;
     }
-    outbox_pg_buf_add(b, "CASE WHEN f.hlc IS NULL THEN coalesce((SELECT e.id ");
+    outbox_buf_puts(b, "CASE WHEN f.hlc IS NULL THEN coalesce((SELECT e.id ");
     key_rows(h, b, "f");
-    outbox_pg_buf_add(b, "e.hlc IS NULL AND (e.created_at, e.id) < (f.created_at, f.id) ORDER BY "
-                         "e.created_at DESC, e.id DESC LIMIT 1), (SELECT e.id ");
+    outbox_buf_puts(b, "e.hlc IS NULL AND (e.created_at, e.id) < (f.created_at, f.id) ORDER BY "
+                       "e.created_at DESC, e.id DESC LIMIT 1), (SELECT e.id ");
     key_rows(h, b, "f");
-    outbox_pg_buf_add(b, "e.hlc IS NOT NULL ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC "
-                         "LIMIT 1)) ELSE (SELECT e.id ");
+    outbox_buf_puts(b, "e.hlc IS NOT NULL ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC "
+                       "LIMIT 1)) ELSE (SELECT e.id ");
     key_rows(h, b, "f");
     earlier(b, 1, "f");
-    outbox_pg_buf_add(b, " ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC LIMIT 1) END");
+    outbox_buf_puts(b, " ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC LIMIT 1) END");
 }
 
 /* One arm: the first $2 rows of one kind that this claim can lock, in claim
  * order; SKIP LOCKED passes over rows another claim holds right now. */
-static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int hlc,
+static void claim_arm(const pg_handle_t *h, outbox_buf_t *b, const char *name, int hlc,
                       const char *where, long limit)
 {
-    outbox_pg_buf_add(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
+    outbox_buf_printf(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
                          "WHERE o.outbox_route = $1 AND %s",
                       name, hlc ? ", o.hlc" : "", h->rel_sql, where);
     key_rule(b);
-    outbox_pg_buf_add(b, " ORDER BY %s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)",
+    outbox_buf_printf(b, " ORDER BY %s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)",
                       hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id", limit);
 }
 
@@ -229,14 +228,14 @@ static void claim_arm(const pg_handle_t *h, pg_buf_t *b, const char *name, int h
  * no relay ever holds a later row of a key while an earlier one is in
  * flight or waiting for its retry, yet one claim moves a hot key's head
  * together with the rows behind it. */
-static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc, long limit)
+static void build_claim(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
 {
     const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
     /* One clock reading for ripeness, lease expiry and the fence; the
      * commit setting rides on it because clk is always evaluated. */
-    outbox_pg_buf_add(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
-                         "clock_timestamp() - $2::int8 * interval '1 microsecond' AS cut, "
-                         "set_config('synchronous_commit', 'off', true) AS sc)");
+    outbox_buf_puts(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
+                       "clock_timestamp() - $2::int8 * interval '1 microsecond' AS cut, "
+                       "set_config('synchronous_commit', 'off', true) AS sc)");
     build_held(h, b);
     claim_arm(h, b, "ripe", hlc,
               "o.status = 'pending' AND (o.available_at IS NULL OR o.available_at <= (SELECT ts "
@@ -244,21 +243,21 @@ static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc, long limit)
               limit);
     claim_arm(h, b, "expired", hlc,
               "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)", limit);
-    outbox_pg_buf_add(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
+    outbox_buf_printf(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
                          "expired) AS c ORDER BY %s LIMIT %ld)",
                       order, limit);
-    outbox_pg_buf_add(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
+    outbox_buf_printf(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
                          "f.ordering_key IS NULL OR lag(f.id) OVER w IS NOT DISTINCT FROM ",
                       hlc ? ", f.hlc" : "");
     prev_of(h, b, hlc);
-    outbox_pg_buf_add(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
+    outbox_buf_printf(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
                          "ORDER BY f.%s, f.id))",
                       hlc ? "hlc, f.created_at" : "created_at");
-    outbox_pg_buf_add(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
+    outbox_buf_printf(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
                          "ordering_key ORDER BY %s ROWS UNBOUNDED PRECEDING) AS ok FROM chained) AS x "
                          "WHERE ok)",
                       order);
-    outbox_pg_buf_add(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
+    outbox_buf_printf(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
                          "clk), attempts = o.attempts + 1 WHERE o.id = ANY (ARRAY(SELECT id FROM "
                          "keep)) RETURNING " PG_ROW_COLUMNS "%s%s",
                       h->rel_sql, h->has_hlc ? ", o.hlc::int8" : "",
@@ -271,9 +270,9 @@ static void build_claim(const pg_handle_t *h, pg_buf_t *b, int hlc, long limit)
  * in a server crash leaves its rows processing until their lease ends, and
  * they are delivered again. The setting is a one-time filter, evaluated
  * before the first row is touched. */
-static void build_settle(const pg_handle_t *h, pg_buf_t *b)
+static void build_settle(const pg_handle_t *h, outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b,
+    outbox_buf_printf(b,
                       "WITH sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', "
                       "true) AS v) "
                       "UPDATE %s AS o SET "
@@ -294,34 +293,36 @@ static void build_settle(const pg_handle_t *h, pg_buf_t *b)
                       h->rel_sql);
 }
 
-static void build_ckpt_advance(const pg_handle_t *h, pg_buf_t *b)
+static void build_ckpt_advance(const pg_handle_t *h, outbox_buf_t *b)
 {
     /* One statement: the max is taken by the server under the row lock, so
      * a slower writer with a smaller mark can never lower it. */
-    outbox_pg_buf_add(b, "INSERT INTO %s AS c (node_key, hlc) VALUES ($1::text, $2::int8) ON "
+    outbox_buf_printf(b, "INSERT INTO %s AS c (node_key, hlc) VALUES ($1::text, $2::int8) ON "
                          "CONFLICT (node_key) DO UPDATE SET hlc = GREATEST(c.hlc, EXCLUDED.hlc)",
                       h->ckpt_sql);
 }
 
-static void build_ckpt_recover(const pg_handle_t *h, pg_buf_t *b)
+static void build_ckpt_recover(const pg_handle_t *h, outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b, "SELECT coalesce(max(hlc), 0)::int8 FROM %s", h->ckpt_sql);
+    outbox_buf_printf(b, "SELECT coalesce(max(hlc), 0)::int8 FROM %s", h->ckpt_sql);
 }
 
 /* Both claim statements for limit, into b[0] (claim order) and b[1] (hlc
  * order, or a placeholder refused before use on a table without hlc). */
-static void build_claims(const pg_handle_t *h, pg_buf_t b[2], long limit)
+static void build_claims(const pg_handle_t *h, outbox_buf_t b[2], long limit)
 {
     build_claim(h, &b[0], 0, limit);
     if (h->has_hlc)
         build_claim(h, &b[1], 1, limit);
     else
-        outbox_pg_buf_add(&b[1], "SELECT 1");
+        outbox_buf_puts(&b[1], "SELECT 1");
 }
 
 int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
 {
-    pg_buf_t b[PG_SLOT_COUNT] = {{0}};
+    outbox_buf_t b[PG_SLOT_COUNT];
+    for (int i = 0; i < PG_SLOT_COUNT; i++)
+        outbox_buf_init(&b[i], outbox_pg_host);
     build_stage(h, &b[PG_STAGE], 0);
     build_stage(h, &b[PG_STAGE_CKPT], 1);
     if (!h->claim_limit)
@@ -335,12 +336,12 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
         failed |= b[i].failed;
     if (failed) {
         for (int i = 0; i < PG_SLOT_COUNT; i++)
-            outbox_pg_buf_free(&b[i]);
+            outbox_buf_free(&b[i]);
         return outbox_pg_nomem(d);
     }
     for (int i = 0; i < PG_SLOT_COUNT; i++) {
         outbox_pg_host->free(h->sql[i]);
-        h->sql[i] = b[i].p;
+        h->sql[i] = outbox_buf_steal(&b[i]);
     }
     return OUTBOX_OK;
 }
@@ -432,7 +433,7 @@ static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbo
     int lengths[18], formats[18];
     int np = 0;
     for (int k = 0; k < 13; k++) {
-        values[np] = h->params[k].p;
+        values[np] = h->params[k].data;
         lengths[np] = (int)h->params[k].len;
         formats[np++] = 1;
     }
@@ -442,7 +443,7 @@ static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbo
     for (int k = 13; k < 15; k++) {
         if ((k == 13 && !h->has_hlc) || (k == 14 && !h->has_traceparent))
             continue;
-        values[np] = h->params[k].p;
+        values[np] = h->params[k].data;
         lengths[np] = (int)h->params[k].len;
         formats[np++] = 1;
     }
@@ -470,21 +471,6 @@ static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbo
     return rc;
 }
 
-/* The handle's own transaction must still be there: a reconnect in
- * between would have rolled it back, and autocommit would then quietly
- * take its place. */
-static int in_own_tx(pg_handle_t *h, const char *op, outbox_diag_t *d)
-{
-    if (PQstatus(h->conn) != CONNECTION_OK)
-        return outbox_pg_fail(d, OUTBOX_ETRANSIENT,
-                              "%s: the connection was lost, and the transaction with it", op);
-    if (PQtransactionStatus(h->conn) != PQTRANS_INTRANS &&
-        PQtransactionStatus(h->conn) != PQTRANS_INERROR)
-        return outbox_pg_fail(d, OUTBOX_EINVAL, "%s in the handle's transaction, but none is open",
-                              op);
-    return OUTBOX_OK;
-}
-
 int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
                     size_t n, size_t *staged, outbox_diag_t *d)
 {
@@ -509,7 +495,7 @@ int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_ro
     if (app)
         rc = outbox_pg_check_native(app, d);
     else if (ctx && ctx->in_own_tx)
-        rc = in_own_tx(h, "staging", d);
+        rc = outbox_pg_in_own_tx(h, "staging", d);
     else
         rc = outbox_pg_no_open_tx(h, "staging outside a transaction", d);
     /* Without a transaction the single statement is atomic on its own. */
@@ -521,6 +507,36 @@ int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_ro
 }
 
 /* ------------------------------------------------------------------ claim */
+
+/* Reserves the claim arena (at least size bytes); the previous claim's rows
+ * are gone after this. */
+static int arena_reserve(pg_handle_t *h, size_t size, outbox_diag_t *d)
+{
+    h->n_rows = 0;
+    if (size <= h->arena_cap)
+        return OUTBOX_OK;
+    size_t cap = h->arena_cap ? h->arena_cap : 16384;
+    while (cap < size)
+        cap *= 2;
+    char *p = outbox_pg_host->alloc(cap);
+    if (!p)
+        return outbox_pg_nomem(d);
+    outbox_pg_host->free(h->arena);
+    h->arena = p;
+    h->arena_cap = cap;
+    return OUTBOX_OK;
+}
+
+static void rows_reset(pg_handle_t *h)
+{
+    h->n_rows = 0;
+}
+
+/* Before a claim of route: LISTENs when the session does not yet, and takes
+ * the notifications already received off the connection, so that a wait
+ * after the claim only wakes for what the claim could have missed. Those
+ * for other routes leave wake_pending set. (With wait, below.) */
+static void drain_notifies(pg_handle_t *h, const char *route);
 
 static const char *bin_text(const PGresult *res, int row, int col, char **w)
 {
@@ -583,7 +599,7 @@ static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox
         for (int c = 0; c < cols; c++)
             need += (size_t)PQgetlength(res, i, c) + 1;
     }
-    int rc = outbox_pg_arena_reserve(h, need, d);
+    int rc = arena_reserve(h, need, d);
     if (rc != OUTBOX_OK)
         return rc;
     if ((size_t)n > h->cap_rows) {
@@ -647,19 +663,21 @@ static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox
  * so this happens once per handle. */
 static int claim_relimit(pg_handle_t *h, long limit, outbox_diag_t *d)
 {
-    pg_buf_t b[2] = {{0}};
+    outbox_buf_t b[2];
+    outbox_buf_init(&b[0], outbox_pg_host);
+    outbox_buf_init(&b[1], outbox_pg_host);
     build_claims(h, b, limit);
     int rc = b[0].failed || b[1].failed ? outbox_pg_nomem(d) : OUTBOX_OK;
     for (int i = 0; i < 2 && rc == OUTBOX_OK; i++)
         rc = outbox_pg_forget_slot(h, PG_CLAIM + i, d, "claiming");
     if (rc != OUTBOX_OK) {
-        outbox_pg_buf_free(&b[0]);
-        outbox_pg_buf_free(&b[1]);
+        outbox_buf_free(&b[0]);
+        outbox_buf_free(&b[1]);
         return rc;
     }
     for (int i = 0; i < 2; i++) {
         outbox_pg_host->free(h->sql[PG_CLAIM + i]);
-        h->sql[PG_CLAIM + i] = b[i].p;
+        h->sql[PG_CLAIM + i] = outbox_buf_steal(&b[i]);
     }
     h->claim_limit = limit;
     return OUTBOX_OK;
@@ -684,7 +702,7 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
     int rc = outbox_pg_no_open_tx(h, "claim", d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_pg_rows_reset(h);
+    rows_reset(h);
     if (req->limit == 0)
         return OUTBOX_OK;
     rc = outbox_pg_connected(h, d);
@@ -692,7 +710,7 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
         return rc;
     /* Wake-ups that arrived before this statement's snapshot are answered
      * by it; the ones that arrive from now on still wake the next wait. */
-    outbox_pg_drain_notifies(h, req->route);
+    drain_notifies(h, req->route);
 
     long limit = req->limit > (size_t)INT32_MAX ? INT32_MAX : (long)req->limit;
     if (limit != h->claim_limit) {
@@ -715,7 +733,7 @@ int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_ro
     if (rc != OUTBOX_OK) {
         /* The rows stay processing until their lease ends, then are
          * claimed again: nothing is lost, only delayed. */
-        outbox_pg_rows_reset(h);
+        rows_reset(h);
         return rc;
     }
     /* RETURNING yields rows in no promised order. */
@@ -758,7 +776,6 @@ int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_it
     outbox_pg_array_begin(&kinds, &h->params[1], PG_OID_INT4, n);
     outbox_pg_array_begin(&avail, &h->params[2], PG_OID_TIMESTAMPTZ, n);
     outbox_pg_array_begin(&errs, &h->params[3], PG_OID_TEXT, n);
-    char *clean = NULL;
     for (size_t i = 0; i < n; i++) {
         const outbox_settle_item_t *it = &items[i];
         if (!outbox_pg_array_uuid(&ids, it->id))
@@ -766,23 +783,19 @@ int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_it
                                   i, it->id);
         outbox_pg_array_int4(&kinds, it->kind);
         outbox_pg_array_stamp(&avail, it->kind == OUTBOX_SETTLE_RESCHEDULE ? it->available_at : 0, 1);
-        if (!it->error || (it->kind != OUTBOX_SETTLE_RESCHEDULE && it->kind != OUTBOX_SETTLE_DEAD)) {
+        if (it->error && (it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_DEAD))
+            outbox_pg_array_line(&errs, it->error, PG_ERROR_MAX);
+        else
             outbox_pg_array_null(&errs);
-            continue;
-        }
-        if (!clean && !(clean = outbox_pg_host->alloc(PG_ERROR_MAX + 1)))
-            return outbox_pg_nomem(d);
-        outbox_pg_utf8_clean(it->error, clean, PG_ERROR_MAX + 1);
-        outbox_pg_array_text0(&errs, clean);
     }
-    outbox_pg_host->free(clean);
     for (int k = 0; k < 4; k++)
         if (h->params[k].failed || h->params[k].len > (size_t)INT32_MAX)
             return outbox_pg_nomem(d);
 
     char stamp[8];
     outbox_pg_put_int8(stamp, fence->stamp - PG_EPOCH_OFFSET_US);
-    const char *values[5] = {h->params[0].p, h->params[1].p, h->params[2].p, h->params[3].p, stamp};
+    const char *values[5] = {h->params[0].data, h->params[1].data, h->params[2].data,
+                             h->params[3].data, stamp};
     int lengths[5] = {(int)h->params[0].len, (int)h->params[1].len, (int)h->params[2].len,
                       (int)h->params[3].len, 8};
     int formats[5] = {1, 1, 1, 1, 1};
@@ -831,7 +844,7 @@ int outbox_pg_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx, co
         rc = outbox_pg_exec_on(app, h->sql[PG_CKPT_ADVANCE], 2, values, NULL, NULL, 0, &res, d,
                                "advancing the checkpoint");
     } else {
-        rc = ctx && ctx->in_own_tx ? in_own_tx(h, "advancing the checkpoint", d)
+        rc = ctx && ctx->in_own_tx ? outbox_pg_in_own_tx(h, "advancing the checkpoint", d)
                                    : outbox_pg_no_open_tx(h, "checkpoint advance outside a transaction", d);
         if (rc == OUTBOX_OK)
             rc = outbox_pg_exec_slot(h, PG_CKPT_ADVANCE, 2, values, NULL, NULL, 0, &res, d,
@@ -865,21 +878,22 @@ static int listen_once(pg_handle_t *h, outbox_diag_t *d)
 {
     if (h->listening)
         return OUTBOX_OK;
-    pg_buf_t b = {0};
-    outbox_pg_buf_add(&b, "LISTEN ");
-    outbox_pg_buf_ident(&b, h->channel);
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
+    outbox_buf_puts(&b, "LISTEN ");
+    outbox_buf_ident(&b, h->channel, '"');
     if (b.failed) {
-        outbox_pg_buf_free(&b);
+        outbox_buf_free(&b);
         return outbox_pg_nomem(d);
     }
-    int rc = outbox_pg_command(h, b.p, d, "listening for new rows");
-    outbox_pg_buf_free(&b);
+    int rc = outbox_pg_command(h, b.data, d, "listening for new rows");
+    outbox_buf_free(&b);
     if (rc == OUTBOX_OK)
         h->listening = 1;
     return rc;
 }
 
-void outbox_pg_drain_notifies(pg_handle_t *h, const char *route)
+static void drain_notifies(pg_handle_t *h, const char *route)
 {
     /* A relay claims before it first waits: listening from here on means no
      * row committed between an empty claim and the wait goes unnoticed. A
@@ -898,13 +912,6 @@ void outbox_pg_drain_notifies(pg_handle_t *h, const char *route)
             h->wake_pending = 1;
         PQfreemem(n);
     }
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(int ms)
@@ -949,15 +956,17 @@ int outbox_pg_wait(void *handle, const char *route, int timeout_ms, outbox_diag_
         h->wake_pending = 0;
         return OUTBOX_OK;
     }
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = outbox_pg_host->monotonic_us() + (int64_t)timeout_ms * 1000;
     for (;;) {
         if (!PQconsumeInput(h->conn))
             return outbox_pg_result_fail(h->conn, NULL, d, "waiting for new rows");
         if (take_notifies(h, route))
             return OUTBOX_OK;
-        int64_t left = deadline - mono_ms();
-        if (left <= 0)
+        int64_t left_us = deadline - outbox_pg_host->monotonic_us();
+        if (left_us <= 0)
             return OUTBOX_OK;
+        /* Rounded up: a poll of 0 ms would spin through the last millisecond. */
+        int64_t left = (left_us + 999) / 1000;
         struct pollfd pfd = {.fd = PQsocket(h->conn), .events = POLLIN};
         if (pfd.fd < 0)
             return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "waiting for new rows: no connection");

@@ -1,5 +1,5 @@
-/* PostgreSQL store driver: the canonical schema, finding the table at open,
- * applying the schema, and checking a live table against it.
+/* PostgreSQL store driver, third floor: the canonical schema, finding the
+ * table at open, applying the schema, and checking a live table against it.
  *
  * Everything is read from the catalogs (pg_class, pg_attribute, pg_index),
  * and indexes are compared by what they cover, never by name: a table the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pg_int.h"
+#include "pg_ops.h"
 
 typedef struct col_spec {
     const char *name;
@@ -53,7 +53,8 @@ static const col_spec_t ckpt_cols[] = {
     {"hlc", "bigint", NULL, "BIGINT NOT NULL"},
 };
 
-const char *const outbox_pg_required_columns[] = {
+/* The columns every outbox table has, NULL-terminated. */
+static const char *const required_columns[] = {
     "id", "outbox_route", "event_id", "event_type", "tenant_id", "execution_id",
     "correlation_id", "causation_id", "occurred_at", "payload", "status", "created_at",
     "published_at", "processing_at", "last_error", "attempts", "available_at", "ordering_key",
@@ -210,13 +211,12 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
     if (strict && row < 0) {
         PQclear(res);
         return outbox_pg_fail(d, OUTBOX_ESCHEMA, "table \"%s\" not found%s%s", h->rel.table,
-                              h->rel.schema ? " in schema " : "",
-                              h->rel.schema ? h->rel.schema : "");
+                              h->rel.schema[0] ? " in schema " : "", h->rel.schema);
     }
-    for (size_t i = 0; strict && outbox_pg_required_columns[i]; i++) {
-        if (!find_column(res, 1, outbox_pg_required_columns[i], NULL)) {
+    for (size_t i = 0; strict && required_columns[i]; i++) {
+        if (!find_column(res, 1, required_columns[i], NULL)) {
             rc = outbox_pg_fail(d, OUTBOX_ESCHEMA, "column %s missing from \"%s\"",
-                                outbox_pg_required_columns[i], h->shown);
+                                required_columns[i], h->shown);
             PQclear(res);
             return rc;
         }
@@ -232,7 +232,7 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
     if (row >= 0)
         channel_name(PQgetvalue(res, row, 1), PQgetvalue(res, row, 2), h->channel);
     else
-        channel_name(h->rel.schema ? h->rel.schema : "public", h->rel.table, h->channel);
+        channel_name(h->rel.schema[0] ? h->rel.schema : "public", h->rel.table, h->channel);
     PQclear(res);
     return OUTBOX_OK;
 }
@@ -240,16 +240,10 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
 /* ----------------------------------------------------------------- DDL */
 
 typedef struct ddl_target {
-    pg_rel_t rel;
-    pg_rel_t ckpt;
+    outbox_relname_t rel;
+    outbox_relname_t ckpt;
     uint32_t flags;
 } ddl_target_t;
-
-static void target_free(ddl_target_t *t)
-{
-    outbox_pg_rel_free(&t->rel);
-    outbox_pg_rel_free(&t->ckpt);
-}
 
 static int target_parse(const outbox_schema_opts_t *opts, const pg_handle_t *h, ddl_target_t *t,
                         outbox_diag_t *d)
@@ -258,53 +252,46 @@ static int target_parse(const outbox_schema_opts_t *opts, const pg_handle_t *h, 
     const char *relation = opts && opts->relation ? opts->relation : NULL;
     const char *ckpt = opts && opts->checkpoint_relation ? opts->checkpoint_relation : NULL;
     t->flags = opts ? opts->flags : 0;
-    int rc;
+    int rc = OUTBOX_OK;
     if (relation || !h)
-        rc = outbox_pg_rel_parse(relation ? relation : "outbox", &t->rel, d);
+        rc = outbox_pg_relname(relation ? relation : "outbox", &t->rel, d);
     else
-        rc = outbox_pg_rel_copy(&h->rel, &t->rel, d); /* no relation in opts: the handle's own */
+        t->rel = h->rel; /* no relation in opts: the handle's own */
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_rel_checkpoint(ckpt, &t->rel, &t->ckpt, d);
-    if (rc != OUTBOX_OK)
-        target_free(t);
+        rc = outbox_pg_relname_ckpt(ckpt, &t->rel, &t->ckpt, d);
     return rc;
 }
 
-static void add_rel(pg_buf_t *b, const pg_rel_t *r)
+static void ddl_table(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_pg_buf_rel(b, r->schema, r->table);
-}
-
-static void ddl_table(const ddl_target_t *t, pg_buf_t *b)
-{
-    outbox_pg_buf_add(b, "CREATE TABLE IF NOT EXISTS ");
-    add_rel(b, &t->rel);
-    outbox_pg_buf_add(b, " (\n");
+    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_puts(b, " (\n");
     for (size_t i = 0; i < N_OUTBOX_COLS; i++)
-        outbox_pg_buf_add(b, "    %-15s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
-    outbox_pg_buf_add(b, "    UNIQUE (outbox_route, event_id)\n);\n");
+        outbox_buf_printf(b, "    %-15s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
+    outbox_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
 }
 
-static void ddl_add_columns(const ddl_target_t *t, pg_buf_t *b)
+static void ddl_add_columns(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b, "-- Tables made before these columns existed gain them; on a new table "
-                         "this does nothing.\nALTER TABLE ");
-    add_rel(b, &t->rel);
+    outbox_buf_puts(b, "-- Tables made before these columns existed gain them; on a new table "
+                       "this does nothing.\nALTER TABLE ");
+    outbox_buf_relname(b, &t->rel, '"');
     for (size_t i = FIRST_MIGRATED_COL; i < N_OUTBOX_COLS; i++)
-        outbox_pg_buf_add(b, "%s\n    ADD COLUMN IF NOT EXISTS %s %s", i > FIRST_MIGRATED_COL ? "," : "",
+        outbox_buf_printf(b, "%s\n    ADD COLUMN IF NOT EXISTS %s %s", i > FIRST_MIGRATED_COL ? "," : "",
                           outbox_cols[i].name, outbox_cols[i].decl);
     if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-        outbox_pg_buf_add(b, ",\n    -- W3C trace context, forwarded as a header\n"
+        outbox_buf_printf(b, ",\n    -- W3C trace context, forwarded as a header\n"
                              "    ADD COLUMN IF NOT EXISTS %s %s",
                           traceparent_col.name, traceparent_col.decl);
     if (t->flags & OUTBOX_SCHEMA_HLC)
-        outbox_pg_buf_add(b, ",\n    -- causal order: physical_ms << 16 | logical (SPEC 6)\n"
+        outbox_buf_printf(b, ",\n    -- causal order: physical_ms << 16 | logical (SPEC 6)\n"
                              "    ADD COLUMN IF NOT EXISTS %s %s",
                           hlc_col.name, hlc_col.decl);
-    outbox_pg_buf_add(b, ";\n");
+    outbox_buf_puts(b, ";\n");
 }
 
-static void ddl_indexes(const ddl_target_t *t, pg_buf_t *b)
+static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
 {
     for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
         const idx_spec_t *x = &outbox_idx[i];
@@ -312,37 +299,37 @@ static void ddl_indexes(const ddl_target_t *t, pg_buf_t *b)
             continue;
         char name[64];
         index_name(t->rel.table, x->suffix, name);
-        outbox_pg_buf_add(b, "-- %s\nCREATE INDEX IF NOT EXISTS ", x->why);
-        outbox_pg_buf_ident(b, name);
-        outbox_pg_buf_add(b, " ON ");
-        add_rel(b, &t->rel);
-        outbox_pg_buf_add(b, " (%s)%s%s;\n", x->cols, x->where ? "\n    WHERE " : "",
+        outbox_buf_printf(b, "-- %s\nCREATE INDEX IF NOT EXISTS ", x->why);
+        outbox_buf_ident(b, name, '"');
+        outbox_buf_puts(b, " ON ");
+        outbox_buf_relname(b, &t->rel, '"');
+        outbox_buf_printf(b, " (%s)%s%s;\n", x->cols, x->where ? "\n    WHERE " : "",
                           x->where ? x->where : "");
     }
 }
 
-static void ddl_checkpoint(const ddl_target_t *t, pg_buf_t *b)
+static void ddl_checkpoint(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b, "-- The node-global clock high-water mark (SPEC 6).\n");
-    if (t->ckpt.schema && (!t->rel.schema || strcmp(t->ckpt.schema, t->rel.schema) != 0)) {
-        outbox_pg_buf_add(b, "CREATE SCHEMA IF NOT EXISTS ");
-        outbox_pg_buf_ident(b, t->ckpt.schema);
-        outbox_pg_buf_add(b, ";\n");
+    outbox_buf_puts(b, "-- The node-global clock high-water mark (SPEC 6).\n");
+    if (t->ckpt.schema[0] && strcmp(t->ckpt.schema, t->rel.schema) != 0) {
+        outbox_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
+        outbox_buf_ident(b, t->ckpt.schema, '"');
+        outbox_buf_puts(b, ";\n");
     }
-    outbox_pg_buf_add(b, "CREATE TABLE IF NOT EXISTS ");
-    add_rel(b, &t->ckpt);
-    outbox_pg_buf_add(b, " (node_key TEXT NOT NULL, hlc BIGINT NOT NULL, PRIMARY KEY (node_key));\n");
+    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_buf_relname(b, &t->ckpt, '"');
+    outbox_buf_puts(b, " (node_key TEXT NOT NULL, hlc BIGINT NOT NULL, PRIMARY KEY (node_key));\n");
 }
 
-static void ddl_all(const ddl_target_t *t, pg_buf_t *b)
+static void ddl_all(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_pg_buf_add(b, "-- liboutbox outbox schema for PostgreSQL. Idempotent: run it again "
-                         "to add what is missing.\n-- On a large live table, create the indexes "
-                         "by hand with CREATE INDEX CONCURRENTLY first.\n");
-    if (t->rel.schema) {
-        outbox_pg_buf_add(b, "CREATE SCHEMA IF NOT EXISTS ");
-        outbox_pg_buf_ident(b, t->rel.schema);
-        outbox_pg_buf_add(b, ";\n");
+    outbox_buf_puts(b, "-- liboutbox outbox schema for PostgreSQL. Idempotent: run it again "
+                       "to add what is missing.\n-- On a large live table, create the indexes "
+                       "by hand with CREATE INDEX CONCURRENTLY first.\n");
+    if (t->rel.schema[0]) {
+        outbox_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
+        outbox_buf_ident(b, t->rel.schema, '"');
+        outbox_buf_puts(b, ";\n");
     }
     ddl_table(t, b);
     ddl_add_columns(t, b);
@@ -360,89 +347,65 @@ int outbox_pg_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_di
     int rc = target_parse(opts, NULL, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    pg_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
     ddl_all(&t, &b);
-    target_free(&t);
-    if (b.failed) {
-        outbox_pg_buf_free(&b);
-        return outbox_pg_nomem(d);
-    }
-    *out = b.p;
-    return OUTBOX_OK;
+    *out = outbox_buf_steal(&b);
+    return *out ? OUTBOX_OK : outbox_pg_nomem(d);
 }
 
-/* --------------------------------------------------------------- apply */
+/* ------------------------------------------------------- apply and drop */
 
-/* Runs a script of several statements as one transaction: all of it or,
- * on any error, none. */
-static int run_script(pg_handle_t *h, const pg_buf_t *script, outbox_diag_t *d, const char *what)
+/* Runs the script that build writes for opts as one transaction: all of
+ * it or, on any error, none. */
+static int run_script(pg_handle_t *h, const outbox_schema_opts_t *opts,
+                      void (*build)(const ddl_target_t *t, outbox_buf_t *b), const char *what,
+                      outbox_diag_t *d)
 {
-    if (script->failed)
-        return outbox_pg_nomem(d);
-    pg_buf_t b = {0};
-    outbox_pg_buf_add(&b, "BEGIN;\n%s\nCOMMIT;", script->p);
-    if (b.failed) {
-        outbox_pg_buf_free(&b);
-        return outbox_pg_nomem(d);
-    }
-    int rc = outbox_pg_connected(h, d);
+    int rc = outbox_pg_no_open_tx(h, what, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    ddl_target_t t;
+    rc = target_parse(opts, h, &t, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
+    /* Quiet the NOTICEs of IF [NOT] EXISTS for this transaction only. */
+    outbox_buf_puts(&b, "BEGIN;\nSET LOCAL client_min_messages = warning;\n");
+    build(&t, &b);
+    outbox_buf_puts(&b, "\nCOMMIT;");
+    rc = b.failed ? outbox_pg_nomem(d) : outbox_pg_connected(h, d);
     if (rc == OUTBOX_OK) {
-        PGresult *r = PQexec(h->conn, b.p);
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            rc = outbox_pg_result_fail(h->conn, r, d, what);
-        PQclear(r);
+        rc = outbox_pg_simple(h->conn, b.data, d, what);
         /* An error skips the rest of the script, COMMIT included. */
         if (PQstatus(h->conn) == CONNECTION_OK && PQtransactionStatus(h->conn) != PQTRANS_IDLE)
             PQclear(PQexec(h->conn, "ROLLBACK"));
     }
-    outbox_pg_buf_free(&b);
+    outbox_buf_free(&b);
     return rc;
 }
 
-int outbox_pg_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+static void ddl_drop(const ddl_target_t *t, outbox_buf_t *b)
 {
-    pg_handle_t *h = handle;
-    int rc = outbox_pg_no_open_tx(h, "schema apply", d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    ddl_target_t t;
-    rc = target_parse(opts, h, &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    pg_buf_t b = {0};
-    /* Quiet the NOTICEs of IF NOT EXISTS for this transaction only. */
-    outbox_pg_buf_add(&b, "SET LOCAL client_min_messages = warning;\n");
-    ddl_all(&t, &b);
-    target_free(&t);
-    rc = run_script(h, &b, d, "schema apply");
-    outbox_pg_buf_free(&b);
-    return rc;
-}
-
-int outbox_pg_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
-{
-    pg_handle_t *h = handle;
-    int rc = outbox_pg_no_open_tx(h, "schema drop", d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    ddl_target_t t;
-    rc = target_parse(opts, h, &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    pg_buf_t b = {0};
-    outbox_pg_buf_add(&b, "SET LOCAL client_min_messages = warning;\nDROP TABLE IF EXISTS ");
-    add_rel(&b, &t.rel);
-    outbox_pg_buf_add(&b, ";\n");
-    if (t.flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_pg_buf_add(&b, "DROP TABLE IF EXISTS ");
-        add_rel(&b, &t.ckpt);
-        outbox_pg_buf_add(&b, ";\n");
+    outbox_buf_puts(b, "DROP TABLE IF EXISTS ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_puts(b, ";\n");
+    if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
+        outbox_buf_puts(b, "DROP TABLE IF EXISTS ");
+        outbox_buf_relname(b, &t->ckpt, '"');
+        outbox_buf_puts(b, ";\n");
     }
-    target_free(&t);
-    rc = run_script(h, &b, d, "schema drop");
-    outbox_pg_buf_free(&b);
-    return rc;
+}
+
+int outbox_pg_schema_apply(pg_handle_t *h, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return run_script(h, opts, ddl_all, "schema apply", d);
+}
+
+int outbox_pg_schema_drop(pg_handle_t *h, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return run_script(h, opts, ddl_drop, "schema drop", d);
 }
 
 /* --------------------------------------------------------------- check */
@@ -574,18 +537,20 @@ static void check_unique(checker_t *c, const PGresult *idx, const char *const *s
     problem(c, "missing unique index on (%s%s%s)", shown, set[1] ? ", " : "", set[1] ? set[1] : "");
 }
 
-static int read_indexes(pg_handle_t *h, const pg_rel_t *rel, PGresult **res, outbox_diag_t *d)
+static int read_indexes(pg_handle_t *h, const outbox_relname_t *rel, PGresult **res,
+                        outbox_diag_t *d)
 {
-    pg_buf_t name = {0};
-    add_rel(&name, rel);
+    outbox_buf_t name;
+    outbox_buf_init(&name, outbox_pg_host);
+    outbox_buf_relname(&name, rel, '"');
     if (name.failed) {
-        outbox_pg_buf_free(&name);
+        outbox_buf_free(&name);
         return outbox_pg_nomem(d);
     }
-    const char *vals[1] = {name.p};
+    const char *vals[1] = {name.data};
     int rc = outbox_pg_exec_on(h->conn, INDEX_SQL, 1, vals, NULL, NULL, 0, res, d,
                                "reading the table's indexes");
-    outbox_pg_buf_free(&name);
+    outbox_buf_free(&name);
     return rc;
 }
 
@@ -624,7 +589,7 @@ static int check_checkpoint(pg_handle_t *h, const ddl_target_t *t, const PGresul
                             checker_t *c, outbox_diag_t *d)
 {
     char shown[160];
-    outbox_pg_rel_show(&t->ckpt, shown, sizeof shown);
+    outbox_relname_show(&t->ckpt, shown, sizeof shown);
     if (relation_row(cols, 2) < 0) {
         problem(c, "missing table %s", shown);
         return OUTBOX_OK;
@@ -652,21 +617,23 @@ int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
     int rc = target_parse(opts, h, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    pg_buf_t rel = {0}, ck = {0};
-    add_rel(&rel, &t.rel);
-    add_rel(&ck, &t.ckpt);
+    outbox_buf_t rel, ck;
+    outbox_buf_init(&rel, outbox_pg_host);
+    outbox_buf_init(&ck, outbox_pg_host);
+    outbox_buf_relname(&rel, &t.rel, '"');
+    outbox_buf_relname(&ck, &t.ckpt, '"');
     PGresult *cols = NULL;
     if (rel.failed || ck.failed)
         rc = outbox_pg_nomem(d);
     else
-        rc = read_columns(h, rel.p, ck.p, &cols, d);
-    outbox_pg_buf_free(&rel);
-    outbox_pg_buf_free(&ck);
+        rc = read_columns(h, rel.data, ck.data, &cols, d);
+    outbox_buf_free(&rel);
+    outbox_buf_free(&ck);
     checker_t c = {report, ctx, 0};
     if (rc == OUTBOX_OK) {
         if (relation_row(cols, 1) < 0) {
             char shown[160];
-            outbox_pg_rel_show(&t.rel, shown, sizeof shown);
+            outbox_relname_show(&t.rel, shown, sizeof shown);
             problem(&c, "missing table %s", shown);
         } else {
             rc = check_outbox(h, &t, cols, &c, d);
@@ -675,7 +642,6 @@ int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
         rc = check_checkpoint(h, &t, cols, &c, d);
     PQclear(cols);
-    target_free(&t);
     if (problems)
         *problems = c.problems;
     return rc;

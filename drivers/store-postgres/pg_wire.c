@@ -1,4 +1,5 @@
-/* PostgreSQL store driver: text and binary buffers.
+/* PostgreSQL store driver, ground floor: the host table, errors and their
+ * SQLSTATE mapping, relation names, and the binary wire format.
  *
  * Batches travel as binary arrays (array_send's format) bound to one
  * prepared statement, so a stage or settle of any size is one round trip
@@ -10,119 +11,125 @@
 
 #include "pg_int.h"
 
-/* ------------------------------------------------------------- buffer */
+PG_HIDDEN const outbox_host_t *outbox_pg_host;
 
-static int buf_reserve(pg_buf_t *b, size_t extra)
-{
-    if (b->failed)
-        return 0;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->failed = 1;
-        return 0;
-    }
-    if (b->len + extra + 1 <= b->cap)
-        return 1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    char *p = outbox_pg_host->realloc(b->p, cap);
-    if (!p) {
-        b->failed = 1;
-        return 0;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 1;
-}
+/* --------------------------------------------------------------- errors */
 
-void outbox_pg_buf_add(pg_buf_t *b, const char *fmt, ...)
+int outbox_pg_fail(outbox_diag_t *d, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
+    int rc = outbox_pg_host->verror(d, code, fmt, ap);
     va_end(ap);
-    if (need < 0) {
-        b->failed = 1;
-        return;
+    return rc;
+}
+
+int outbox_pg_nomem(outbox_diag_t *d)
+{
+    return outbox_pg_fail(d, OUTBOX_ENOMEM, "out of memory");
+}
+
+int outbox_pg_sqlstate_code(const char *s)
+{
+    if (!s || strlen(s) != 5)
+        return OUTBOX_EPERMANENT;
+    /* Worth a retry: the same call may well succeed in a moment. */
+    static const char *const transient[] = {
+        "40001", /* serialization_failure */
+        "40P01", /* deadlock_detected */
+        "55P03", /* lock_not_available */
+        "55006", /* object_in_use */
+        "57P01", /* admin_shutdown */
+        "57P02", /* crash_shutdown */
+        "57P03", /* cannot_connect_now */
+        "57014", /* query_canceled (statement_timeout) */
+        "25006", /* read_only_sql_transaction: a standby, until failover ends */
+        NULL,
+    };
+    for (size_t i = 0; transient[i]; i++)
+        if (strcmp(s, transient[i]) == 0)
+            return OUTBOX_ETRANSIENT;
+    if (strncmp(s, "08", 2) == 0 || /* connection_exception */
+        strncmp(s, "53", 2) == 0 || /* insufficient_resources (too many connections, disk full) */
+        strncmp(s, "58", 2) == 0)   /* system_error (I/O) */
+        return OUTBOX_ETRANSIENT;
+    if (strcmp(s, "42P01") == 0 || strcmp(s, "42703") == 0 || strcmp(s, "3F000") == 0 ||
+        strcmp(s, "42704") == 0 || strcmp(s, "42P10") == 0)
+        return OUTBOX_ESCHEMA; /* undefined table/column/schema/object, no matching unique index */
+    if (strncmp(s, "22", 2) == 0) /* data_exception: a value the column cannot take */
+        return OUTBOX_EINVAL;
+    if (strcmp(s, "53200") == 0)
+        return OUTBOX_ENOMEM;
+    return OUTBOX_EPERMANENT; /* 23 integrity, 42 syntax/privilege, ... */
+}
+
+int outbox_pg_result_ok(const PGresult *res)
+{
+    ExecStatusType st = PQresultStatus(res);
+    return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+}
+
+int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, const char *what)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+    char msg[OUTBOX_MESSAGE_MAX];
+    if (primary)
+        snprintf(msg, sizeof msg, "%s%s%s%s", primary, detail ? " (" : "", detail ? detail : "",
+                 detail ? ")" : "");
+    else
+        snprintf(msg, sizeof msg, "%s", conn ? PQerrorMessage(conn) : "no connection");
+    /* libpq messages end with a newline and may span lines; a diagnostic is one. */
+    char line[OUTBOX_MESSAGE_MAX];
+    outbox_text_line(msg, line, sizeof line);
+    int code;
+    if (!conn || PQstatus(conn) != CONNECTION_OK)
+        code = OUTBOX_ETRANSIENT; /* whatever the statement was, the server is gone */
+    else if (state)
+        code = outbox_pg_sqlstate_code(state);
+    else if (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !state)
+        code = OUTBOX_ETRANSIENT; /* a client-side failure: lost connection, out of sync */
+    else
+        code = OUTBOX_EPERMANENT;
+    if (state)
+        return outbox_pg_fail(d, code, "%s: %s [SQLSTATE %s]", what, line[0] ? line : "failed", state);
+    return outbox_pg_fail(d, code, "%s: %s", what, line[0] ? line : "failed");
+}
+
+/* ------------------------------------------------------------ relations */
+
+/* The host validates relation names already; checking again keeps the
+ * driver safe when it is driven directly (tests, third-party hosts). */
+int outbox_pg_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d)
+{
+    if (!name || !*name) {
+        out->schema[0] = out->table[0] = '\0';
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "empty relation name");
     }
-    if (!buf_reserve(b, (size_t)need))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)need;
+    if (outbox_relname_parse(name, out) != 0)
+        return outbox_pg_fail(d, OUTBOX_EINVAL,
+                              "invalid relation name \"%.160s\": expected table or schema.table",
+                              name);
+    return OUTBOX_OK;
 }
 
-void outbox_pg_buf_put(pg_buf_t *b, const void *p, size_t n)
+int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *base, outbox_relname_t *out,
+                           outbox_diag_t *d)
 {
-    if (!buf_reserve(b, n))
-        return;
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_quoted(pg_buf_t *b, const char *s, char quote)
-{
-    size_t n = strlen(s);
-    if (!buf_reserve(b, 2 * n + 2))
-        return;
-    b->p[b->len++] = quote;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == quote)
-            b->p[b->len++] = quote;
-        b->p[b->len++] = s[i];
-    }
-    b->p[b->len++] = quote;
-    b->p[b->len] = '\0';
-}
-
-void outbox_pg_buf_ident(pg_buf_t *b, const char *ident)
-{
-    buf_quoted(b, ident, '"');
-}
-
-void outbox_pg_buf_literal(pg_buf_t *b, const char *s)
-{
-    /* standard_conforming_strings is on in every supported server, so a
-     * backslash is an ordinary character and doubling quotes suffices. */
-    buf_quoted(b, s, '\'');
-}
-
-void outbox_pg_buf_rel(pg_buf_t *b, const char *schema, const char *table)
-{
-    if (schema) {
-        outbox_pg_buf_ident(b, schema);
-        outbox_pg_buf_add(b, ".");
-    }
-    outbox_pg_buf_ident(b, table);
-}
-
-void outbox_pg_buf_free(pg_buf_t *b)
-{
-    outbox_pg_host->free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->failed = 0;
-}
-
-char *outbox_pg_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = outbox_pg_host->alloc(n);
-    if (p)
-        memcpy(p, s, n);
-    return p;
+    if (name)
+        return outbox_pg_relname(name, out, d);
+    outbox_relname_beside(base, "hlc_checkpoint", out);
+    return OUTBOX_OK;
 }
 
 /* ------------------------------------------------------------ scalars */
 
-static void put_u32(pg_buf_t *b, uint32_t v)
+static void put_u32(outbox_buf_t *b, uint32_t v)
 {
     unsigned char c[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
-    outbox_pg_buf_put(b, c, 4);
+    outbox_buf_put(b, c, 4);
 }
 
 void outbox_pg_put_int8(char out[8], int64_t v)
@@ -200,11 +207,10 @@ static int uuid_parse(const char *s, unsigned char out[16])
 
 /* ------------------------------------------------------------- arrays */
 
-void outbox_pg_array_begin(pg_array_t *a, pg_buf_t *b, uint32_t elem_oid, size_t n)
+void outbox_pg_array_begin(pg_array_t *a, outbox_buf_t *b, uint32_t elem_oid, size_t n)
 {
     a->b = b;
-    b->len = 0;
-    b->failed = 0;
+    outbox_buf_reset(b);
     put_u32(b, 1); /* dimensions */
     a->flags_at = b->len;
     put_u32(b, 0); /* has nulls, patched by the first NULL */
@@ -217,13 +223,13 @@ void outbox_pg_array_null(pg_array_t *a)
 {
     put_u32(a->b, UINT32_MAX); /* length -1 */
     if (!a->b->failed)
-        a->b->p[a->flags_at + 3] = 1;
+        a->b->data[a->flags_at + 3] = 1;
 }
 
 void outbox_pg_array_text(pg_array_t *a, const char *s, size_t len)
 {
     put_u32(a->b, (uint32_t)len);
-    outbox_pg_buf_put(a->b, s, len);
+    outbox_buf_put(a->b, s, len);
 }
 
 void outbox_pg_array_text0(pg_array_t *a, const char *s)
@@ -244,7 +250,7 @@ int outbox_pg_array_uuid(pg_array_t *a, const char *s)
     if (!uuid_parse(s, bin))
         return 0;
     put_u32(a->b, 16);
-    outbox_pg_buf_put(a->b, bin, 16);
+    outbox_buf_put(a->b, bin, 16);
     return 1;
 }
 
@@ -257,7 +263,7 @@ void outbox_pg_array_int8(pg_array_t *a, int64_t v, int zero_is_null)
     char c[8];
     outbox_pg_put_int8(c, v);
     put_u32(a->b, 8);
-    outbox_pg_buf_put(a->b, c, 8);
+    outbox_buf_put(a->b, c, 8);
 }
 
 void outbox_pg_array_stamp(pg_array_t *a, int64_t us, int zero_is_null)
@@ -278,59 +284,21 @@ void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len)
 {
     /* jsonb's binary form is a version byte (1) and the JSON text. */
     put_u32(a->b, (uint32_t)(len + 1));
-    outbox_pg_buf_put(a->b, "\1", 1);
-    outbox_pg_buf_put(a->b, s, len);
+    outbox_buf_put(a->b, "\1", 1);
+    outbox_buf_put(a->b, s, len);
 }
 
-/* --------------------------------------------------------------- UTF-8 */
-
-/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0. */
-static size_t utf8_seq(const unsigned char *s)
+void outbox_pg_array_line(pg_array_t *a, const char *s, size_t max)
 {
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
-}
-
-void outbox_pg_utf8_clean(const char *s, char *out, size_t size)
-{
-    size_t w = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p && w + 1 < size) {
-        size_t n = utf8_seq(p);
-        if (n == 0 || w + n >= size) {
-            out[w++] = '?';
-            p += n ? n : 1;
-            continue;
-        }
-        memcpy(out + w, p, n);
-        w += n;
-        p += n;
-    }
-    out[w] = '\0';
+    /* Cleaned straight into the parameter, the length written after. */
+    outbox_buf_t *b = a->b;
+    size_t at = b->len;
+    put_u32(b, 0);
+    if (outbox_buf_reserve(b, max) != 0)
+        return;
+    outbox_text_line(s, b->data + b->len, max + 1);
+    size_t n = strlen(b->data + b->len);
+    b->len += n;
+    for (int i = 0; i < 4; i++)
+        b->data[at + (size_t)i] = (char)(n >> (24 - 8 * i));
 }

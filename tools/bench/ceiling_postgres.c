@@ -80,8 +80,8 @@ static void sb_add(sb_t *b, const char *fmt, ...)
     b->len += (size_t)need;
 }
 
-/* "schema"."table" or "table": drivers/store-postgres/pg_wire.c,
- * outbox_pg_buf_rel(); names are valid identifiers (no quotes inside). */
+/* "schema"."table" or "table": outbox_buf_relname() of include/outbox/kit.h,
+ * as the driver quotes them; names are valid identifiers (no quotes inside). */
 static void rel_sql(const char *relation, char *out, size_t size)
 {
     const char *dot = strchr(relation, '.');
@@ -115,8 +115,8 @@ static void decode_into(sb_t *b, const char *s, size_t n, int quote)
     }
 }
 
-/* The three spellings the driver takes (drivers/store-postgres/pg.c,
- * build_conninfo): a libpq URI, a key=value string after the scheme, or
+/* The three spellings the driver takes (drivers/store-postgres/pg_conn.c,
+ * outbox_pg_conninfo): a libpq URI, a key=value string after the scheme, or
  * URI parameters each becoming a keyword. */
 static char *conninfo_of(const char *uri)
 {

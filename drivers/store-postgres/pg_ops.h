@@ -1,0 +1,54 @@
+/* PostgreSQL store driver, third floor: the store operations pg.c puts in
+ * its vtable. pg_rows.c, pg_schema.c and pg_admin.c stand side by side on
+ * this floor and never call one another; only pg.c combines them (open
+ * detects the table, then builds the statements for what it found).
+ * Private to this folder; see pg_int.h for the floors. */
+#ifndef OUTBOX_STORE_PG_OPS_H
+#define OUTBOX_STORE_PG_OPS_H
+
+#include "pg_conn.h"
+
+/* ---------------------------------------------------------- pg_schema.c */
+
+/* Detects the table, its optional columns and the checkpoint table. strict:
+ * a missing table or required column is OUTBOX_ESCHEMA (a normal open);
+ * otherwise they only leave the capabilities off (schema apply/check).
+ * Also derives the notification channel from the resolved name. */
+PG_HIDDEN int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d);
+
+PG_HIDDEN int outbox_pg_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_schema_apply(pg_handle_t *h, const outbox_schema_opts_t *opts,
+                                     outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
+                                     outbox_schema_report_fn report, void *ctx, size_t *problems,
+                                     outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_schema_drop(pg_handle_t *h, const outbox_schema_opts_t *opts,
+                                    outbox_diag_t *d);
+
+/* ------------------------------------------------------------ pg_rows.c */
+
+/* Builds the cached statement texts once the optional columns are known. */
+PG_HIDDEN int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d);
+
+PG_HIDDEN int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
+                              size_t n, size_t *staged, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
+                              size_t *n, outbox_fence_t *fence, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_settle(void *handle, const outbox_fence_t *fence,
+                               outbox_settle_item_t *items, size_t n, size_t *applied,
+                               outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx,
+                                           const char *node_key, int64_t hlc, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_wait(void *handle, const char *route, int timeout_ms, outbox_diag_t *d);
+
+/* ----------------------------------------------------------- pg_admin.c */
+
+PG_HIDDEN int outbox_pg_stats(void *handle, const char *route, outbox_stats_t *out,
+                              outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_replay(void *handle, const char *route, const char *event_id,
+                               uint64_t *count, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_purge(void *handle, const char *route, int64_t before, uint64_t *count,
+                              outbox_diag_t *d);
+
+#endif
