@@ -27,96 +27,15 @@
 
 SQ_HIDDEN const outbox_host_t *outbox_sqlite_host;
 
-/* ------------------------------------------------------- string builder */
-
-static int buf_reserve(sq_buf_t *b, size_t extra)
-{
-    if (b->failed)
-        return 0;
-    if (b->len + extra + 1 <= b->cap)
-        return 1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    char *p = outbox_sqlite_host->realloc(b->p, cap);
-    if (!p) {
-        b->failed = 1;
-        return 0;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 1;
-}
-
-void outbox_sqlite_buf_add(sq_buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) {
-        b->failed = 1;
-        return;
-    }
-    if (!buf_reserve(b, (size_t)need))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)need;
-}
-
-void outbox_sqlite_buf_ident(sq_buf_t *b, const char *ident)
-{
-    size_t n = strlen(ident);
-    if (!buf_reserve(b, 2 * n + 2))
-        return;
-    b->p[b->len++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        if (ident[i] == '"')
-            b->p[b->len++] = '"';
-        b->p[b->len++] = ident[i];
-    }
-    b->p[b->len++] = '"';
-    b->p[b->len] = '\0';
-}
-
-void outbox_sqlite_buf_rel(sq_buf_t *b, const char *schema, const char *table)
-{
-    if (schema) {
-        outbox_sqlite_buf_ident(b, schema);
-        outbox_sqlite_buf_add(b, ".");
-    }
-    outbox_sqlite_buf_ident(b, table);
-}
-
-void outbox_sqlite_buf_free(sq_buf_t *b)
-{
-    outbox_sqlite_host->free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->failed = 0;
-}
-
-char *outbox_sqlite_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = outbox_sqlite_host->alloc(n);
-    if (p)
-        memcpy(p, s, n);
-    return p;
-}
-
 /* --------------------------------------------------------------- errors */
 
 int outbox_sqlite_fail(outbox_diag_t *d, int code, const char *fmt, ...)
-{
-    char msg[OUTBOX_MESSAGE_MAX];
-    va_list ap;
+                       {
+                       va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = outbox_sqlite_host->verror(d, code, fmt, ap);
     va_end(ap);
-    return outbox_sqlite_host->error(d, code, "%s", msg);
+    return rc;
 }
 
 int outbox_sqlite_code(int rc)
@@ -162,72 +81,25 @@ int outbox_sqlite_nomem(outbox_diag_t *d)
 
 /* ------------------------------------------------------------ relations */
 
-static int ident_valid(const char *s, size_t n)
-{
-    if (n == 0 || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        char c = s[i];
-        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-            return 0;
-    }
-    return 1;
-}
-
-static char *strndup_host(const char *s, size_t n)
-{
-    char *p = outbox_sqlite_host->alloc(n + 1);
-    if (p) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
-
 /* The host validates relation names already; checking again keeps the
  * driver safe when it is driven directly (tests, third-party hosts). */
-int outbox_sqlite_rel_parse(const char *name, sq_rel_t *out, outbox_diag_t *d)
+int outbox_sqlite_rel_parse(const char *name, outbox_relname_t *out, outbox_diag_t *d)
 {
-    out->schema = out->table = NULL;
+    if (outbox_relname_parse(name, out) == 0)
+        return OUTBOX_OK;
     if (!name || !*name)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL, "empty relation name");
-    const char *dot = strchr(name, '.');
-    const char *table = dot ? dot + 1 : name;
-    size_t schema_len = dot ? (size_t)(dot - name) : 0;
-    if ((dot && !ident_valid(name, schema_len)) || !ident_valid(table, strlen(table)))
-        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                  "invalid relation name \"%s\": expected table or schema.table",
-                                  name);
-    if (dot && !(out->schema = strndup_host(name, schema_len)))
-        return outbox_sqlite_nomem(d);
-    if (!(out->table = outbox_sqlite_strdup(table))) {
-        outbox_sqlite_rel_free(out);
-        return outbox_sqlite_nomem(d);
-    }
-    return OUTBOX_OK;
+    return outbox_sqlite_fail(d, OUTBOX_EINVAL,
+                              "invalid relation name \"%s\": expected table or schema.table", name);
 }
 
-int outbox_sqlite_rel_checkpoint(const char *name, const sq_rel_t *base, sq_rel_t *out,
-                                 outbox_diag_t *d)
+int outbox_sqlite_rel_checkpoint(const char *name, const outbox_relname_t *base,
+                                 outbox_relname_t *out, outbox_diag_t *d)
 {
     if (name)
         return outbox_sqlite_rel_parse(name, out, d);
-    out->schema = NULL;
-    out->table = NULL;
-    if (base->schema && !(out->schema = outbox_sqlite_strdup(base->schema)))
-        return outbox_sqlite_nomem(d);
-    if (!(out->table = outbox_sqlite_strdup("hlc_checkpoint"))) {
-        outbox_sqlite_rel_free(out);
-        return outbox_sqlite_nomem(d);
-    }
+    outbox_relname_beside(base, "hlc_checkpoint", out);
     return OUTBOX_OK;
-}
-
-void outbox_sqlite_rel_free(sq_rel_t *r)
-{
-    outbox_sqlite_host->free(r->schema);
-    outbox_sqlite_host->free(r->table);
-    r->schema = r->table = NULL;
 }
 
 /* ----------------------------------------------------------- statements */
@@ -238,14 +110,15 @@ int outbox_sqlite_stmt(sq_handle_t *h, int slot, sq_sql_fn build, sqlite3_stmt *
     *out = NULL;
     sqlite3_stmt *st = h->stmt[slot];
     if (!st) {
-        sq_buf_t b = {0};
+        outbox_buf_t b;
+        outbox_buf_init(&b, outbox_sqlite_host);
         build(h, &b);
         if (b.failed) {
-            outbox_sqlite_buf_free(&b);
+            outbox_buf_free(&b);
             return outbox_sqlite_nomem(d);
         }
-        int rc = sqlite3_prepare_v3(h->db, b.p, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
-        outbox_sqlite_buf_free(&b);
+        int rc = sqlite3_prepare_v3(h->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+        outbox_buf_free(&b);
         if (rc != SQLITE_OK) {
             sqlite3_finalize(st);
             return outbox_sqlite_dbfail(d, h->db, rc, "preparing a statement");
@@ -272,22 +145,22 @@ int outbox_sqlite_run(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d, const 
     return OUTBOX_OK;
 }
 
-static void sql_begin(const sq_handle_t *h, sq_buf_t *b)
+static void sql_begin(const sq_handle_t *h, outbox_buf_t *b)
 {
     (void)h;
-    outbox_sqlite_buf_add(b, "BEGIN IMMEDIATE");
+    outbox_buf_puts(b, "BEGIN IMMEDIATE");
 }
 
-static void sql_commit(const sq_handle_t *h, sq_buf_t *b)
+static void sql_commit(const sq_handle_t *h, outbox_buf_t *b)
 {
     (void)h;
-    outbox_sqlite_buf_add(b, "COMMIT");
+    outbox_buf_puts(b, "COMMIT");
 }
 
-static void sql_rollback(const sq_handle_t *h, sq_buf_t *b)
+static void sql_rollback(const sq_handle_t *h, outbox_buf_t *b)
 {
     (void)h;
-    outbox_sqlite_buf_add(b, "ROLLBACK");
+    outbox_buf_puts(b, "ROLLBACK");
 }
 
 int outbox_sqlite_tx_begin(sq_handle_t *h, outbox_diag_t *d)
@@ -402,32 +275,29 @@ static void sq_close(void *handle)
     outbox_sqlite_host->free(h->insert_sql);
     outbox_sqlite_host->free(h->ckpt_sql);
     outbox_sqlite_drop_index_names(h);
-    outbox_sqlite_rel_free(&h->rel);
-    outbox_sqlite_rel_free(&h->ckpt);
     outbox_sqlite_host->free(h);
 }
 
 static int parse_params(const outbox_uri_t *uri, int *busy_ms, outbox_diag_t *d)
 {
+    static const char *const known[] = {"busy_timeout", NULL};
     *busy_ms = SQ_DEFAULT_BUSY_MS;
-    for (size_t i = 0; i < uri->n_params; i++) {
-        const outbox_uri_param_t *p = &uri->params[i];
-        if (p->key && strcmp(p->key, "busy_timeout") == 0) {
-            const char *v = p->value ? p->value : "";
-            char *end = NULL;
-            errno = 0;
-            long ms = strtol(v, &end, 10);
-            if (!*v || *end || errno || ms < 0 || ms > INT_MAX)
-                return outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                          "busy_timeout must be milliseconds (0..%d), got \"%s\"",
-                                          INT_MAX, v);
-            *busy_ms = (int)ms;
-        } else {
-            return outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                      "unknown sqlite URI parameter \"%s\" (known: busy_timeout)",
-                                      p->key ? p->key : "");
-        }
-    }
+    const char *unknown = outbox_uri_unknown(uri, known);
+    if (unknown)
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
+                                  "unknown sqlite URI parameter \"%s\" (known: busy_timeout)",
+                                  unknown);
+    const char *v = outbox_uri_get(uri, "busy_timeout");
+    if (!v)
+        return OUTBOX_OK;
+    char *end = NULL;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (!*v || *end || errno || ms < 0 || ms > INT_MAX)
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
+                                  "busy_timeout must be milliseconds (0..%d), got \"%s\"", INT_MAX,
+                                  v);
+    *busy_ms = (int)ms;
     return OUTBOX_OK;
 }
 
@@ -470,13 +340,6 @@ static int pragma(sq_handle_t *h, const char *sql, char *value, size_t size, out
     return OUTBOX_OK;
 }
 
-static int64_t monotonic_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Replaces sqlite3_busy_timeout(), whose sleeps grow to 100 ms: the write
  * lock is held for a claim or a settle, about a millisecond, so a claimer
  * that polls every few hundred microseconds gets it soon after it frees up
@@ -484,7 +347,7 @@ static int64_t monotonic_us(void)
 static int busy_wait(void *arg, int count)
 {
     sq_handle_t *h = arg;
-    int64_t now = monotonic_us();
+    int64_t now = outbox_sqlite_host->monotonic_us();
     if (count == 0)
         h->busy_start = now;
     if (now - h->busy_start >= (int64_t)h->busy_ms * 1000)
@@ -547,8 +410,7 @@ static int detect(sq_handle_t *h, int strict, outbox_diag_t *d)
         return rc;
     if (strict && cols.n == 0)
         rc = outbox_sqlite_fail(d, OUTBOX_ESCHEMA, "table \"%s\" not found%s%s", h->rel.table,
-                                h->rel.schema ? " in schema " : "",
-                                h->rel.schema ? h->rel.schema : "");
+                                h->rel.schema[0] ? " in schema " : "", h->rel.schema);
     else if (strict)
         rc = has_required_columns(h, &cols, d);
     h->has_hlc = outbox_sqlite_column_find(&cols, "hlc") != NULL;
@@ -562,7 +424,7 @@ static int detect(sq_handle_t *h, int strict, outbox_diag_t *d)
 
     int attached = 0;
     h->has_ckpt = 0;
-    rc = outbox_sqlite_schema_attached(h->db, h->ckpt.schema, &attached, d);
+    rc = outbox_sqlite_schema_attached(h->db, &h->ckpt, &attached, d);
     if (rc != OUTBOX_OK || !attached)
         return rc;
     rc = outbox_sqlite_columns(h->db, &h->ckpt, &cols, d);
@@ -747,9 +609,9 @@ static int sq_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox
 
 static int sq_init(const outbox_host_t *host, outbox_diag_t *d)
 {
-    if (!host || host->struct_size < offsetof(outbox_host_t, now_us) + sizeof host->now_us ||
-        !host->alloc || !host->realloc || !host->free || !host->error || !host->log ||
-        !host->now_us) {
+    if (!host || !OUTBOX_STRUCT_HAS(outbox_host_t, host, verror) || !host->alloc ||
+        !host->realloc || !host->free || !host->error || !host->log || !host->now_us ||
+        !host->monotonic_us || !host->verror) {
         if (d) {
             d->code = OUTBOX_EABI;
             snprintf(d->message, sizeof d->message,

@@ -8,7 +8,7 @@
 
 #include <sqlite3.h>
 
-#include "outbox/driver.h"
+#include "outbox/kit.h"
 
 #define SQ_HIDDEN __attribute__((visibility("hidden")))
 
@@ -18,39 +18,14 @@
 /* The host table given to init(); the only mutable static of the driver. */
 extern SQ_HIDDEN const outbox_host_t *outbox_sqlite_host;
 
-/* ------------------------------------------------------- string builder */
-
-/* A growable string. Once an allocation fails the builder stays failed and
- * every further append is a no-op, so callers check once at the end. */
-typedef struct sq_buf {
-    char *p;
-    size_t len;
-    size_t cap;
-    int failed;
-} sq_buf_t;
-
-SQ_HIDDEN void outbox_sqlite_buf_add(sq_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
-/* Appends ident as a double-quoted SQL identifier. */
-SQ_HIDDEN void outbox_sqlite_buf_ident(sq_buf_t *b, const char *ident);
-/* Appends "schema"."table", or "table" when schema is NULL. */
-SQ_HIDDEN void outbox_sqlite_buf_rel(sq_buf_t *b, const char *schema, const char *table);
-SQ_HIDDEN void outbox_sqlite_buf_free(sq_buf_t *b);
-SQ_HIDDEN char *outbox_sqlite_strdup(const char *s);
-
 /* ------------------------------------------------------------ relations */
 
-/* A relation split into its parts, each allocated with host->alloc. */
-typedef struct sq_rel {
-    char *schema; /* NULL when the name was unqualified */
-    char *table;
-} sq_rel_t;
-
-/* Splits and validates "table" or "schema.table". */
-SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, sq_rel_t *out, outbox_diag_t *d);
+/* Splits and validates "table" or "schema.table" (schema "" when
+ * unqualified), reporting a bad name in d. */
+SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, outbox_relname_t *out, outbox_diag_t *d);
 /* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
-SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const sq_rel_t *base, sq_rel_t *out,
-                                           outbox_diag_t *d);
-SQ_HIDDEN void outbox_sqlite_rel_free(sq_rel_t *r);
+SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const outbox_relname_t *base,
+                                           outbox_relname_t *out, outbox_diag_t *d);
 
 /* --------------------------------------------------------------- errors */
 
@@ -88,8 +63,8 @@ typedef struct sq_chunk sq_chunk_t;
 
 typedef struct sq_handle {
     sqlite3 *db;
-    sq_rel_t rel;
-    sq_rel_t ckpt;
+    outbox_relname_t rel;
+    outbox_relname_t ckpt;
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
@@ -111,7 +86,7 @@ typedef struct sq_handle {
 } sq_handle_t;
 
 /* Builds the SQL text of a cached statement. */
-typedef void (*sq_sql_fn)(const sq_handle_t *h, sq_buf_t *b);
+typedef void (*sq_sql_fn)(const sq_handle_t *h, outbox_buf_t *b);
 
 /* The cached statement in slot, prepared from build() on first use, reset
  * and with its bindings cleared. */
@@ -156,20 +131,22 @@ typedef struct sq_columns {
 } sq_columns_t;
 
 /* The columns of schema.table; n = 0 when it does not exist. */
-SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out,
+SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const outbox_relname_t *rel, sq_columns_t *out,
                                     outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_columns_free(sq_columns_t *c);
 SQ_HIDDEN const sq_column_t *outbox_sqlite_column_find(const sq_columns_t *c, const char *name);
-/* 1 when schema is NULL or names an attached database. */
-SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const char *schema, int *attached,
-                                            outbox_diag_t *d);
+/* *attached = 1 when rel is unqualified or its schema names an attached
+ * database. */
+SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_relname_t *rel,
+                                            int *attached, outbox_diag_t *d);
 
 /* Sets h->idx_order, idx_hlc and idx_key from the table's indexes. */
 SQ_HIDDEN int outbox_sqlite_pick_indexes(sq_handle_t *h, outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_drop_index_names(sq_handle_t *h);
 
 /* OUTBOX_EINVAL naming the schema when rel's schema is not attached. */
-SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const outbox_relname_t *rel,
+                                             outbox_diag_t *d);
 
 /* The columns every outbox table has, NULL-terminated. */
 extern SQ_HIDDEN const char *const outbox_sqlite_required_columns[];

@@ -36,9 +36,9 @@ enum {
     C_FIXED_COUNT
 };
 
-static void add_rel(const sq_handle_t *h, sq_buf_t *b)
+static void add_rel(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_rel(b, h->rel.schema, h->rel.table);
+    outbox_buf_relname(b, &h->rel, '"');
 }
 
 static int checkpoint_missing(const sq_handle_t *h, outbox_diag_t *d)
@@ -50,36 +50,36 @@ static int checkpoint_missing(const sq_handle_t *h, outbox_diag_t *d)
 
 int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "INSERT INTO ");
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "INSERT INTO ");
     add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " (id, outbox_route, event_id, event_type, tenant_id, execution_id, "
-                              "correlation_id, causation_id, occurred_at, payload, status, "
-                              "created_at, attempts, available_at, ordering_key%s%s) VALUES (?1, "
-                              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, 0, ?12, ?13%s%s) "
-                              "ON CONFLICT (outbox_route, event_id) DO NOTHING",
-                          h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
-                          h->has_hlc ? ", ?14" : "", h->has_traceparent ? ", ?15" : "");
-    if (b.failed) {
-        outbox_sqlite_buf_free(&b);
+    outbox_buf_printf(&b, " (id, outbox_route, event_id, event_type, tenant_id, execution_id, "
+                          "correlation_id, causation_id, occurred_at, payload, status, "
+                          "created_at, attempts, available_at, ordering_key%s%s) VALUES (?1, "
+                          "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, 0, ?12, ?13%s%s) "
+                          "ON CONFLICT (outbox_route, event_id) DO NOTHING",
+                      h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
+                      h->has_hlc ? ", ?14" : "", h->has_traceparent ? ", ?15" : "");
+    char *insert_sql = outbox_buf_steal(&b);
+    if (!insert_sql)
         return outbox_sqlite_nomem(d);
-    }
     outbox_sqlite_host->free(h->insert_sql);
-    h->insert_sql = b.p;
+    h->insert_sql = insert_sql;
 
-    sq_buf_t c = {0};
+    outbox_buf_t c;
+    outbox_buf_init(&c, outbox_sqlite_host);
     /* One statement, so the max is taken by the database under its write
      * lock: a slower writer with a smaller mark can never lower it. */
-    outbox_sqlite_buf_add(&c, "INSERT INTO ");
-    outbox_sqlite_buf_rel(&c, h->ckpt.schema, h->ckpt.table);
-    outbox_sqlite_buf_add(&c, " (node_key, hlc) VALUES (?1, ?2) ON CONFLICT (node_key) DO UPDATE "
-                              "SET hlc = max(hlc, excluded.hlc)");
-    if (c.failed) {
-        outbox_sqlite_buf_free(&c);
+    outbox_buf_puts(&c, "INSERT INTO ");
+    outbox_buf_relname(&c, &h->ckpt, '"');
+    outbox_buf_puts(&c, " (node_key, hlc) VALUES (?1, ?2) ON CONFLICT (node_key) DO UPDATE "
+                        "SET hlc = max(hlc, excluded.hlc)");
+    char *ckpt_sql = outbox_buf_steal(&c);
+    if (!ckpt_sql)
         return outbox_sqlite_nomem(d);
-    }
     outbox_sqlite_host->free(h->ckpt_sql);
-    h->ckpt_sql = c.p;
+    h->ckpt_sql = ckpt_sql;
     return OUTBOX_OK;
 }
 
@@ -191,7 +191,7 @@ static int advance_on(sqlite3 *db, sqlite3_stmt *st, const char *node_key, int64
 static int same_database(const sq_handle_t *h, sqlite3 *app, const char *schema,
                          outbox_diag_t *d)
 {
-    const char *name = schema ? schema : "main";
+    const char *name = schema[0] ? schema : "main";
     const char *ours = sqlite3_db_filename(h->db, name);
     const char *theirs = sqlite3_db_filename(app, name);
     if (ours && theirs && *ours && *theirs && strcmp(ours, theirs) != 0)
@@ -224,14 +224,14 @@ static int prepare_on(sqlite3 *db, const char *sql, sqlite3_stmt **st, outbox_di
     return OUTBOX_OK;
 }
 
-static void sql_insert(const sq_handle_t *h, sq_buf_t *b)
+static void sql_insert(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "%s", h->insert_sql);
+    outbox_buf_puts(b, h->insert_sql);
 }
 
-static void sql_ckpt_advance(const sq_handle_t *h, sq_buf_t *b)
+static void sql_ckpt_advance(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "%s", h->ckpt_sql);
+    outbox_buf_puts(b, h->ckpt_sql);
 }
 
 /* Inserts and advances on db, which is already inside a transaction. */
@@ -328,13 +328,13 @@ int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbo
 /* ------------------------------------------------------------------ claim */
 
 /* "e comes before o" in claim order, as one row-value comparison. */
-static void claim_earlier(sq_buf_t *b, int hlc)
+static void claim_earlier(outbox_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_sqlite_buf_add(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
-                                 "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+                           "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
     else
-        outbox_sqlite_buf_add(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
 }
 
 /* The per-key rule: a keyed row is claimable only when no earlier row of its
@@ -344,42 +344,42 @@ static void claim_earlier(sq_buf_t *b, int hlc)
  * cost is the key's blockers, not its backlog. An earlier row that is
  * claimable is no obstacle: claim order and LIMIT put it in this batch
  * ahead of o. */
-static void add_rel_as(const sq_handle_t *h, sq_buf_t *b, const char *alias, const char *index)
+static void add_rel_as(const sq_handle_t *h, outbox_buf_t *b, const char *alias, const char *index)
 {
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " AS %s", alias);
+    outbox_buf_printf(b, " AS %s", alias);
     if (index) {
-        outbox_sqlite_buf_add(b, " INDEXED BY ");
-        outbox_sqlite_buf_ident(b, index);
+        outbox_buf_puts(b, " INDEXED BY ");
+        outbox_buf_ident(b, index, '"');
     }
 }
 
-static void claim_key_rule(const sq_handle_t *h, sq_buf_t *b, int hlc)
+static void claim_key_rule(const sq_handle_t *h, outbox_buf_t *b, int hlc)
 {
-    outbox_sqlite_buf_add(b, " AND (o.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM ");
+    outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM ");
     add_rel_as(h, b, "e", h->idx_key);
-    outbox_sqlite_buf_add(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
-                             "AND e.status = 'processing' AND e.processing_at > ?3 AND ");
+    outbox_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
+                       "AND e.status = 'processing' AND e.processing_at > ?3 AND ");
     claim_earlier(b, hlc);
-    outbox_sqlite_buf_add(b, ") AND NOT EXISTS (SELECT 1 FROM ");
+    outbox_buf_puts(b, ") AND NOT EXISTS (SELECT 1 FROM ");
     add_rel_as(h, b, "e", h->idx_key);
-    outbox_sqlite_buf_add(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
-                             "AND e.status = 'pending' AND e.available_at > ?2 AND ");
+    outbox_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
+                       "AND e.status = 'pending' AND e.available_at > ?2 AND ");
     claim_earlier(b, hlc);
-    outbox_sqlite_buf_add(b, ")))");
+    outbox_buf_puts(b, ")))");
 }
 
 /* One arm of the candidate union: the first ?4 claimable rows of one kind,
  * read off an index already in claim order. */
-static void claim_arm(const sq_handle_t *h, sq_buf_t *b, int hlc, const char *index,
+static void claim_arm(const sq_handle_t *h, outbox_buf_t *b, int hlc, const char *index,
                       const char *where, const char *order)
 {
-    outbox_sqlite_buf_add(b, "SELECT * FROM (SELECT o.id AS id, o.created_at AS created_at%s FROM ",
-                          hlc ? ", o.hlc AS hlc" : "");
+    outbox_buf_printf(b, "SELECT * FROM (SELECT o.id AS id, o.created_at AS created_at%s FROM ",
+                      hlc ? ", o.hlc AS hlc" : "");
     add_rel_as(h, b, "o", index);
-    outbox_sqlite_buf_add(b, " WHERE o.outbox_route = ?1 AND %s", where);
+    outbox_buf_printf(b, " WHERE o.outbox_route = ?1 AND %s", where);
     claim_key_rule(h, b, hlc);
-    outbox_sqlite_buf_add(b, " ORDER BY %s LIMIT ?4)", order);
+    outbox_buf_printf(b, " ORDER BY %s LIMIT ?4)", order);
 }
 
 #define SQ_RIPE "(o.available_at IS NULL OR o.available_at <= ?2)"
@@ -395,46 +395,46 @@ static void claim_arm(const sq_handle_t *h, sq_buf_t *b, int hlc, const char *in
  * union of those (at most 2 or 3 times ?4 rows) is sorted for the final cut.
  * With hlc order the pending rows split once more, because an index stores
  * NULL hlc first and the claim wants them last. */
-static void build_claim(const sq_handle_t *h, sq_buf_t *b, int hlc)
+static void build_claim(const sq_handle_t *h, outbox_buf_t *b, int hlc)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
+    outbox_buf_puts(b, "UPDATE ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'processing', processing_at = ?5, attempts = attempts "
-                             "+ 1 WHERE id IN (SELECT id FROM (");
+    outbox_buf_puts(b, " SET status = 'processing', processing_at = ?5, attempts = attempts "
+                       "+ 1 WHERE id IN (SELECT id FROM (");
     if (hlc) {
         claim_arm(h, b, 1, h->idx_hlc, "o.status = 'pending' AND o.hlc IS NOT NULL AND " SQ_RIPE,
                   "o.hlc, o.created_at, o.id");
-        outbox_sqlite_buf_add(b, " UNION ALL ");
+        outbox_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 1, h->idx_hlc, "o.status = 'pending' AND o.hlc IS NULL AND " SQ_RIPE,
                   "o.created_at, o.id");
-        outbox_sqlite_buf_add(b, " UNION ALL ");
+        outbox_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 1, NULL, SQ_EXPIRED, "o.hlc IS NULL, o.hlc, o.created_at, o.id");
-        outbox_sqlite_buf_add(b, ") ORDER BY hlc IS NULL, hlc, created_at, id LIMIT ?4)");
+        outbox_buf_puts(b, ") ORDER BY hlc IS NULL, hlc, created_at, id LIMIT ?4)");
     } else {
         claim_arm(h, b, 0, h->idx_order, "o.status = 'pending' AND " SQ_RIPE, "o.created_at, o.id");
-        outbox_sqlite_buf_add(b, " UNION ALL ");
+        outbox_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 0, NULL, SQ_EXPIRED, "o.created_at, o.id");
-        outbox_sqlite_buf_add(b, ") ORDER BY created_at, id LIMIT ?4)");
+        outbox_buf_puts(b, ") ORDER BY created_at, id LIMIT ?4)");
     }
-    outbox_sqlite_buf_add(b, " RETURNING " SQ_ROW_COLUMNS "%s%s", h->has_hlc ? ", hlc" : "",
-                          h->has_traceparent ? ", traceparent" : "");
+    outbox_buf_printf(b, " RETURNING " SQ_ROW_COLUMNS "%s%s", h->has_hlc ? ", hlc" : "",
+                      h->has_traceparent ? ", traceparent" : "");
 }
 
-static void sql_claim(const sq_handle_t *h, sq_buf_t *b)
+static void sql_claim(const sq_handle_t *h, outbox_buf_t *b)
 {
     build_claim(h, b, 0);
 }
 
-static void sql_claim_hlc(const sq_handle_t *h, sq_buf_t *b)
+static void sql_claim_hlc(const sq_handle_t *h, outbox_buf_t *b)
 {
     build_claim(h, b, 1);
 }
 
-static void sql_max_processing(const sq_handle_t *h, sq_buf_t *b)
+static void sql_max_processing(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "SELECT max(processing_at) FROM ");
+    outbox_buf_puts(b, "SELECT max(processing_at) FROM ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " WHERE outbox_route = ?1 AND status = 'processing'");
+    outbox_buf_puts(b, " WHERE outbox_route = ?1 AND status = 'processing'");
 }
 
 /* The fence this claim writes: now, unless a row of the route already
@@ -631,35 +631,35 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
 
 #define SQ_FENCED " WHERE id = ?1 AND status = 'processing' AND processing_at = ?2"
 
-static void sql_set_published(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_published(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
+    outbox_buf_puts(b, "UPDATE ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'published', published_at = ?3" SQ_FENCED);
+    outbox_buf_puts(b, " SET status = 'published', published_at = ?3" SQ_FENCED);
 }
 
-static void sql_set_reschedule(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_reschedule(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
+    outbox_buf_puts(b, "UPDATE ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'pending', available_at = ?3, last_error = ?4, "
-                             "processing_at = NULL" SQ_FENCED);
+    outbox_buf_puts(b, " SET status = 'pending', available_at = ?3, last_error = ?4, "
+                       "processing_at = NULL" SQ_FENCED);
 }
 
-static void sql_set_dead(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_dead(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
+    outbox_buf_puts(b, "UPDATE ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'dead', last_error = ?4" SQ_FENCED);
+    outbox_buf_puts(b, " SET status = 'dead', last_error = ?4" SQ_FENCED);
 }
 
 /* The attempt claim charged never happened: give it back. */
-static void sql_set_release(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_release(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
+    outbox_buf_puts(b, "UPDATE ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'pending', attempts = max(attempts - 1, 0), "
-                             "processing_at = NULL" SQ_FENCED);
+    outbox_buf_puts(b, " SET status = 'pending', attempts = max(attempts - 1, 0), "
+                       "processing_at = NULL" SQ_FENCED);
 }
 
 static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_item_t *it,
@@ -781,10 +781,10 @@ int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx
     return rc;
 }
 
-static void sql_ckpt_recover(const sq_handle_t *h, sq_buf_t *b)
+static void sql_ckpt_recover(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "SELECT coalesce(max(hlc), 0) FROM ");
-    outbox_sqlite_buf_rel(b, h->ckpt.schema, h->ckpt.table);
+    outbox_buf_puts(b, "SELECT coalesce(max(hlc), 0) FROM ");
+    outbox_buf_relname(b, &h->ckpt, '"');
 }
 
 int outbox_sqlite_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d)

@@ -87,18 +87,18 @@ static int step_fail(sqlite3 *db, sqlite3_stmt *st, int rc, outbox_diag_t *d, co
     return code;
 }
 
-int outbox_sqlite_schema_attached(sqlite3 *db, const char *schema, int *attached,
+int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_relname_t *rel, int *attached,
                                   outbox_diag_t *d)
 {
     *attached = 1;
-    if (!schema)
+    if (!rel->schema[0])
         return OUTBOX_OK;
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_database_list WHERE name = ?1", -1, &st,
                                 NULL);
     if (rc != SQLITE_OK)
         return step_fail(db, st, rc, d, "listing attached databases");
-    sqlite3_bind_text(st, 1, schema, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, rel->schema, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return step_fail(db, st, rc, d, "listing attached databases");
@@ -118,7 +118,8 @@ void outbox_sqlite_columns_free(sq_columns_t *c)
     c->n = 0;
 }
 
-int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out, outbox_diag_t *d)
+int outbox_sqlite_columns(sqlite3 *db, const outbox_relname_t *rel, sq_columns_t *out,
+                          outbox_diag_t *d)
 {
     out->v = NULL;
     out->n = 0;
@@ -128,7 +129,7 @@ int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out, o
     if (rc != SQLITE_OK)
         return step_fail(db, st, rc, d, "reading table columns");
     sqlite3_bind_text(st, 1, rel->table, -1, SQLITE_STATIC);
-    if (rel->schema)
+    if (rel->schema[0])
         sqlite3_bind_text(st, 2, rel->schema, -1, SQLITE_STATIC);
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -143,8 +144,8 @@ int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out, o
         const char *name = (const char *)sqlite3_column_text(st, 0);
         const char *type = (const char *)sqlite3_column_text(st, 1);
         sq_column_t *c = &out->v[out->n];
-        c->name = outbox_sqlite_strdup(name ? name : "");
-        c->type = outbox_sqlite_strdup(type ? type : "");
+        c->name = outbox_kit_strdup(outbox_sqlite_host, name ? name : "");
+        c->type = outbox_kit_strdup(outbox_sqlite_host, type ? type : "");
         c->pk = sqlite3_column_int(st, 2);
         out->n++;
         if (!c->name || !c->type)
@@ -205,14 +206,14 @@ static int index_columns(sqlite3 *db, const char *schema, const char *index, sq_
     if (rc != SQLITE_OK)
         return step_fail(db, st, rc, d, "reading index columns");
     sqlite3_bind_text(st, 1, index, -1, SQLITE_STATIC);
-    if (schema)
+    if (schema[0])
         sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (ix->n == sizeof ix->cols / sizeof ix->cols[0])
             continue;
         /* An expression column has no name; it matches nothing. */
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(ix->cols[ix->n] = outbox_sqlite_strdup(name ? name : ""))) {
+        if (!(ix->cols[ix->n] = outbox_kit_strdup(outbox_sqlite_host, name ? name : ""))) {
             sqlite3_finalize(st);
             return outbox_sqlite_nomem(d);
         }
@@ -224,7 +225,8 @@ static int index_columns(sqlite3 *db, const char *schema, const char *index, sq_
     return OUTBOX_OK;
 }
 
-static int load_indexes(sqlite3 *db, const sq_rel_t *rel, sq_indexes_t *out, outbox_diag_t *d)
+static int load_indexes(sqlite3 *db, const outbox_relname_t *rel, sq_indexes_t *out,
+                        outbox_diag_t *d)
 {
     out->v = NULL;
     out->n = 0;
@@ -234,7 +236,7 @@ static int load_indexes(sqlite3 *db, const sq_rel_t *rel, sq_indexes_t *out, out
     if (rc != SQLITE_OK)
         return step_fail(db, st, rc, d, "listing indexes");
     sqlite3_bind_text(st, 1, rel->table, -1, SQLITE_STATIC);
-    if (rel->schema)
+    if (rel->schema[0])
         sqlite3_bind_text(st, 2, rel->schema, -1, SQLITE_STATIC);
     size_t cap = 0;
     int code = OUTBOX_OK;
@@ -254,7 +256,7 @@ static int load_indexes(sqlite3 *db, const sq_rel_t *rel, sq_indexes_t *out, out
         ix->unique = sqlite3_column_int(st, 1);
         ix->partial = sqlite3_column_int(st, 2);
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(ix->name = outbox_sqlite_strdup(name ? name : ""))) {
+        if (!(ix->name = outbox_kit_strdup(outbox_sqlite_host, name ? name : ""))) {
             code = outbox_sqlite_nomem(d);
             break;
         }
@@ -337,16 +339,10 @@ static const char *affinity(const char *decl)
 /* --------------------------------------------------------------------- DDL */
 
 typedef struct ddl_target {
-    sq_rel_t rel;
-    sq_rel_t ckpt;
+    outbox_relname_t rel;
+    outbox_relname_t ckpt;
     uint32_t flags;
 } ddl_target_t;
-
-static void target_free(ddl_target_t *t)
-{
-    outbox_sqlite_rel_free(&t->rel);
-    outbox_sqlite_rel_free(&t->ckpt);
-}
 
 static int target_parse(const outbox_schema_opts_t *opts, const sq_handle_t *h, ddl_target_t *t,
                         outbox_diag_t *d)
@@ -355,39 +351,31 @@ static int target_parse(const outbox_schema_opts_t *opts, const sq_handle_t *h, 
     const char *relation = opts && opts->relation ? opts->relation : NULL;
     const char *ckpt = opts && opts->checkpoint_relation ? opts->checkpoint_relation : NULL;
     t->flags = opts ? opts->flags : 0;
-    int rc;
-    if (relation || !h) {
+    int rc = OUTBOX_OK;
+    if (relation || !h)
         rc = outbox_sqlite_rel_parse(relation ? relation : "outbox", &t->rel, d);
-    } else {
-        /* No relation in opts: the handle's own. */
-        char *schema = h->rel.schema ? outbox_sqlite_strdup(h->rel.schema) : NULL;
-        char *table = outbox_sqlite_strdup(h->rel.table);
-        t->rel.schema = schema;
-        t->rel.table = table;
-        rc = (!table || (h->rel.schema && !schema)) ? outbox_sqlite_nomem(d) : OUTBOX_OK;
-    }
+    else
+        t->rel = h->rel; /* no relation in opts: the handle's own */
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_rel_checkpoint(ckpt, &t->rel, &t->ckpt, d);
-    if (rc != OUTBOX_OK)
-        target_free(t);
     return rc;
 }
 
-static void ddl_table(const ddl_target_t *t, sq_buf_t *b)
+static void ddl_table(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_sqlite_buf_rel(b, t->rel.schema, t->rel.table);
-    outbox_sqlite_buf_add(b, " (\n");
+    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_puts(b, " (\n");
     for (size_t i = 0; i < N_OUTBOX_COLS; i++)
-        outbox_sqlite_buf_add(b, "    %-14s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
+        outbox_buf_printf(b, "    %-14s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
     if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-        outbox_sqlite_buf_add(b, "    %-14s %s,\n", traceparent_col.name, traceparent_col.decl);
+        outbox_buf_printf(b, "    %-14s %s,\n", traceparent_col.name, traceparent_col.decl);
     if (t->flags & OUTBOX_SCHEMA_HLC)
-        outbox_sqlite_buf_add(b, "    %-14s %s,\n", hlc_col.name, hlc_col.decl);
-    outbox_sqlite_buf_add(b, "    UNIQUE (outbox_route, event_id)\n);\n");
+        outbox_buf_printf(b, "    %-14s %s,\n", hlc_col.name, hlc_col.decl);
+    outbox_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
 }
 
-static void ddl_indexes(const ddl_target_t *t, sq_buf_t *b)
+static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
 {
     for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
         const idx_spec_t *x = &outbox_idx[i];
@@ -395,42 +383,46 @@ static void ddl_indexes(const ddl_target_t *t, sq_buf_t *b)
             continue;
         char name[256];
         snprintf(name, sizeof name, "%s_%s", t->rel.table, x->suffix);
-        outbox_sqlite_buf_add(b, "CREATE INDEX IF NOT EXISTS ");
+        outbox_buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
         /* SQLite qualifies the index name, never the table it is on. */
-        outbox_sqlite_buf_rel(b, t->rel.schema, name);
-        outbox_sqlite_buf_add(b, " ON ");
-        outbox_sqlite_buf_ident(b, t->rel.table);
-        outbox_sqlite_buf_add(b, " (");
+        if (t->rel.schema[0]) {
+            outbox_buf_ident(b, t->rel.schema, '"');
+            outbox_buf_putc(b, '.');
+        }
+        outbox_buf_ident(b, name, '"');
+        outbox_buf_puts(b, " ON ");
+        outbox_buf_ident(b, t->rel.table, '"');
+        outbox_buf_puts(b, " (");
         for (size_t j = 0; x->cols[j]; j++)
-            outbox_sqlite_buf_add(b, "%s%s", j ? ", " : "", x->cols[j]);
-        outbox_sqlite_buf_add(b, ");\n");
+            outbox_buf_printf(b, "%s%s", j ? ", " : "", x->cols[j]);
+        outbox_buf_puts(b, ");\n");
     }
 }
 
-static void ddl_checkpoint(const ddl_target_t *t, sq_buf_t *b)
+static void ddl_checkpoint(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_sqlite_buf_rel(b, t->ckpt.schema, t->ckpt.table);
-    outbox_sqlite_buf_add(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
-                             "    hlc      INTEGER NOT NULL -- physical_ms << 16 | logical\n);\n");
+    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_buf_relname(b, &t->ckpt, '"');
+    outbox_buf_puts(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
+                       "    hlc      INTEGER NOT NULL -- physical_ms << 16 | logical\n);\n");
 }
 
-static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, sq_buf_t *b)
+static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "--   ALTER TABLE ");
-    outbox_sqlite_buf_rel(b, t->rel.schema, t->rel.table);
-    outbox_sqlite_buf_add(b, " ADD COLUMN %s %s;\n", c->name, c->decl);
+    outbox_buf_puts(b, "--   ALTER TABLE ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_printf(b, " ADD COLUMN %s %s;\n", c->name, c->decl);
 }
 
-static void ddl_all(const ddl_target_t *t, sq_buf_t *b)
+static void ddl_all(const ddl_target_t *t, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "-- liboutbox outbox schema for SQLite: UUIDs as TEXT, timestamps as "
-                             "INTEGER microseconds\n-- since the Unix epoch, payload as TEXT "
-                             "holding JSON. Use it in WAL mode.\n");
+    outbox_buf_puts(b, "-- liboutbox outbox schema for SQLite: UUIDs as TEXT, timestamps as "
+                       "INTEGER microseconds\n-- since the Unix epoch, payload as TEXT "
+                       "holding JSON. Use it in WAL mode.\n");
     ddl_table(t, b);
     if (t->flags & (OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT)) {
-        outbox_sqlite_buf_add(b, "-- On a table created without them, add the optional columns "
-                                 "first (schema apply does):\n");
+        outbox_buf_puts(b, "-- On a table created without them, add the optional columns "
+                           "first (schema apply does):\n");
         if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
             ddl_alter_hint(t, &traceparent_col, b);
         if (t->flags & OUTBOX_SCHEMA_HLC)
@@ -450,14 +442,11 @@ int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbo
     int rc = target_parse(opts, NULL, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     ddl_all(&t, &b);
-    target_free(&t);
-    if (b.failed) {
-        outbox_sqlite_buf_free(&b);
+    if (!(*out = outbox_buf_steal(&b)))
         return outbox_sqlite_nomem(d);
-    }
-    *out = b.p;
     return OUTBOX_OK;
 }
 
@@ -472,7 +461,7 @@ void outbox_sqlite_drop_index_names(sq_handle_t *h)
 static int keep_name(const sq_index_t *ix, char **out)
 {
     *out = NULL;
-    if (ix && !(*out = outbox_sqlite_strdup(ix->name)))
+    if (ix && !(*out = outbox_kit_strdup(outbox_sqlite_host, ix->name)))
         return 0;
     return 1;
 }
@@ -508,12 +497,12 @@ int outbox_sqlite_pick_indexes(sq_handle_t *h, outbox_diag_t *d)
 
 /* ------------------------------------------------------------------- apply */
 
-static int exec_sql(sqlite3 *db, const sq_buf_t *b, outbox_diag_t *d, const char *what)
+static int exec_sql(sqlite3 *db, const outbox_buf_t *b, outbox_diag_t *d, const char *what)
 {
     if (b->failed)
         return outbox_sqlite_nomem(d);
     char *err = NULL;
-    int rc = sqlite3_exec(db, b->p, NULL, NULL, &err);
+    int rc = sqlite3_exec(db, b->data, NULL, NULL, &err);
     if (rc != SQLITE_OK) {
         int code = outbox_sqlite_code(rc);
         rc = outbox_sqlite_fail(d, code ? code : OUTBOX_EPERMANENT, "%s: %s", what,
@@ -549,21 +538,22 @@ static int add_missing_columns(sq_handle_t *h, const ddl_target_t *t, outbox_dia
                                     want[i]->name, t->rel.table);
             break;
         }
-        sq_buf_t b = {0};
-        outbox_sqlite_buf_add(&b, "ALTER TABLE ");
-        outbox_sqlite_buf_rel(&b, t->rel.schema, t->rel.table);
-        outbox_sqlite_buf_add(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
+        outbox_buf_t b;
+        outbox_buf_init(&b, outbox_sqlite_host);
+        outbox_buf_puts(&b, "ALTER TABLE ");
+        outbox_buf_relname(&b, &t->rel, '"');
+        outbox_buf_printf(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
         rc = exec_sql(h->db, &b, d, "adding a column");
-        outbox_sqlite_buf_free(&b);
+        outbox_buf_free(&b);
     }
     outbox_sqlite_columns_free(&cols);
     return rc;
 }
 
-int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag_t *d)
+int outbox_sqlite_require_attached(sqlite3 *db, const outbox_relname_t *rel, outbox_diag_t *d)
 {
     int attached = 0;
-    int rc = outbox_sqlite_schema_attached(db, rel->schema, &attached, d);
+    int rc = outbox_sqlite_schema_attached(db, rel, &attached, d);
     if (rc == OUTBOX_OK && !attached)
         rc = outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                 "schema \"%s\" is not an attached database; an SQLite relation is "
@@ -574,7 +564,7 @@ int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag
 
 /* What schema apply and drop share: refuse inside the handle's open
  * transaction, parse the target, require its schemas to be attached, and
- * open the write transaction the DDL runs in. On failure nothing is held. */
+ * open the write transaction the DDL runs in. On failure nothing is open. */
 static int ddl_begin(sq_handle_t *h, const outbox_schema_opts_t *opts, const char *what,
                      ddl_target_t *t, outbox_diag_t *d)
 {
@@ -589,15 +579,12 @@ static int ddl_begin(sq_handle_t *h, const outbox_schema_opts_t *opts, const cha
         rc = outbox_sqlite_require_attached(h->db, &t->ckpt, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_tx_begin(h, d);
-    if (rc != OUTBOX_OK)
-        target_free(t);
     return rc;
 }
 
-/* Commit the DDL when rc is OK, else roll it back; frees the target. */
-static int ddl_end(sq_handle_t *h, ddl_target_t *t, int rc, outbox_diag_t *d)
+/* Commit the DDL when rc is OK, else roll it back. */
+static int ddl_end(sq_handle_t *h, int rc, outbox_diag_t *d)
 {
-    target_free(t);
     if (rc == OUTBOX_OK)
         return outbox_sqlite_tx_commit(h, d);
     outbox_sqlite_tx_abort(h);
@@ -612,23 +599,24 @@ int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, o
     if (rc != OUTBOX_OK)
         return rc;
 
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     ddl_table(&t, &b);
     rc = exec_sql(h->db, &b, d, "creating the outbox table");
-    outbox_sqlite_buf_free(&b);
+    outbox_buf_free(&b);
     if (rc == OUTBOX_OK)
         rc = add_missing_columns(h, &t, d);
     if (rc == OUTBOX_OK) {
         ddl_indexes(&t, &b);
         rc = exec_sql(h->db, &b, d, "creating the outbox indexes");
-        outbox_sqlite_buf_free(&b);
+        outbox_buf_free(&b);
     }
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT)) {
         ddl_checkpoint(&t, &b);
         rc = exec_sql(h->db, &b, d, "creating the checkpoint table");
-        outbox_sqlite_buf_free(&b);
+        outbox_buf_free(&b);
     }
-    return ddl_end(h, &t, rc, d);
+    return ddl_end(h, rc, d);
 }
 
 /* Dropping the table drops its indexes with it. */
@@ -639,16 +627,17 @@ int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, ou
     int rc = ddl_begin(h, opts, "schema drop", &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "DROP TABLE IF EXISTS ");
-    outbox_sqlite_buf_rel(&b, t.rel.schema, t.rel.table);
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "DROP TABLE IF EXISTS ");
+    outbox_buf_relname(&b, &t.rel, '"');
     if (t.flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_sqlite_buf_add(&b, "; DROP TABLE IF EXISTS ");
-        outbox_sqlite_buf_rel(&b, t.ckpt.schema, t.ckpt.table);
+        outbox_buf_puts(&b, "; DROP TABLE IF EXISTS ");
+        outbox_buf_relname(&b, &t.ckpt, '"');
     }
     rc = exec_sql(h->db, &b, d, "dropping the outbox schema");
-    outbox_sqlite_buf_free(&b);
-    return ddl_end(h, &t, rc, d);
+    outbox_buf_free(&b);
+    return ddl_end(h, rc, d);
 }
 
 /* ------------------------------------------------------------------- check */
@@ -767,17 +756,16 @@ static int check_outbox(sq_handle_t *h, const ddl_target_t *t, const char *shown
 static int check_checkpoint(sq_handle_t *h, const ddl_target_t *t, checker_t *c, outbox_diag_t *d)
 {
     int attached = 0;
-    int rc = outbox_sqlite_schema_attached(h->db, t->ckpt.schema, &attached, d);
+    int rc = outbox_sqlite_schema_attached(h->db, &t->ckpt, &attached, d);
     if (rc != OUTBOX_OK)
         return rc;
     sq_columns_t cols = {0};
     if (attached && (rc = outbox_sqlite_columns(h->db, &t->ckpt, &cols, d)) != OUTBOX_OK)
         return rc;
     if (cols.n == 0) {
-        if (t->ckpt.schema)
-            problem(c, "missing table %s.%s", t->ckpt.schema, t->ckpt.table);
-        else
-            problem(c, "missing table %s", t->ckpt.table);
+        char shown[2 * OUTBOX_IDENT_MAX + 2];
+        outbox_relname_show(&t->ckpt, shown, sizeof shown);
+        problem(c, "missing table %s", shown);
         return OUTBOX_OK;
     }
     sq_indexes_t idx = {0};
@@ -805,14 +793,11 @@ int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
     if (rc != OUTBOX_OK)
         return rc;
     checker_t c = {report, ctx, 0};
-    char shown[256];
-    if (t.rel.schema)
-        snprintf(shown, sizeof shown, "%s.%s", t.rel.schema, t.rel.table);
-    else
-        snprintf(shown, sizeof shown, "%s", t.rel.table);
+    char shown[2 * OUTBOX_IDENT_MAX + 2];
+    outbox_relname_show(&t.rel, shown, sizeof shown);
 
     int attached = 0;
-    rc = outbox_sqlite_schema_attached(h->db, t.rel.schema, &attached, d);
+    rc = outbox_sqlite_schema_attached(h->db, &t.rel, &attached, d);
     if (rc == OUTBOX_OK) {
         if (attached)
             rc = check_outbox(h, &t, shown, &c, d);
@@ -821,7 +806,6 @@ int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
     }
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
         rc = check_checkpoint(h, &t, &c, d);
-    target_free(&t);
     if (problems)
         *problems = c.problems;
     return rc;

@@ -17,41 +17,41 @@ void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *n
     desc->store = vt;
 }
 
-static void add_rel(const sq_handle_t *h, sq_buf_t *b)
+static void add_rel(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_rel(b, h->rel.schema, h->rel.table);
+    outbox_buf_relname(b, &h->rel, '"');
 }
 
 /* "e before o" in claim order. */
-static void earlier(sq_buf_t *b, int hlc)
+static void earlier(outbox_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_sqlite_buf_add(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
-                                 "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+                           "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
     else
-        outbox_sqlite_buf_add(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
 }
 
 /* ?1 route, ?2 now, ?3 now - lease, ?4 limit. */
-static void candidates_sql(const sq_handle_t *h, sq_buf_t *b, int hlc, int key_rule)
+static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, int key_rule)
 {
-    outbox_sqlite_buf_add(b, "SELECT o.id FROM ");
+    outbox_buf_puts(b, "SELECT o.id FROM ");
     add_rel(h, b);
-    outbox_sqlite_buf_add(b, " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
-                             "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
-                             "'processing' AND o.processing_at <= ?3))");
+    outbox_buf_puts(b, " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
+                       "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
+                       "'processing' AND o.processing_at <= ?3))");
     if (key_rule) {
-        outbox_sqlite_buf_add(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
+        outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
         add_rel(h, b);
-        outbox_sqlite_buf_add(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
-                                 "o.ordering_key AND ((e.status = 'processing' AND "
-                                 "e.processing_at > ?3) OR (e.status = 'pending' AND "
-                                 "e.available_at > ?2)) AND ");
+        outbox_buf_puts(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
+                           "o.ordering_key AND ((e.status = 'processing' AND "
+                           "e.processing_at > ?3) OR (e.status = 'pending' AND "
+                           "e.available_at > ?2)) AND ");
         earlier(b, hlc);
-        outbox_sqlite_buf_add(b, "))");
+        outbox_buf_puts(b, "))");
     }
-    outbox_sqlite_buf_add(b, hlc ? " ORDER BY o.hlc IS NULL, o.hlc, o.created_at, o.id LIMIT ?4"
-                                 : " ORDER BY o.created_at, o.id LIMIT ?4");
+    outbox_buf_puts(b, hlc ? " ORDER BY o.hlc IS NULL, o.hlc, o.created_at, o.id LIMIT ?4"
+                    : " ORDER BY o.created_at, o.id LIMIT ?4");
 }
 
 #define ROW_COLUMNS                                                                           \
@@ -107,14 +107,14 @@ static int keep(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d)
     return OUTBOX_OK;
 }
 
-static int prepare(sq_handle_t *h, sq_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
+static int prepare(sq_handle_t *h, outbox_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
 {
     if (b->failed) {
-        outbox_sqlite_buf_free(b);
+        outbox_buf_free(b);
         return outbox_sqlite_nomem(d);
     }
-    int rc = sqlite3_prepare_v2(h->db, b->p, -1, st, NULL);
-    outbox_sqlite_buf_free(b);
+    int rc = sqlite3_prepare_v2(h->db, b->data, -1, st, NULL);
+    outbox_buf_free(b);
     return rc == SQLITE_OK ? OUTBOX_OK : outbox_sqlite_dbfail(d, h->db, rc, "broken claim");
 }
 
@@ -127,7 +127,8 @@ typedef struct ids {
 static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
                              int key_rule, ids_t *out, outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
     candidates_sql(h, &b, req->hlc_order, key_rule);
     int rc = prepare(h, &b, &st, d);
@@ -155,13 +156,15 @@ static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int6
 
 static int take(sq_handle_t *h, const ids_t *ids, int64_t stamp, outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
-    outbox_sqlite_buf_add(&b, "UPDATE ");
+    outbox_buf_puts(&b, "UPDATE ");
     add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
-                              "+ 1 WHERE id = ?1 RETURNING " ROW_COLUMNS "%s%s",
-                          h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "");
+    outbox_buf_puts(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
+                        "+ 1 WHERE id = ?1 RETURNING " ROW_COLUMNS);
+    outbox_buf_printf(&b, "%s%s", h->has_hlc ? ", hlc" : "",
+                      h->has_traceparent ? ", traceparent" : "");
     int rc = prepare(h, &b, &st, d);
     for (size_t i = 0; rc == OUTBOX_OK && i < ids->n; i++) {
         sqlite3_reset(st);
@@ -184,11 +187,12 @@ static int take(sq_handle_t *h, const ids_t *ids, int64_t stamp, outbox_diag_t *
 static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *stamp,
                        outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
-    outbox_sqlite_buf_add(&b, "SELECT max(processing_at) FROM ");
+    outbox_buf_puts(&b, "SELECT max(processing_at) FROM ");
     add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " WHERE outbox_route = ?1 AND status = 'processing'");
+    outbox_buf_puts(&b, " WHERE outbox_route = ?1 AND status = 'processing'");
     int rc = prepare(h, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;

@@ -13,17 +13,18 @@ static int current_fences(sq_handle_t *h, const outbox_fence_t *fence,
                           const outbox_settle_item_t *items, size_t n, int64_t *stamps,
                           outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "SELECT processing_at FROM ");
-    outbox_sqlite_buf_rel(&b, h->rel.schema, h->rel.table);
-    outbox_sqlite_buf_add(&b, " WHERE id = ?1");
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "SELECT processing_at FROM ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_puts(&b, " WHERE id = ?1");
     if (b.failed) {
-        outbox_sqlite_buf_free(&b);
+        outbox_buf_free(&b);
         return outbox_sqlite_nomem(d);
     }
     sqlite3_stmt *st = NULL;
-    int src = sqlite3_prepare_v2(h->db, b.p, -1, &st, NULL);
-    outbox_sqlite_buf_free(&b);
+    int src = sqlite3_prepare_v2(h->db, b.data, -1, &st, NULL);
+    outbox_buf_free(&b);
     if (src != SQLITE_OK)
         return outbox_sqlite_dbfail(d, h->db, src, "settle without fence");
     for (size_t i = 0; i < n; i++) {

@@ -9,14 +9,14 @@
 static outbox_driver_t descriptor;
 static outbox_store_vtable_t vtable;
 
-static int prepare_on(sqlite3 *db, sq_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
+static int prepare_on(sqlite3 *db, outbox_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
 {
     if (b->failed) {
-        outbox_sqlite_buf_free(b);
+        outbox_buf_free(b);
         return outbox_sqlite_nomem(d);
     }
-    int rc = sqlite3_prepare_v2(db, b->p, -1, st, NULL);
-    outbox_sqlite_buf_free(b);
+    int rc = sqlite3_prepare_v2(db, b->data, -1, st, NULL);
+    outbox_buf_free(b);
     return rc == SQLITE_OK ? OUTBOX_OK : outbox_sqlite_dbfail(d, db, rc, "rmw checkpoint");
 }
 
@@ -28,11 +28,12 @@ static int rmw_advance(void *handle, const outbox_stage_ctx_t *ctx, const char *
         return outbox_sqlite_fail(d, OUTBOX_ENOTSUP, "no checkpoint table");
     sqlite3 *db = ctx && ctx->native_tx ? ctx->native_tx : h->db;
 
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
-    outbox_sqlite_buf_add(&b, "SELECT hlc FROM ");
-    outbox_sqlite_buf_rel(&b, h->ckpt.schema, h->ckpt.table);
-    outbox_sqlite_buf_add(&b, " WHERE node_key = ?1");
+    outbox_buf_puts(&b, "SELECT hlc FROM ");
+    outbox_buf_relname(&b, &h->ckpt, '"');
+    outbox_buf_puts(&b, " WHERE node_key = ?1");
     int rc = prepare_on(db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
@@ -42,9 +43,9 @@ static int rmw_advance(void *handle, const outbox_stage_ctx_t *ctx, const char *
     if (hlc <= current)
         return OUTBOX_OK;
 
-    outbox_sqlite_buf_add(&b, "INSERT OR REPLACE INTO ");
-    outbox_sqlite_buf_rel(&b, h->ckpt.schema, h->ckpt.table);
-    outbox_sqlite_buf_add(&b, " (node_key, hlc) VALUES (?1, ?2)");
+    outbox_buf_puts(&b, "INSERT OR REPLACE INTO ");
+    outbox_buf_relname(&b, &h->ckpt, '"');
+    outbox_buf_puts(&b, " (node_key, hlc) VALUES (?1, ?2)");
     rc = prepare_on(db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
