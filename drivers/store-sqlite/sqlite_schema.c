@@ -1,8 +1,6 @@
-/* SQLite store driver: the canonical schema, applying it, and checking a
- * live table against it.
- *
- * Indexes are compared by the columns they cover, never by name: a table an
- * application created by hand with its own index names is just as good.
+/* SQLite store driver, floor 4: the canonical schema, applying it,
+ * dropping it, and checking a live table against it (which it reads
+ * through sqlite_catalog.c).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,13 +46,6 @@ static const col_spec_t ckpt_cols[] = {
     {"hlc", "INTEGER", "INTEGER NOT NULL", 0},
 };
 
-const char *const outbox_sqlite_required_columns[] = {
-    "id", "outbox_route", "event_id", "event_type", "tenant_id", "execution_id",
-    "correlation_id", "causation_id", "occurred_at", "payload", "status", "created_at",
-    "published_at", "processing_at", "last_error", "attempts", "available_at", "ordering_key",
-    NULL,
-};
-
 /* The indexes of the canonical table and why each is there. */
 typedef struct idx_spec {
     const char *suffix;
@@ -77,264 +68,6 @@ static const idx_spec_t outbox_idx[] = {
     {"hlc_order_idx", {"outbox_route", "status", "hlc", "created_at", "id", NULL}, 1},
 };
 #define N_OUTBOX_IDX (sizeof outbox_idx / sizeof outbox_idx[0])
-
-/* ------------------------------------------------------------ introspection */
-
-static int step_fail(sqlite3 *db, sqlite3_stmt *st, int rc, outbox_diag_t *d, const char *what)
-{
-    int code = outbox_sqlite_dbfail(d, db, rc, what);
-    sqlite3_finalize(st);
-    return code;
-}
-
-int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_relname_t *rel, int *attached,
-                                  outbox_diag_t *d)
-{
-    *attached = 1;
-    if (!rel->schema[0])
-        return OUTBOX_OK;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_database_list WHERE name = ?1", -1, &st,
-                                NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "listing attached databases");
-    sqlite3_bind_text(st, 1, rel->schema, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return step_fail(db, st, rc, d, "listing attached databases");
-    *attached = rc == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return OUTBOX_OK;
-}
-
-void outbox_sqlite_columns_free(sq_columns_t *c)
-{
-    for (size_t i = 0; i < c->n; i++) {
-        outbox_sqlite_host->free(c->v[i].name);
-        outbox_sqlite_host->free(c->v[i].type);
-    }
-    outbox_sqlite_host->free(c->v);
-    c->v = NULL;
-    c->n = 0;
-}
-
-int outbox_sqlite_columns(sqlite3 *db, const outbox_relname_t *rel, sq_columns_t *out,
-                          outbox_diag_t *d)
-{
-    out->v = NULL;
-    out->n = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info(?1, ?2)", -1,
-                                &st, NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "reading table columns");
-    sqlite3_bind_text(st, 1, rel->table, -1, SQLITE_STATIC);
-    if (rel->schema[0])
-        sqlite3_bind_text(st, 2, rel->schema, -1, SQLITE_STATIC);
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t ncap = cap ? cap * 2 : 32;
-            sq_column_t *v = outbox_sqlite_host->realloc(out->v, ncap * sizeof *v);
-            if (!v)
-                goto nomem;
-            out->v = v;
-            cap = ncap;
-        }
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        const char *type = (const char *)sqlite3_column_text(st, 1);
-        sq_column_t *c = &out->v[out->n];
-        c->name = outbox_kit_strdup(outbox_sqlite_host, name ? name : "");
-        c->type = outbox_kit_strdup(outbox_sqlite_host, type ? type : "");
-        c->pk = sqlite3_column_int(st, 2);
-        out->n++;
-        if (!c->name || !c->type)
-            goto nomem;
-    }
-    if (rc != SQLITE_DONE) {
-        outbox_sqlite_columns_free(out);
-        return step_fail(db, st, rc, d, "reading table columns");
-    }
-    sqlite3_finalize(st);
-    return OUTBOX_OK;
-nomem:
-    sqlite3_finalize(st);
-    outbox_sqlite_columns_free(out);
-    return outbox_sqlite_nomem(d);
-}
-
-const sq_column_t *outbox_sqlite_column_find(const sq_columns_t *c, const char *name)
-{
-    for (size_t i = 0; i < c->n; i++)
-        if (strcasecmp(c->v[i].name, name) == 0)
-            return &c->v[i];
-    return NULL;
-}
-
-/* An index as SQLite reports it: its key columns in order. */
-typedef struct sq_index {
-    char *name;
-    int unique;
-    int partial;
-    size_t n;
-    char *cols[8]; /* the first 8 key columns; enough for every comparison here */
-} sq_index_t;
-
-typedef struct sq_indexes {
-    sq_index_t *v;
-    size_t n;
-} sq_indexes_t;
-
-static void indexes_free(sq_indexes_t *x)
-{
-    for (size_t i = 0; i < x->n; i++) {
-        outbox_sqlite_host->free(x->v[i].name);
-        for (size_t j = 0; j < x->v[i].n; j++)
-            outbox_sqlite_host->free(x->v[i].cols[j]);
-    }
-    outbox_sqlite_host->free(x->v);
-    x->v = NULL;
-    x->n = 0;
-}
-
-static int index_columns(sqlite3 *db, const char *schema, const char *index, sq_index_t *ix,
-                         outbox_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        db, "SELECT name FROM pragma_index_info(?1, ?2) ORDER BY seqno", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "reading index columns");
-    sqlite3_bind_text(st, 1, index, -1, SQLITE_STATIC);
-    if (schema[0])
-        sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (ix->n == sizeof ix->cols / sizeof ix->cols[0])
-            continue;
-        /* An expression column has no name; it matches nothing. */
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(ix->cols[ix->n] = outbox_kit_strdup(outbox_sqlite_host, name ? name : ""))) {
-            sqlite3_finalize(st);
-            return outbox_sqlite_nomem(d);
-        }
-        ix->n++;
-    }
-    if (rc != SQLITE_DONE)
-        return step_fail(db, st, rc, d, "reading index columns");
-    sqlite3_finalize(st);
-    return OUTBOX_OK;
-}
-
-static int load_indexes(sqlite3 *db, const outbox_relname_t *rel, sq_indexes_t *out,
-                        outbox_diag_t *d)
-{
-    out->v = NULL;
-    out->n = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        db, "SELECT name, \"unique\", partial FROM pragma_index_list(?1, ?2)", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "listing indexes");
-    sqlite3_bind_text(st, 1, rel->table, -1, SQLITE_STATIC);
-    if (rel->schema[0])
-        sqlite3_bind_text(st, 2, rel->schema, -1, SQLITE_STATIC);
-    size_t cap = 0;
-    int code = OUTBOX_OK;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            sq_index_t *v = outbox_sqlite_host->realloc(out->v, ncap * sizeof *v);
-            if (!v) {
-                code = outbox_sqlite_nomem(d);
-                break;
-            }
-            out->v = v;
-            cap = ncap;
-        }
-        sq_index_t *ix = &out->v[out->n++];
-        memset(ix, 0, sizeof *ix);
-        ix->unique = sqlite3_column_int(st, 1);
-        ix->partial = sqlite3_column_int(st, 2);
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(ix->name = outbox_kit_strdup(outbox_sqlite_host, name ? name : ""))) {
-            code = outbox_sqlite_nomem(d);
-            break;
-        }
-        code = index_columns(db, rel->schema, ix->name, ix, d);
-        if (code != OUTBOX_OK)
-            break;
-    }
-    if (code == OUTBOX_OK && rc != SQLITE_DONE) {
-        indexes_free(out);
-        return step_fail(db, st, rc, d, "listing indexes");
-    }
-    sqlite3_finalize(st);
-    if (code != OUTBOX_OK)
-        indexes_free(out);
-    return code;
-}
-
-/* An ordinary index serves cols when cols are its leading key columns; a
- * partial index serves nothing, since its WHERE may exclude claimable rows. */
-
-/* The first ordinary index whose leading columns are cols, or NULL. */
-static const sq_index_t *find_index_prefix(const sq_indexes_t *x, const char *const *cols)
-{
-    size_t n = 0;
-    while (cols[n])
-        n++;
-    for (size_t i = 0; i < x->n; i++) {
-        const sq_index_t *ix = &x->v[i];
-        if (ix->partial || ix->n < n)
-            continue;
-        size_t j = 0;
-        while (j < n && strcasecmp(ix->cols[j], cols[j]) == 0)
-            j++;
-        if (j == n)
-            return ix;
-    }
-    return NULL;
-}
-
-/* A unique index on exactly this set of columns, in any order: what an ON
- * CONFLICT target needs. */
-static int has_unique_set(const sq_indexes_t *x, const char *const *cols)
-{
-    size_t n = 0;
-    while (cols[n])
-        n++;
-    for (size_t i = 0; i < x->n; i++) {
-        const sq_index_t *ix = &x->v[i];
-        if (!ix->unique || ix->partial || ix->n != n)
-            continue;
-        size_t found = 0;
-        for (size_t j = 0; j < n; j++)
-            for (size_t k = 0; k < ix->n; k++)
-                if (strcasecmp(ix->cols[k], cols[j]) == 0) {
-                    found++;
-                    break;
-                }
-        if (found == n)
-            return 1;
-    }
-    return 0;
-}
-
-/* SQLite's type affinity rules (datatype3.html, 3.1), reduced to the two
- * the schema uses. */
-static const char *affinity(const char *decl)
-{
-    char up[64];
-    size_t i = 0;
-    for (; decl[i] && i + 1 < sizeof up; i++)
-        up[i] = (char)((decl[i] >= 'a' && decl[i] <= 'z') ? decl[i] - 32 : decl[i]);
-    up[i] = '\0';
-    if (strstr(up, "INT"))
-        return "INTEGER";
-    if (strstr(up, "CHAR") || strstr(up, "CLOB") || strstr(up, "TEXT"))
-        return "TEXT";
-    return "OTHER";
-}
 
 /* --------------------------------------------------------------------- DDL */
 
@@ -450,67 +183,23 @@ int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbo
     return OUTBOX_OK;
 }
 
-void outbox_sqlite_drop_index_names(sq_handle_t *h)
-{
-    outbox_sqlite_host->free(h->idx_order);
-    outbox_sqlite_host->free(h->idx_hlc);
-    outbox_sqlite_host->free(h->idx_key);
-    h->idx_order = h->idx_hlc = h->idx_key = NULL;
-}
-
-static int keep_name(const sq_index_t *ix, char **out)
-{
-    *out = NULL;
-    if (ix && !(*out = outbox_kit_strdup(outbox_sqlite_host, ix->name)))
-        return 0;
-    return 1;
-}
-
-/* Statistics from ANALYZE can talk the planner out of these indexes (a
- * table whose ordering_key was all NULL when analyzed makes a key lookup
- * look like a full scan), and then every claim scans the backlog. The claim
- * therefore names them with INDEXED BY. */
-int outbox_sqlite_pick_indexes(sq_handle_t *h, outbox_diag_t *d)
-{
-    static const char *const order[] = {"outbox_route", "status", "created_at", "id", NULL};
-    static const char *const hlc[] = {"outbox_route", "status", "hlc", "created_at", "id", NULL};
-    static const char *const key_avail[] = {"outbox_route", "ordering_key", "status",
-                                            "available_at", NULL};
-    static const char *const key[] = {"outbox_route", "ordering_key", "status", NULL};
-    outbox_sqlite_drop_index_names(h);
-    sq_indexes_t x;
-    int rc = load_indexes(h->db, &h->rel, &x, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    const sq_index_t *k = find_index_prefix(&x, key_avail);
-    if (!k)
-        k = find_index_prefix(&x, key);
-    int ok = keep_name(find_index_prefix(&x, order), &h->idx_order) &&
-             keep_name(find_index_prefix(&x, hlc), &h->idx_hlc) && keep_name(k, &h->idx_key);
-    indexes_free(&x);
-    if (!ok) {
-        outbox_sqlite_drop_index_names(h);
-        return outbox_sqlite_nomem(d);
-    }
-    return OUTBOX_OK;
-}
-
 /* ------------------------------------------------------------------- apply */
 
-static int exec_sql(sqlite3 *db, const outbox_buf_t *b, outbox_diag_t *d, const char *what)
+/* Runs the DDL built in b (one statement or several) and frees b. */
+static int exec_built(sqlite3 *db, outbox_buf_t *b, const char *what, outbox_diag_t *d)
 {
-    if (b->failed)
-        return outbox_sqlite_nomem(d);
-    char *err = NULL;
-    int rc = sqlite3_exec(db, b->data, NULL, NULL, &err);
-    if (rc != SQLITE_OK) {
-        int code = outbox_sqlite_code(rc);
-        rc = outbox_sqlite_fail(d, code ? code : OUTBOX_EPERMANENT, "%s: %s", what,
-                                err ? err : sqlite3_errstr(rc));
+    int rc = OUTBOX_OK;
+    if (b->failed) {
+        rc = outbox_sqlite_nomem(d);
+    } else {
+        char *err = NULL;
+        int src = sqlite3_exec(db, b->data, NULL, NULL, &err);
+        if (src != SQLITE_OK)
+            rc = outbox_sqlite_msgfail(d, src, what, err);
         sqlite3_free(err);
-        return rc;
     }
-    return OUTBOX_OK;
+    outbox_buf_free(b);
+    return rc;
 }
 
 /* ALTER TABLE ADD COLUMN for what an older table lacks. SQLite has no
@@ -543,104 +232,127 @@ static int add_missing_columns(sq_handle_t *h, const ddl_target_t *t, outbox_dia
         outbox_buf_puts(&b, "ALTER TABLE ");
         outbox_buf_relname(&b, &t->rel, '"');
         outbox_buf_printf(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
-        rc = exec_sql(h->db, &b, d, "adding a column");
-        outbox_buf_free(&b);
+        rc = exec_built(h->db, &b, "adding a column", d);
     }
     outbox_sqlite_columns_free(&cols);
     return rc;
 }
 
-int outbox_sqlite_require_attached(sqlite3 *db, const outbox_relname_t *rel, outbox_diag_t *d)
-{
-    int attached = 0;
-    int rc = outbox_sqlite_schema_attached(db, rel, &attached, d);
-    if (rc == OUTBOX_OK && !attached)
-        rc = outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                "schema \"%s\" is not an attached database; an SQLite relation is "
-                                "\"table\" or \"main.table\"",
-                                rel->schema);
-    return rc;
-}
+typedef int (*ddl_body_fn)(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d);
 
-/* What schema apply and drop share: refuse inside the handle's open
- * transaction, parse the target, require its schemas to be attached, and
- * open the write transaction the DDL runs in. On failure nothing is open. */
-static int ddl_begin(sq_handle_t *h, const outbox_schema_opts_t *opts, const char *what,
-                     ddl_target_t *t, outbox_diag_t *d)
+/* Runs body on the target of opts in one write transaction, committed when
+ * body succeeds and rolled back otherwise, so a failed apply or drop
+ * leaves nothing half-done. Refused inside the handle's own open
+ * transaction, and for a schema that is not attached. */
+static int ddl_run(sq_handle_t *h, const outbox_schema_opts_t *opts, const char *what,
+                   ddl_body_fn body, outbox_diag_t *d)
 {
+    ddl_target_t t;
     int rc = outbox_sqlite_no_open_tx(h, what, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    rc = target_parse(opts, h, t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    rc = outbox_sqlite_require_attached(h->db, &t->rel, d);
-    if (rc == OUTBOX_OK && (t->flags & OUTBOX_SCHEMA_CHECKPOINT))
-        rc = outbox_sqlite_require_attached(h->db, &t->ckpt, d);
+    if (rc == OUTBOX_OK)
+        rc = target_parse(opts, h, &t, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_require_attached(h->db, &t.rel, d);
+    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
+        rc = outbox_sqlite_require_attached(h->db, &t.ckpt, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_tx_begin(h, d);
-    return rc;
-}
-
-/* Commit the DDL when rc is OK, else roll it back. */
-static int ddl_end(sq_handle_t *h, int rc, outbox_diag_t *d)
-{
+    if (rc != OUTBOX_OK)
+        return rc;
+    rc = body(h, &t, d);
     if (rc == OUTBOX_OK)
         return outbox_sqlite_tx_commit(h, d);
     outbox_sqlite_tx_abort(h);
     return rc;
 }
 
-int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+static int apply_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
 {
-    sq_handle_t *h = handle;
-    ddl_target_t t;
-    int rc = ddl_begin(h, opts, "schema apply", &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-
     outbox_buf_t b;
     outbox_buf_init(&b, outbox_sqlite_host);
-    ddl_table(&t, &b);
-    rc = exec_sql(h->db, &b, d, "creating the outbox table");
-    outbox_buf_free(&b);
+    ddl_table(t, &b);
+    int rc = exec_built(h->db, &b, "creating the outbox table", d);
     if (rc == OUTBOX_OK)
-        rc = add_missing_columns(h, &t, d);
+        rc = add_missing_columns(h, t, d);
     if (rc == OUTBOX_OK) {
-        ddl_indexes(&t, &b);
-        rc = exec_sql(h->db, &b, d, "creating the outbox indexes");
-        outbox_buf_free(&b);
+        ddl_indexes(t, &b);
+        rc = exec_built(h->db, &b, "creating the outbox indexes", d);
     }
-    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT)) {
-        ddl_checkpoint(&t, &b);
-        rc = exec_sql(h->db, &b, d, "creating the checkpoint table");
-        outbox_buf_free(&b);
+    if (rc == OUTBOX_OK && (t->flags & OUTBOX_SCHEMA_CHECKPOINT)) {
+        ddl_checkpoint(t, &b);
+        rc = exec_built(h->db, &b, "creating the checkpoint table", d);
     }
-    return ddl_end(h, rc, d);
+    return rc;
 }
 
 /* Dropping the table drops its indexes with it. */
-int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+static int drop_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
 {
-    sq_handle_t *h = handle;
-    ddl_target_t t;
-    int rc = ddl_begin(h, opts, "schema drop", &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
     outbox_buf_t b;
     outbox_buf_init(&b, outbox_sqlite_host);
     outbox_buf_puts(&b, "DROP TABLE IF EXISTS ");
-    outbox_buf_relname(&b, &t.rel, '"');
-    if (t.flags & OUTBOX_SCHEMA_CHECKPOINT) {
+    outbox_buf_relname(&b, &t->rel, '"');
+    if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
         outbox_buf_puts(&b, "; DROP TABLE IF EXISTS ");
-        outbox_buf_relname(&b, &t.ckpt, '"');
+        outbox_buf_relname(&b, &t->ckpt, '"');
     }
-    rc = exec_sql(h->db, &b, d, "dropping the outbox schema");
-    outbox_buf_free(&b);
-    return ddl_end(h, rc, d);
+    return exec_built(h->db, &b, "dropping the outbox schema", d);
+}
+
+int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return ddl_run(handle, opts, "schema apply", apply_body, d);
+}
+
+int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return ddl_run(handle, opts, "schema drop", drop_body, d);
 }
 
 /* ------------------------------------------------------------------- check */
+
+/* Indexes are checked by the columns they cover, never by name: a table an
+ * application created by hand with its own index names is just as good. */
+
+/* A unique index on exactly this set of columns, in any order: what an ON
+ * CONFLICT target needs. */
+static int has_unique_set(const sq_indexes_t *x, const char *const *cols)
+{
+    size_t n = 0;
+    while (cols[n])
+        n++;
+    for (size_t i = 0; i < x->n; i++) {
+        const sq_index_t *ix = &x->v[i];
+        if (!ix->unique || ix->partial || ix->n != n)
+            continue;
+        size_t found = 0;
+        for (size_t j = 0; j < n; j++)
+            for (size_t k = 0; k < ix->n; k++)
+                if (strcasecmp(ix->cols[k], cols[j]) == 0) {
+                    found++;
+                    break;
+                }
+        if (found == n)
+            return 1;
+    }
+    return 0;
+}
+
+/* SQLite's type affinity rules (datatype3.html, 3.1), reduced to the two
+ * the schema uses. */
+static const char *affinity(const char *decl)
+{
+    char up[64];
+    size_t i = 0;
+    for (; decl[i] && i + 1 < sizeof up; i++)
+        up[i] = (char)((decl[i] >= 'a' && decl[i] <= 'z') ? decl[i] - 32 : decl[i]);
+    up[i] = '\0';
+    if (strstr(up, "INT"))
+        return "INTEGER";
+    if (strstr(up, "CHAR") || strstr(up, "CLOB") || strstr(up, "TEXT"))
+        return "TEXT";
+    return "OTHER";
+}
 
 typedef struct checker {
     outbox_schema_report_fn report;
@@ -688,7 +400,7 @@ static void list_cols(char *out, size_t size, const char *const *cols)
 
 static void check_index(checker_t *c, const sq_indexes_t *x, const char *const *cols)
 {
-    if (find_index_prefix(x, cols))
+    if (outbox_sqlite_index_find(x, cols))
         return;
     char list[256];
     list_cols(list, sizeof list, cols);
@@ -729,7 +441,7 @@ static int check_outbox(sq_handle_t *h, const ddl_target_t *t, const char *shown
         problem(c, "missing table %s", shown);
         return OUTBOX_OK;
     }
-    rc = load_indexes(h->db, &t->rel, &idx, d);
+    rc = outbox_sqlite_indexes(h->db, &t->rel, &idx, d);
     if (rc != OUTBOX_OK) {
         outbox_sqlite_columns_free(&cols);
         return rc;
@@ -748,7 +460,7 @@ static int check_outbox(sq_handle_t *h, const ddl_target_t *t, const char *shown
     for (size_t i = 0; i < N_OUTBOX_IDX; i++)
         if (!outbox_idx[i].hlc || (t->flags & OUTBOX_SCHEMA_HLC))
             check_index(c, &idx, outbox_idx[i].cols);
-    indexes_free(&idx);
+    outbox_sqlite_indexes_free(&idx);
     outbox_sqlite_columns_free(&cols);
     return OUTBOX_OK;
 }
@@ -769,13 +481,13 @@ static int check_checkpoint(sq_handle_t *h, const ddl_target_t *t, checker_t *c,
         return OUTBOX_OK;
     }
     sq_indexes_t idx = {0};
-    rc = load_indexes(h->db, &t->ckpt, &idx, d);
+    rc = outbox_sqlite_indexes(h->db, &t->ckpt, &idx, d);
     if (rc == OUTBOX_OK) {
         for (size_t i = 0; i < sizeof ckpt_cols / sizeof ckpt_cols[0]; i++)
             check_column(c, &cols, &ckpt_cols[i]);
         static const char *const key[] = {"node_key", NULL};
         check_unique(c, &idx, &cols, key);
-        indexes_free(&idx);
+        outbox_sqlite_indexes_free(&idx);
     }
     outbox_sqlite_columns_free(&cols);
     return rc;
