@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "outbox/driver.h"
+#include "outbox/kit.h"
 
 #define FILE_SINK_NAME "file"
 
@@ -33,13 +33,6 @@ typedef struct file_sink {
     int fd;
     bool is_file; /* false: stdout, which is neither locked, truncated nor fsync'd */
 } file_sink_t;
-
-/* A growable byte buffer; failed stays set once an allocation fails. */
-typedef struct buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} buf_t;
 
 static int file_init(const outbox_host_t *h, outbox_diag_t *d)
 {
@@ -104,116 +97,6 @@ static void file_close(void *handle)
     host->free(k);
 }
 
-/* --------------------------------------------------------------- buffers */
-
-static void buf_reserve(buf_t *b, size_t extra)
-{
-    if (b->failed)
-        return;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->failed = true;
-        return;
-    }
-    if (b->len + extra <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra)
-        cap *= 2;
-    char *p = host->realloc(b->data, cap);
-    if (!p) {
-        b->failed = true;
-        return;
-    }
-    b->data = p;
-    b->cap = cap;
-}
-
-static void buf_put(buf_t *b, const char *s, size_t n)
-{
-    buf_reserve(b, n);
-    if (b->failed)
-        return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-}
-
-static void buf_puts(buf_t *b, const char *s)
-{
-    buf_put(b, s, strlen(s));
-}
-
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 when the
- * bytes there are not one (stray continuation, overlong, surrogate,
- * beyond U+10FFFF, truncated). */
-static size_t utf8_seq_len(const unsigned char *s, size_t avail)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (avail < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
-/* A JSON string literal. Bytes that are not UTF-8 become U+FFFD so the
- * line stays valid JSON whatever a header carries. */
-static void buf_json_string(buf_t *b, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s;
-    size_t len = strlen(s);
-    buf_put(b, "\"", 1);
-    for (size_t i = 0; i < len;) {
-        unsigned char c = p[i];
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            buf_put(b, esc, 2);
-            i++;
-        } else if (c < 0x20) {
-            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            switch (c) {
-            case '\n': buf_put(b, "\\n", 2); break;
-            case '\r': buf_put(b, "\\r", 2); break;
-            case '\t': buf_put(b, "\\t", 2); break;
-            default: buf_put(b, esc, 6); break;
-            }
-            i++;
-        } else if (c < 0x80) {
-            buf_put(b, (const char *)p + i, 1);
-            i++;
-        } else {
-            size_t n = utf8_seq_len(p + i, len - i);
-            if (n) {
-                buf_put(b, (const char *)p + i, n);
-                i += n;
-            } else {
-                buf_puts(b, "\\ufffd");
-                i++;
-            }
-        }
-    }
-    buf_put(b, "\"", 1);
-}
-
 /* --------------------------------------------------------------- publish */
 
 /* Attributes in the order they are written; data goes after the first
@@ -249,15 +132,18 @@ static const char *attribute_value(const outbox_message_t *m, const char *name)
     return NULL;
 }
 
-static void buf_attribute(buf_t *b, const outbox_message_t *m, const char *name, bool *first)
+/* Headers are C strings; the JSON escaping turns bytes that are not UTF-8
+ * into U+FFFD, so the line stays valid JSON whatever a header carries. */
+static void buf_attribute(outbox_buf_t *b, const outbox_message_t *m, const char *name,
+                          bool *first)
 {
     const char *v = attribute_value(m, name);
     if (!v)
         return;
-    buf_puts(b, *first ? "{\"" : ",\"");
-    buf_puts(b, name);
-    buf_puts(b, "\":");
-    buf_json_string(b, v);
+    outbox_buf_puts(b, *first ? "{\"" : ",\"");
+    outbox_buf_puts(b, name);
+    outbox_buf_puts(b, "\":");
+    outbox_buf_json_string(b, v, strlen(v));
     *first = false;
 }
 
@@ -265,15 +151,15 @@ static void buf_attribute(buf_t *b, const outbox_message_t *m, const char *name,
  * staging; any CR or LF in it can only be whitespace between tokens (JSON
  * strings cannot hold raw control characters), so they become spaces and
  * the value is unchanged. */
-static void buf_event(buf_t *b, const outbox_message_t *m)
+static void buf_event(outbox_buf_t *b, const outbox_message_t *m)
 {
     bool first = true;
     size_t i;
     for (i = 0; i < CE_BEFORE_DATA; i++)
         buf_attribute(b, m, ce_attributes[i], &first);
-    buf_puts(b, first ? "{\"data\":" : ",\"data\":");
+    outbox_buf_puts(b, first ? "{\"data\":" : ",\"data\":");
     size_t at = b->len;
-    buf_put(b, m->payload, m->payload_len);
+    outbox_buf_put(b, m->payload, m->payload_len);
     if (!b->failed)
         for (size_t j = at; j < b->len; j++)
             if (b->data[j] == '\n' || b->data[j] == '\r')
@@ -281,7 +167,7 @@ static void buf_event(buf_t *b, const outbox_message_t *m)
     first = false;
     for (; i < sizeof ce_attributes / sizeof ce_attributes[0]; i++)
         buf_attribute(b, m, ce_attributes[i], &first);
-    buf_put(b, "}\n", 2);
+    outbox_buf_put(b, "}\n", 2);
 }
 
 /* 0, or the errno of the write that failed. */
@@ -311,7 +197,7 @@ static int lock_file(int fd)
 }
 
 /* Writes the batch; 0 or an errno. */
-static int write_batch(file_sink_t *k, const buf_t *b)
+static int write_batch(file_sink_t *k, const outbox_buf_t *b)
 {
     if (!k->is_file)
         return write_all(k->fd, b->data, b->len);
@@ -335,7 +221,8 @@ static int file_publish(void *handle, const outbox_message_t *msgs, size_t n,
                         outbox_publish_result_t *results, outbox_diag_t *d)
 {
     file_sink_t *k = handle;
-    buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, host);
     size_t written = 0;
 
     for (size_t i = 0; i < n; i++) {
@@ -350,16 +237,16 @@ static int file_publish(void *handle, const outbox_message_t *msgs, size_t n,
         written++;
     }
     if (b.failed) {
-        host->free(b.data);
+        outbox_buf_free(&b);
         return host->error(d, OUTBOX_ENOMEM, "out of memory building a batch of %zu events", n);
     }
     if (written == 0) {
-        host->free(b.data);
+        outbox_buf_free(&b);
         return OUTBOX_OK;
     }
 
     int err = write_batch(k, &b);
-    host->free(b.data);
+    outbox_buf_free(&b);
     if (err) {
         char eb[128];
         const char *why = strerror_r(err, eb, sizeof eb);

@@ -1,4 +1,4 @@
-/* SQLite store driver: the operator's view: stats, replay, purge.
+/* SQLite store driver, floor 4: the operator's view: stats, replay, purge.
  *
  * These run rarely and take a route or not, so their SQL is built per call
  * instead of cached.
@@ -11,29 +11,6 @@
  * the write lock is not held up for long. */
 #define SQ_PURGE_BATCH 1000
 
-static int prepare_built(sq_handle_t *h, sq_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
-{
-    *st = NULL;
-    if (b->failed) {
-        outbox_sqlite_buf_free(b);
-        return outbox_sqlite_nomem(d);
-    }
-    int rc = sqlite3_prepare_v2(h->db, b->p, -1, st, NULL);
-    outbox_sqlite_buf_free(b);
-    if (rc != SQLITE_OK) {
-        int code = outbox_sqlite_dbfail(d, h->db, rc, "preparing a statement");
-        sqlite3_finalize(*st);
-        *st = NULL;
-        return code;
-    }
-    return OUTBOX_OK;
-}
-
-static void add_rel(const sq_handle_t *h, sq_buf_t *b)
-{
-    outbox_sqlite_buf_rel(b, h->rel.schema, h->rel.table);
-}
-
 int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out, outbox_diag_t *d)
 {
     sq_handle_t *h = handle;
@@ -42,12 +19,13 @@ int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out, ou
     memset(out, 0, sizeof *out);
     /* One scan: with a route it reads the ordered index (route, status,
      * created_at, id) alone. */
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "SELECT status, count(*), min(created_at) FROM ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, "%s GROUP BY status", route ? " WHERE outbox_route = ?1" : "");
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "SELECT status, count(*), min(created_at) FROM ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_printf(&b, "%s GROUP BY status", route ? " WHERE outbox_route = ?1" : "");
     sqlite3_stmt *st;
-    int rc = prepare_built(h, &b, &st, d);
+    int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     if (route)
@@ -86,14 +64,15 @@ int outbox_sqlite_replay(void *handle, const char *route, const char *event_id, 
     int rc = outbox_sqlite_no_open_tx(h, "replay", d);
     if (rc != OUTBOX_OK)
         return rc;
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "UPDATE ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " SET status = 'pending', attempts = 0, available_at = NULL, "
-                              "processing_at = NULL WHERE status = 'dead'%s%s",
-                          route ? " AND outbox_route = ?1" : "", event_id ? " AND event_id = ?2" : "");
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "UPDATE ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_printf(&b, " SET status = 'pending', attempts = 0, available_at = NULL, "
+                          "processing_at = NULL WHERE status = 'dead'%s%s",
+                      route ? " AND outbox_route = ?1" : "", event_id ? " AND event_id = ?2" : "");
     sqlite3_stmt *st;
-    rc = prepare_built(h, &b, &st, d);
+    rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     if (route)
@@ -121,15 +100,16 @@ int outbox_sqlite_purge(void *handle, const char *route, int64_t before, uint64_
     int rc = outbox_sqlite_no_open_tx(h, "purge", d);
     if (rc != OUTBOX_OK)
         return rc;
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "DELETE FROM ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " WHERE id IN (SELECT id FROM ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " WHERE status = 'published' AND published_at < ?1%s LIMIT %d)",
-                          route ? " AND outbox_route = ?2" : "", SQ_PURGE_BATCH);
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "DELETE FROM ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_puts(&b, " WHERE id IN (SELECT id FROM ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_printf(&b, " WHERE status = 'published' AND published_at < ?1%s LIMIT %d)",
+                      route ? " AND outbox_route = ?2" : "", SQ_PURGE_BATCH);
     sqlite3_stmt *st;
-    rc = prepare_built(h, &b, &st, d);
+    rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     sqlite3_bind_int64(st, 1, before);

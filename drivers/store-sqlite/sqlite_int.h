@@ -1,5 +1,21 @@
 /* SQLite store driver: what its source files share. Private to this folder.
  *
+ * The files are floors, and a file calls only the floors below its own:
+ *
+ *   5  sqlite.c          the descriptor and vtable: open/close, capabilities,
+ *                        begin/commit/rollback, native handles, init
+ *   4  sqlite_rows.c     stage, claim, settle, the clock checkpoint
+ *      sqlite_schema.c   the canonical schema: DDL, apply, drop, check
+ *      sqlite_admin.c    stats, replay, purge
+ *   3  sqlite_catalog.c  what the live database holds: columns, indexes,
+ *                        attached schemas, and the handle's view of them
+ *   2  sqlite_conn.c     the connection: open, PRAGMAs, busy handler,
+ *                        statements, transactions, the claim arena
+ *   1  sqlite_text.c     the host table, error reports, relation names
+ *
+ * The files of floor 4 never call each other. This header follows the same
+ * order, bottom first.
+ *
  * Every cross-file function is hidden so that the module exports only
  * outbox_driver_entry() and a static test build links no stray symbols.
  */
@@ -8,62 +24,37 @@
 
 #include <sqlite3.h>
 
-#include "outbox/driver.h"
+#include "outbox/kit.h"
 
 #define SQ_HIDDEN __attribute__((visibility("hidden")))
 
 /* Driver name, as used in log lines. */
 #define SQ_NAME "sqlite"
 
+/* ============================================== floor 1: sqlite_text.c */
+
 /* The host table given to init(); the only mutable static of the driver. */
 extern SQ_HIDDEN const outbox_host_t *outbox_sqlite_host;
 
-/* ------------------------------------------------------- string builder */
-
-/* A growable string. Once an allocation fails the builder stays failed and
- * every further append is a no-op, so callers check once at the end. */
-typedef struct sq_buf {
-    char *p;
-    size_t len;
-    size_t cap;
-    int failed;
-} sq_buf_t;
-
-SQ_HIDDEN void outbox_sqlite_buf_add(sq_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
-/* Appends ident as a double-quoted SQL identifier. */
-SQ_HIDDEN void outbox_sqlite_buf_ident(sq_buf_t *b, const char *ident);
-/* Appends "schema"."table", or "table" when schema is NULL. */
-SQ_HIDDEN void outbox_sqlite_buf_rel(sq_buf_t *b, const char *schema, const char *table);
-SQ_HIDDEN void outbox_sqlite_buf_free(sq_buf_t *b);
-SQ_HIDDEN char *outbox_sqlite_strdup(const char *s);
-
-/* ------------------------------------------------------------ relations */
-
-/* A relation split into its parts, each allocated with host->alloc. */
-typedef struct sq_rel {
-    char *schema; /* NULL when the name was unqualified */
-    char *table;
-} sq_rel_t;
-
-/* Splits and validates "table" or "schema.table". */
-SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, sq_rel_t *out, outbox_diag_t *d);
-/* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
-SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const sq_rel_t *base, sq_rel_t *out,
-                                           outbox_diag_t *d);
-SQ_HIDDEN void outbox_sqlite_rel_free(sq_rel_t *r);
-
-/* --------------------------------------------------------------- errors */
-
 SQ_HIDDEN int outbox_sqlite_fail(outbox_diag_t *d, int code, const char *fmt, ...)
     OUTBOX_PRINTF(3, 4);
-/* Maps an SQLite result code to an OUTBOX_E* code. */
-SQ_HIDDEN int outbox_sqlite_code(int rc);
-/* Reports "<what>: <sqlite3_errmsg(db)>" with the mapped code. Call it
- * before anything else touches db, since that replaces the message. */
+/* Reports "<what>: <sqlite3_errmsg(db)>" with rc mapped to an OUTBOX_E*
+ * code (busy, locked, I/O: OUTBOX_ETRANSIENT). Call it before anything
+ * else touches db, since that replaces the message. */
 SQ_HIDDEN int outbox_sqlite_dbfail(outbox_diag_t *d, sqlite3 *db, int rc, const char *what);
+/* The same with a message SQLite handed over itself (sqlite3_exec's);
+ * NULL says SQLite's text for rc. */
+SQ_HIDDEN int outbox_sqlite_msgfail(outbox_diag_t *d, int rc, const char *what, const char *msg);
 SQ_HIDDEN int outbox_sqlite_nomem(outbox_diag_t *d);
 
-/* --------------------------------------------------------------- handle */
+/* Splits and validates "table" or "schema.table" (schema "" when
+ * unqualified), reporting a bad name in d. */
+SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, outbox_relname_t *out, outbox_diag_t *d);
+/* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
+SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const outbox_relname_t *base,
+                                           outbox_relname_t *out, outbox_diag_t *d);
+
+/* ------------------------------------------------------------- the handle */
 
 /* Statements cached on the handle's own connection (never on an
  * application's native connection). */
@@ -71,7 +62,7 @@ enum sq_slot {
     SQ_BEGIN,
     SQ_COMMIT,
     SQ_ROLLBACK,
-    SQ_INSERT,
+    SQ_INSERT, /* from here on they depend on the table: see forget_statements */
     SQ_CLAIM,
     SQ_CLAIM_HLC,
     SQ_MAX_PROCESSING,
@@ -88,8 +79,8 @@ typedef struct sq_chunk sq_chunk_t;
 
 typedef struct sq_handle {
     sqlite3 *db;
-    sq_rel_t rel;
-    sq_rel_t ckpt;
+    outbox_relname_t rel;
+    outbox_relname_t ckpt;
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
@@ -110,13 +101,35 @@ typedef struct sq_handle {
     sq_chunk_t *chunks;
 } sq_handle_t;
 
+/* ============================================== floor 2: sqlite_conn.c */
+
+/* Opens path on h->db in WAL mode with synchronous=FULL and the driver's
+ * busy handler waiting up to busy_ms for the write lock. Only create makes
+ * a missing file. On failure h->db may be set: disconnect closes it. */
+SQ_HIDDEN int outbox_sqlite_connect(sq_handle_t *h, const char *path, int create, int busy_ms,
+                                    outbox_diag_t *d);
+/* Rolls back what is open, finalizes the statements, closes the
+ * connection and frees the claim arena. */
+SQ_HIDDEN void outbox_sqlite_disconnect(sq_handle_t *h);
+
+/* Prepares sql on db (any connection, not cached); what names it in d. */
+SQ_HIDDEN int outbox_sqlite_prepare(sqlite3 *db, const char *sql, const char *what,
+                                    sqlite3_stmt **st, outbox_diag_t *d);
+/* Prepares the text built in b and frees b; a build that ran out of memory
+ * is OUTBOX_ENOMEM. */
+SQ_HIDDEN int outbox_sqlite_prepare_built(sqlite3 *db, outbox_buf_t *b, sqlite3_stmt **st,
+                                          outbox_diag_t *d);
+
 /* Builds the SQL text of a cached statement. */
-typedef void (*sq_sql_fn)(const sq_handle_t *h, sq_buf_t *b);
+typedef void (*sq_sql_fn)(const sq_handle_t *h, outbox_buf_t *b);
 
 /* The cached statement in slot, prepared from build() on first use, reset
  * and with its bindings cleared. */
 SQ_HIDDEN int outbox_sqlite_stmt(sq_handle_t *h, int slot, sq_sql_fn build, sqlite3_stmt **out,
                                  outbox_diag_t *d);
+/* Finalizes the cached statements whose text depends on the table, so the
+ * next use prepares them again. */
+SQ_HIDDEN void outbox_sqlite_forget_statements(sq_handle_t *h);
 /* Steps a statement that returns no rows to completion and resets it. */
 SQ_HIDDEN int outbox_sqlite_run(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d,
                                 const char *what);
@@ -125,23 +138,27 @@ SQ_HIDDEN int outbox_sqlite_run(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t 
  * when COMMIT itself fails, so a failed call leaves nothing open. */
 SQ_HIDDEN int outbox_sqlite_tx_begin(sq_handle_t *h, outbox_diag_t *d);
 SQ_HIDDEN int outbox_sqlite_tx_commit(sq_handle_t *h, outbox_diag_t *d);
+/* ROLLBACK, reporting a failure in d. */
+SQ_HIDDEN int outbox_sqlite_tx_rollback(sq_handle_t *h, outbox_diag_t *d);
 /* Rolls back when a transaction is open; keeps d as it is. */
 SQ_HIDDEN void outbox_sqlite_tx_abort(sq_handle_t *h);
 /* OUTBOX_EINVAL when the handle's own transaction is open: operations that
  * run their own transactions cannot nest in it. */
 SQ_HIDDEN int outbox_sqlite_no_open_tx(sq_handle_t *h, const char *op, outbox_diag_t *d);
 
-/* Forgets the cached statements and looks at the table again: after schema
- * apply, or when a claim finds an index it names gone. */
-SQ_HIDDEN int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d);
-
+/* The claim arena: the rows of the last claim and their strings, kept
+ * until the next claim or close. */
+/* A zeroed row after the last one; it counts once the caller increments
+ * n_rows. NULL when out of memory. */
+SQ_HIDDEN outbox_row_t *outbox_sqlite_arena_row(sq_handle_t *h);
+/* Column i of the row st is on, copied into the arena; NULL for SQL NULL.
+ * *failed set when out of memory. */
+SQ_HIDDEN const char *outbox_sqlite_arena_column(sq_handle_t *h, sqlite3_stmt *st, int i,
+                                                 int *failed);
 /* Drops the rows of the last claim. */
-SQ_HIDDEN void outbox_sqlite_rows_reset(sq_handle_t *h);
-/* Copies s into the claim arena; NULL stays NULL. *failed set on OOM. */
-SQ_HIDDEN const char *outbox_sqlite_arena_str(sq_handle_t *h, const char *s, size_t len,
-                                              int *failed);
+SQ_HIDDEN void outbox_sqlite_arena_reset(sq_handle_t *h);
 
-/* ------------------------------------------------------ schema (schema.c) */
+/* =========================================== floor 3: sqlite_catalog.c */
 
 /* A column as declared. */
 typedef struct sq_column {
@@ -155,39 +172,63 @@ typedef struct sq_columns {
     size_t n;
 } sq_columns_t;
 
+/* An index as SQLite reports it: its key columns in order. */
+typedef struct sq_index {
+    char *name;
+    int unique;
+    int partial;
+    size_t n;
+    char *cols[8]; /* the first 8 key columns; enough for every comparison here */
+} sq_index_t;
+
+typedef struct sq_indexes {
+    sq_index_t *v;
+    size_t n;
+} sq_indexes_t;
+
 /* The columns of schema.table; n = 0 when it does not exist. */
-SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out,
+SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const outbox_relname_t *rel, sq_columns_t *out,
                                     outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_columns_free(sq_columns_t *c);
 SQ_HIDDEN const sq_column_t *outbox_sqlite_column_find(const sq_columns_t *c, const char *name);
-/* 1 when schema is NULL or names an attached database. */
-SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const char *schema, int *attached,
-                                            outbox_diag_t *d);
 
-/* Sets h->idx_order, idx_hlc and idx_key from the table's indexes. */
-SQ_HIDDEN int outbox_sqlite_pick_indexes(sq_handle_t *h, outbox_diag_t *d);
+/* The indexes of schema.table with their key columns. */
+SQ_HIDDEN int outbox_sqlite_indexes(sqlite3 *db, const outbox_relname_t *rel, sq_indexes_t *out,
+                                    outbox_diag_t *d);
+SQ_HIDDEN void outbox_sqlite_indexes_free(sq_indexes_t *x);
+/* The first ordinary index whose leading key columns are cols
+ * (NULL-terminated), or NULL. A partial index serves nothing, since its
+ * WHERE may exclude claimable rows. */
+SQ_HIDDEN const sq_index_t *outbox_sqlite_index_find(const sq_indexes_t *x,
+                                                     const char *const *cols);
+
+/* *attached = 1 when rel is unqualified or its schema names an attached
+ * database. */
+SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_relname_t *rel,
+                                            int *attached, outbox_diag_t *d);
+/* OUTBOX_EINVAL naming the schema when rel's schema is not attached. */
+SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const outbox_relname_t *rel,
+                                             outbox_diag_t *d);
+
+/* Looks at h's table: the optional columns, the claim's indexes and the
+ * checkpoint table. strict: a missing table or required column is an error
+ * (a normal open); otherwise they only leave the capabilities off (schema
+ * apply/check). */
+SQ_HIDDEN int outbox_sqlite_detect(sq_handle_t *h, int strict, outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_drop_index_names(sq_handle_t *h);
 
-/* OUTBOX_EINVAL naming the schema when rel's schema is not attached. */
-SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag_t *d);
+/* ============ floor 4: sqlite_rows.c, sqlite_schema.c, sqlite_admin.c */
 
-/* The columns every outbox table has, NULL-terminated. */
-extern SQ_HIDDEN const char *const outbox_sqlite_required_columns[];
-
-SQ_HIDDEN int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out,
-                                       outbox_diag_t *d);
-SQ_HIDDEN int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts,
-                                         outbox_diag_t *d);
-SQ_HIDDEN int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts,
-                                        outbox_diag_t *d);
-SQ_HIDDEN int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
-                                         outbox_schema_report_fn report, void *ctx,
-                                         size_t *problems, outbox_diag_t *d);
-
-/* ---------------------------------------------------- rows (rows.c) */
-
-/* Builds insert_sql and ckpt_sql once the optional columns are known. */
+/* rows.c. Builds insert_sql and ckpt_sql once the optional columns are known. */
 SQ_HIDDEN int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d);
+/* Forgets the cached statements and looks at the table again: after schema
+ * apply or drop, or when a claim finds an index it names gone. */
+SQ_HIDDEN int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d);
+/* The claimed rows' format, for claims written elsewhere (the broken
+ * variants of tests/conformance/broken): appends " RETURNING" and the
+ * columns keep_row reads; keep_row copies the row st is on into the arena. */
+SQ_HIDDEN void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_buf_t *b);
+SQ_HIDDEN int outbox_sqlite_keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d);
 
 SQ_HIDDEN int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx,
                                   const outbox_row_t *rows, size_t n, size_t *staged,
@@ -203,8 +244,19 @@ SQ_HIDDEN int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_
                                                outbox_diag_t *d);
 SQ_HIDDEN int outbox_sqlite_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d);
 
-/* ---------------------------------------------------- admin (admin.c) */
+/* schema.c. apply and drop leave the handle's view of the table stale:
+ * the caller refreshes it. */
+SQ_HIDDEN int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out,
+                                       outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts,
+                                         outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts,
+                                        outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
+                                         outbox_schema_report_fn report, void *ctx,
+                                         size_t *problems, outbox_diag_t *d);
 
+/* admin.c. */
 SQ_HIDDEN int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out,
                                   outbox_diag_t *d);
 SQ_HIDDEN int outbox_sqlite_replay(void *handle, const char *route, const char *event_id,

@@ -1,4 +1,6 @@
-/* SQLite store driver: staging, claiming, settling and the clock checkpoint.
+/* SQLite store driver, floor 4: staging, claiming, settling and the clock
+ * checkpoint: the statements the relay's hot path runs, cached on the
+ * handle's connection.
  *
  * The fence of a claim is the processing_at it writes: settle touches a row
  * only while it is still processing with that exact stamp, so a relay whose
@@ -36,11 +38,6 @@ enum {
     C_FIXED_COUNT
 };
 
-static void add_rel(const sq_handle_t *h, sq_buf_t *b)
-{
-    outbox_sqlite_buf_rel(b, h->rel.schema, h->rel.table);
-}
-
 static int checkpoint_missing(const sq_handle_t *h, outbox_diag_t *d)
 {
     return outbox_sqlite_fail(d, OUTBOX_ENOTSUP,
@@ -48,39 +45,50 @@ static int checkpoint_missing(const sq_handle_t *h, outbox_diag_t *d)
                               h->ckpt.table);
 }
 
+/* Replaces *sql with the text built in b. */
+static int keep_sql(char **sql, outbox_buf_t *b, outbox_diag_t *d)
+{
+    char *text = outbox_buf_steal(b);
+    if (!text)
+        return outbox_sqlite_nomem(d);
+    outbox_sqlite_host->free(*sql);
+    *sql = text;
+    return OUTBOX_OK;
+}
+
 int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "INSERT INTO ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " (id, outbox_route, event_id, event_type, tenant_id, execution_id, "
-                              "correlation_id, causation_id, occurred_at, payload, status, "
-                              "created_at, attempts, available_at, ordering_key%s%s) VALUES (?1, "
-                              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, 0, ?12, ?13%s%s) "
-                              "ON CONFLICT (outbox_route, event_id) DO NOTHING",
-                          h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
-                          h->has_hlc ? ", ?14" : "", h->has_traceparent ? ", ?15" : "");
-    if (b.failed) {
-        outbox_sqlite_buf_free(&b);
-        return outbox_sqlite_nomem(d);
-    }
-    outbox_sqlite_host->free(h->insert_sql);
-    h->insert_sql = b.p;
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "INSERT INTO ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_puts(&b, " (id, outbox_route, event_id, event_type, tenant_id, execution_id, "
+                        "correlation_id, causation_id, occurred_at, payload, status, "
+                        "created_at, attempts, available_at, ordering_key");
+    outbox_buf_printf(&b, "%s%s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', "
+                          "?11, 0, ?12, ?13%s%s) ON CONFLICT (outbox_route, event_id) DO NOTHING",
+                      h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
+                      h->has_hlc ? ", ?14" : "", h->has_traceparent ? ", ?15" : "");
+    int rc = keep_sql(&h->insert_sql, &b, d);
+    if (rc != OUTBOX_OK)
+        return rc;
 
-    sq_buf_t c = {0};
     /* One statement, so the max is taken by the database under its write
      * lock: a slower writer with a smaller mark can never lower it. */
-    outbox_sqlite_buf_add(&c, "INSERT INTO ");
-    outbox_sqlite_buf_rel(&c, h->ckpt.schema, h->ckpt.table);
-    outbox_sqlite_buf_add(&c, " (node_key, hlc) VALUES (?1, ?2) ON CONFLICT (node_key) DO UPDATE "
-                              "SET hlc = max(hlc, excluded.hlc)");
-    if (c.failed) {
-        outbox_sqlite_buf_free(&c);
-        return outbox_sqlite_nomem(d);
-    }
-    outbox_sqlite_host->free(h->ckpt_sql);
-    h->ckpt_sql = c.p;
-    return OUTBOX_OK;
+    outbox_buf_puts(&b, "INSERT INTO ");
+    outbox_buf_relname(&b, &h->ckpt, '"');
+    outbox_buf_puts(&b, " (node_key, hlc) VALUES (?1, ?2) ON CONFLICT (node_key) DO UPDATE "
+                        "SET hlc = max(hlc, excluded.hlc)");
+    return keep_sql(&h->ckpt_sql, &b, d);
+}
+
+int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d)
+{
+    outbox_sqlite_forget_statements(h);
+    int rc = outbox_sqlite_detect(h, 0, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_rows_prepare_sql(h, d);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ stage */
@@ -191,7 +199,7 @@ static int advance_on(sqlite3 *db, sqlite3_stmt *st, const char *node_key, int64
 static int same_database(const sq_handle_t *h, sqlite3 *app, const char *schema,
                          outbox_diag_t *d)
 {
-    const char *name = schema ? schema : "main";
+    const char *name = schema[0] ? schema : "main";
     const char *ours = sqlite3_db_filename(h->db, name);
     const char *theirs = sqlite3_db_filename(app, name);
     if (ours && theirs && *ours && *theirs && strcmp(ours, theirs) != 0)
@@ -214,24 +222,17 @@ static int check_native(const sq_handle_t *h, sqlite3 *app, outbox_diag_t *d)
 
 static int prepare_on(sqlite3 *db, const char *sql, sqlite3_stmt **st, outbox_diag_t *d)
 {
-    int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
-    if (rc != SQLITE_OK) {
-        int code = outbox_sqlite_dbfail(d, db, rc, "preparing on the native connection");
-        sqlite3_finalize(*st);
-        *st = NULL;
-        return code;
-    }
-    return OUTBOX_OK;
+    return outbox_sqlite_prepare(db, sql, "preparing on the native connection", st, d);
 }
 
-static void sql_insert(const sq_handle_t *h, sq_buf_t *b)
+static void sql_insert(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "%s", h->insert_sql);
+    outbox_buf_puts(b, h->insert_sql);
 }
 
-static void sql_ckpt_advance(const sq_handle_t *h, sq_buf_t *b)
+static void sql_ckpt_advance(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "%s", h->ckpt_sql);
+    outbox_buf_puts(b, h->ckpt_sql);
 }
 
 /* Inserts and advances on db, which is already inside a transaction. */
@@ -328,13 +329,13 @@ int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbo
 /* ------------------------------------------------------------------ claim */
 
 /* "e comes before o" in claim order, as one row-value comparison. */
-static void claim_earlier(sq_buf_t *b, int hlc)
+static void claim_earlier(outbox_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_sqlite_buf_add(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
-                                 "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+                           "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
     else
-        outbox_sqlite_buf_add(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
 }
 
 /* The per-key rule: a keyed row is claimable only when no earlier row of its
@@ -344,42 +345,42 @@ static void claim_earlier(sq_buf_t *b, int hlc)
  * cost is the key's blockers, not its backlog. An earlier row that is
  * claimable is no obstacle: claim order and LIMIT put it in this batch
  * ahead of o. */
-static void add_rel_as(const sq_handle_t *h, sq_buf_t *b, const char *alias, const char *index)
+static void add_rel_as(const sq_handle_t *h, outbox_buf_t *b, const char *alias, const char *index)
 {
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " AS %s", alias);
+    outbox_buf_relname(b, &h->rel, '"');
+    outbox_buf_printf(b, " AS %s", alias);
     if (index) {
-        outbox_sqlite_buf_add(b, " INDEXED BY ");
-        outbox_sqlite_buf_ident(b, index);
+        outbox_buf_puts(b, " INDEXED BY ");
+        outbox_buf_ident(b, index, '"');
     }
 }
 
-static void claim_key_rule(const sq_handle_t *h, sq_buf_t *b, int hlc)
+static void claim_key_rule(const sq_handle_t *h, outbox_buf_t *b, int hlc)
 {
-    outbox_sqlite_buf_add(b, " AND (o.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM ");
+    outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM ");
     add_rel_as(h, b, "e", h->idx_key);
-    outbox_sqlite_buf_add(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
-                             "AND e.status = 'processing' AND e.processing_at > ?3 AND ");
+    outbox_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
+                       "AND e.status = 'processing' AND e.processing_at > ?3 AND ");
     claim_earlier(b, hlc);
-    outbox_sqlite_buf_add(b, ") AND NOT EXISTS (SELECT 1 FROM ");
+    outbox_buf_puts(b, ") AND NOT EXISTS (SELECT 1 FROM ");
     add_rel_as(h, b, "e", h->idx_key);
-    outbox_sqlite_buf_add(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
-                             "AND e.status = 'pending' AND e.available_at > ?2 AND ");
+    outbox_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
+                       "AND e.status = 'pending' AND e.available_at > ?2 AND ");
     claim_earlier(b, hlc);
-    outbox_sqlite_buf_add(b, ")))");
+    outbox_buf_puts(b, ")))");
 }
 
 /* One arm of the candidate union: the first ?4 claimable rows of one kind,
  * read off an index already in claim order. */
-static void claim_arm(const sq_handle_t *h, sq_buf_t *b, int hlc, const char *index,
+static void claim_arm(const sq_handle_t *h, outbox_buf_t *b, int hlc, const char *index,
                       const char *where, const char *order)
 {
-    outbox_sqlite_buf_add(b, "SELECT * FROM (SELECT o.id AS id, o.created_at AS created_at%s FROM ",
-                          hlc ? ", o.hlc AS hlc" : "");
+    outbox_buf_printf(b, "SELECT * FROM (SELECT o.id AS id, o.created_at AS created_at%s FROM ",
+                      hlc ? ", o.hlc AS hlc" : "");
     add_rel_as(h, b, "o", index);
-    outbox_sqlite_buf_add(b, " WHERE o.outbox_route = ?1 AND %s", where);
+    outbox_buf_printf(b, " WHERE o.outbox_route = ?1 AND %s", where);
     claim_key_rule(h, b, hlc);
-    outbox_sqlite_buf_add(b, " ORDER BY %s LIMIT ?4)", order);
+    outbox_buf_printf(b, " ORDER BY %s LIMIT ?4)", order);
 }
 
 #define SQ_RIPE "(o.available_at IS NULL OR o.available_at <= ?2)"
@@ -395,46 +396,45 @@ static void claim_arm(const sq_handle_t *h, sq_buf_t *b, int hlc, const char *in
  * union of those (at most 2 or 3 times ?4 rows) is sorted for the final cut.
  * With hlc order the pending rows split once more, because an index stores
  * NULL hlc first and the claim wants them last. */
-static void build_claim(const sq_handle_t *h, sq_buf_t *b, int hlc)
+static void build_claim(const sq_handle_t *h, outbox_buf_t *b, int hlc)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'processing', processing_at = ?5, attempts = attempts "
-                             "+ 1 WHERE id IN (SELECT id FROM (");
+    outbox_buf_puts(b, "UPDATE ");
+    outbox_buf_relname(b, &h->rel, '"');
+    outbox_buf_puts(b, " SET status = 'processing', processing_at = ?5, attempts = attempts "
+                       "+ 1 WHERE id IN (SELECT id FROM (");
     if (hlc) {
         claim_arm(h, b, 1, h->idx_hlc, "o.status = 'pending' AND o.hlc IS NOT NULL AND " SQ_RIPE,
                   "o.hlc, o.created_at, o.id");
-        outbox_sqlite_buf_add(b, " UNION ALL ");
+        outbox_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 1, h->idx_hlc, "o.status = 'pending' AND o.hlc IS NULL AND " SQ_RIPE,
                   "o.created_at, o.id");
-        outbox_sqlite_buf_add(b, " UNION ALL ");
+        outbox_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 1, NULL, SQ_EXPIRED, "o.hlc IS NULL, o.hlc, o.created_at, o.id");
-        outbox_sqlite_buf_add(b, ") ORDER BY hlc IS NULL, hlc, created_at, id LIMIT ?4)");
+        outbox_buf_puts(b, ") ORDER BY hlc IS NULL, hlc, created_at, id LIMIT ?4)");
     } else {
         claim_arm(h, b, 0, h->idx_order, "o.status = 'pending' AND " SQ_RIPE, "o.created_at, o.id");
-        outbox_sqlite_buf_add(b, " UNION ALL ");
+        outbox_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 0, NULL, SQ_EXPIRED, "o.created_at, o.id");
-        outbox_sqlite_buf_add(b, ") ORDER BY created_at, id LIMIT ?4)");
+        outbox_buf_puts(b, ") ORDER BY created_at, id LIMIT ?4)");
     }
-    outbox_sqlite_buf_add(b, " RETURNING " SQ_ROW_COLUMNS "%s%s", h->has_hlc ? ", hlc" : "",
-                          h->has_traceparent ? ", traceparent" : "");
+    outbox_sqlite_add_returning(h, b);
 }
 
-static void sql_claim(const sq_handle_t *h, sq_buf_t *b)
+static void sql_claim(const sq_handle_t *h, outbox_buf_t *b)
 {
     build_claim(h, b, 0);
 }
 
-static void sql_claim_hlc(const sq_handle_t *h, sq_buf_t *b)
+static void sql_claim_hlc(const sq_handle_t *h, outbox_buf_t *b)
 {
     build_claim(h, b, 1);
 }
 
-static void sql_max_processing(const sq_handle_t *h, sq_buf_t *b)
+static void sql_max_processing(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "SELECT max(processing_at) FROM ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " WHERE outbox_route = ?1 AND status = 'processing'");
+    outbox_buf_puts(b, "SELECT max(processing_at) FROM ");
+    outbox_buf_relname(b, &h->rel, '"');
+    outbox_buf_puts(b, " WHERE outbox_route = ?1 AND status = 'processing'");
 }
 
 /* The fence this claim writes: now, unless a row of the route already
@@ -464,52 +464,42 @@ static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *
     return OUTBOX_OK;
 }
 
-static const char *col_str(sq_handle_t *h, sqlite3_stmt *st, int i, int *failed)
+void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_buf_t *b)
 {
-    if (sqlite3_column_type(st, i) == SQLITE_NULL)
-        return NULL;
-    const char *s = (const char *)sqlite3_column_text(st, i);
-    if (!s) {
-        *failed = 1; /* out of memory converting to text */
-        return NULL;
-    }
-    return outbox_sqlite_arena_str(h, s, (size_t)sqlite3_column_bytes(st, i), failed);
+    outbox_buf_puts(b, " RETURNING " SQ_ROW_COLUMNS);
+    if (h->has_hlc)
+        outbox_buf_puts(b, ", hlc");
+    if (h->has_traceparent)
+        outbox_buf_puts(b, ", traceparent");
 }
 
-static int keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d)
+int outbox_sqlite_keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d)
 {
-    if (h->n_rows == h->cap_rows) {
-        size_t cap = h->cap_rows ? h->cap_rows * 2 : 64;
-        outbox_row_t *v = outbox_sqlite_host->realloc(h->rows, cap * sizeof *v);
-        if (!v)
-            return outbox_sqlite_nomem(d);
-        h->rows = v;
-        h->cap_rows = cap;
-    }
-    outbox_row_t *r = &h->rows[h->n_rows];
-    memset(r, 0, sizeof *r);
+    outbox_row_t *r = outbox_sqlite_arena_row(h);
+    if (!r)
+        return outbox_sqlite_nomem(d);
     int failed = 0;
-    r->id = col_str(h, st, C_ID, &failed);
-    r->route = col_str(h, st, C_ROUTE, &failed);
-    r->event_id = col_str(h, st, C_EVENT_ID, &failed);
-    r->event_type = col_str(h, st, C_EVENT_TYPE, &failed);
-    r->tenant_id = col_str(h, st, C_TENANT, &failed);
-    r->execution_id = col_str(h, st, C_EXECUTION, &failed);
-    r->correlation_id = col_str(h, st, C_CORRELATION, &failed);
-    r->causation_id = col_str(h, st, C_CAUSATION, &failed);
+    r->id = outbox_sqlite_arena_column(h, st, C_ID, &failed);
+    r->route = outbox_sqlite_arena_column(h, st, C_ROUTE, &failed);
+    r->event_id = outbox_sqlite_arena_column(h, st, C_EVENT_ID, &failed);
+    r->event_type = outbox_sqlite_arena_column(h, st, C_EVENT_TYPE, &failed);
+    r->tenant_id = outbox_sqlite_arena_column(h, st, C_TENANT, &failed);
+    r->execution_id = outbox_sqlite_arena_column(h, st, C_EXECUTION, &failed);
+    r->correlation_id = outbox_sqlite_arena_column(h, st, C_CORRELATION, &failed);
+    r->causation_id = outbox_sqlite_arena_column(h, st, C_CAUSATION, &failed);
     r->occurred_at = sqlite3_column_int64(st, C_OCCURRED);
-    r->payload = col_str(h, st, C_PAYLOAD, &failed);
+    r->payload = outbox_sqlite_arena_column(h, st, C_PAYLOAD, &failed);
     r->payload_len = r->payload ? (size_t)sqlite3_column_bytes(st, C_PAYLOAD) : 0;
     r->created_at = sqlite3_column_int64(st, C_CREATED);
     r->attempts = (int32_t)sqlite3_column_int(st, C_ATTEMPTS);
     r->available_at = sqlite3_column_int64(st, C_AVAILABLE);
-    r->ordering_key = col_str(h, st, C_KEY, &failed);
-    r->last_error = col_str(h, st, C_LAST_ERROR, &failed);
+    r->ordering_key = outbox_sqlite_arena_column(h, st, C_KEY, &failed);
+    r->last_error = outbox_sqlite_arena_column(h, st, C_LAST_ERROR, &failed);
     int next = C_FIXED_COUNT;
     if (h->has_hlc)
         r->hlc = sqlite3_column_int64(st, next++);
     if (h->has_traceparent)
-        r->traceparent = col_str(h, st, next++, &failed);
+        r->traceparent = outbox_sqlite_arena_column(h, st, next++, &failed);
     if (failed)
         return outbox_sqlite_nomem(d);
     if (!r->id || !r->route || !r->event_id || !r->event_type || !r->payload)
@@ -558,7 +548,7 @@ static int claim_rows(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now
     sqlite3_bind_int64(st, 5, stamp);
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        rc = keep_row(h, st, d);
+        rc = outbox_sqlite_keep_row(h, st, d);
         if (rc != OUTBOX_OK) {
             sqlite3_reset(st);
             return rc;
@@ -588,7 +578,7 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
     int rc = outbox_sqlite_no_open_tx(h, "claim", d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_sqlite_rows_reset(h);
+    outbox_sqlite_arena_reset(h);
     if (req->limit == 0)
         return OUTBOX_OK;
 
@@ -605,12 +595,12 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
             rc = outbox_sqlite_tx_commit(h, d);
             if (rc == OUTBOX_OK)
                 break;
-            outbox_sqlite_rows_reset(h);
+            outbox_sqlite_arena_reset(h);
             return rc;
         }
         int raw = sqlite3_errcode(h->db) & 0xff;
         outbox_sqlite_tx_abort(h);
-        outbox_sqlite_rows_reset(h);
+        outbox_sqlite_arena_reset(h);
         /* An index the statement names with INDEXED BY was dropped under
          * us: look at the table again and try once more. */
         int hinted = h->idx_order || h->idx_hlc || h->idx_key;
@@ -631,35 +621,36 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
 
 #define SQ_FENCED " WHERE id = ?1 AND status = 'processing' AND processing_at = ?2"
 
-static void sql_set_published(const sq_handle_t *h, sq_buf_t *b)
+/* UPDATE ... SET set, for a row that still holds the fence. */
+static void fenced_update(const sq_handle_t *h, outbox_buf_t *b, const char *set)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'published', published_at = ?3" SQ_FENCED);
+    outbox_buf_puts(b, "UPDATE ");
+    outbox_buf_relname(b, &h->rel, '"');
+    outbox_buf_puts(b, set);
+    outbox_buf_puts(b, SQ_FENCED);
 }
 
-static void sql_set_reschedule(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_published(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'pending', available_at = ?3, last_error = ?4, "
-                             "processing_at = NULL" SQ_FENCED);
+    fenced_update(h, b, " SET status = 'published', published_at = ?3");
 }
 
-static void sql_set_dead(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_reschedule(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'dead', last_error = ?4" SQ_FENCED);
+    fenced_update(h, b, " SET status = 'pending', available_at = ?3, last_error = ?4, "
+                        "processing_at = NULL");
+}
+
+static void sql_set_dead(const sq_handle_t *h, outbox_buf_t *b)
+{
+    fenced_update(h, b, " SET status = 'dead', last_error = ?4");
 }
 
 /* The attempt claim charged never happened: give it back. */
-static void sql_set_release(const sq_handle_t *h, sq_buf_t *b)
+static void sql_set_release(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "UPDATE ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " SET status = 'pending', attempts = max(attempts - 1, 0), "
-                             "processing_at = NULL" SQ_FENCED);
+    fenced_update(h, b, " SET status = 'pending', attempts = max(attempts - 1, 0), "
+                        "processing_at = NULL");
 }
 
 static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_item_t *it,
@@ -781,10 +772,10 @@ int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx
     return rc;
 }
 
-static void sql_ckpt_recover(const sq_handle_t *h, sq_buf_t *b)
+static void sql_ckpt_recover(const sq_handle_t *h, outbox_buf_t *b)
 {
-    outbox_sqlite_buf_add(b, "SELECT coalesce(max(hlc), 0) FROM ");
-    outbox_sqlite_buf_rel(b, h->ckpt.schema, h->ckpt.table);
+    outbox_buf_puts(b, "SELECT coalesce(max(hlc), 0) FROM ");
+    outbox_buf_relname(b, &h->ckpt, '"');
 }
 
 int outbox_sqlite_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d)

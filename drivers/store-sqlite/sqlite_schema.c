@@ -1,8 +1,6 @@
-/* SQLite store driver: the canonical schema, applying it, and checking a
- * live table against it.
- *
- * Indexes are compared by the columns they cover, never by name: a table an
- * application created by hand with its own index names is just as good.
+/* SQLite store driver, floor 4: the canonical schema, applying it,
+ * dropping it, and checking a live table against it (which it reads
+ * through sqlite_catalog.c).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,13 +46,6 @@ static const col_spec_t ckpt_cols[] = {
     {"hlc", "INTEGER", "INTEGER NOT NULL", 0},
 };
 
-const char *const outbox_sqlite_required_columns[] = {
-    "id", "outbox_route", "event_id", "event_type", "tenant_id", "execution_id",
-    "correlation_id", "causation_id", "occurred_at", "payload", "status", "created_at",
-    "published_at", "processing_at", "last_error", "attempts", "available_at", "ordering_key",
-    NULL,
-};
-
 /* The indexes of the canonical table and why each is there. */
 typedef struct idx_spec {
     const char *suffix;
@@ -78,221 +69,250 @@ static const idx_spec_t outbox_idx[] = {
 };
 #define N_OUTBOX_IDX (sizeof outbox_idx / sizeof outbox_idx[0])
 
-/* ------------------------------------------------------------ introspection */
+/* --------------------------------------------------------------------- DDL */
 
-static int step_fail(sqlite3 *db, sqlite3_stmt *st, int rc, outbox_diag_t *d, const char *what)
+typedef struct ddl_target {
+    outbox_relname_t rel;
+    outbox_relname_t ckpt;
+    uint32_t flags;
+} ddl_target_t;
+
+static int target_parse(const outbox_schema_opts_t *opts, const sq_handle_t *h, ddl_target_t *t,
+                        outbox_diag_t *d)
 {
-    int code = outbox_sqlite_dbfail(d, db, rc, what);
-    sqlite3_finalize(st);
-    return code;
+    memset(t, 0, sizeof *t);
+    const char *relation = opts && opts->relation ? opts->relation : NULL;
+    const char *ckpt = opts && opts->checkpoint_relation ? opts->checkpoint_relation : NULL;
+    t->flags = opts ? opts->flags : 0;
+    int rc = OUTBOX_OK;
+    if (relation || !h)
+        rc = outbox_sqlite_rel_parse(relation ? relation : "outbox", &t->rel, d);
+    else
+        t->rel = h->rel; /* no relation in opts: the handle's own */
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_rel_checkpoint(ckpt, &t->rel, &t->ckpt, d);
+    return rc;
 }
 
-int outbox_sqlite_schema_attached(sqlite3 *db, const char *schema, int *attached,
-                                  outbox_diag_t *d)
+static void ddl_table(const ddl_target_t *t, outbox_buf_t *b)
 {
-    *attached = 1;
-    if (!schema)
-        return OUTBOX_OK;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_database_list WHERE name = ?1", -1, &st,
-                                NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "listing attached databases");
-    sqlite3_bind_text(st, 1, schema, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return step_fail(db, st, rc, d, "listing attached databases");
-    *attached = rc == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return OUTBOX_OK;
+    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_puts(b, " (\n");
+    for (size_t i = 0; i < N_OUTBOX_COLS; i++)
+        outbox_buf_printf(b, "    %-14s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
+    if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
+        outbox_buf_printf(b, "    %-14s %s,\n", traceparent_col.name, traceparent_col.decl);
+    if (t->flags & OUTBOX_SCHEMA_HLC)
+        outbox_buf_printf(b, "    %-14s %s,\n", hlc_col.name, hlc_col.decl);
+    outbox_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
 }
 
-void outbox_sqlite_columns_free(sq_columns_t *c)
+static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
 {
-    for (size_t i = 0; i < c->n; i++) {
-        outbox_sqlite_host->free(c->v[i].name);
-        outbox_sqlite_host->free(c->v[i].type);
-    }
-    outbox_sqlite_host->free(c->v);
-    c->v = NULL;
-    c->n = 0;
-}
-
-int outbox_sqlite_columns(sqlite3 *db, const sq_rel_t *rel, sq_columns_t *out, outbox_diag_t *d)
-{
-    out->v = NULL;
-    out->n = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info(?1, ?2)", -1,
-                                &st, NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "reading table columns");
-    sqlite3_bind_text(st, 1, rel->table, -1, SQLITE_STATIC);
-    if (rel->schema)
-        sqlite3_bind_text(st, 2, rel->schema, -1, SQLITE_STATIC);
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t ncap = cap ? cap * 2 : 32;
-            sq_column_t *v = outbox_sqlite_host->realloc(out->v, ncap * sizeof *v);
-            if (!v)
-                goto nomem;
-            out->v = v;
-            cap = ncap;
-        }
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        const char *type = (const char *)sqlite3_column_text(st, 1);
-        sq_column_t *c = &out->v[out->n];
-        c->name = outbox_sqlite_strdup(name ? name : "");
-        c->type = outbox_sqlite_strdup(type ? type : "");
-        c->pk = sqlite3_column_int(st, 2);
-        out->n++;
-        if (!c->name || !c->type)
-            goto nomem;
-    }
-    if (rc != SQLITE_DONE) {
-        outbox_sqlite_columns_free(out);
-        return step_fail(db, st, rc, d, "reading table columns");
-    }
-    sqlite3_finalize(st);
-    return OUTBOX_OK;
-nomem:
-    sqlite3_finalize(st);
-    outbox_sqlite_columns_free(out);
-    return outbox_sqlite_nomem(d);
-}
-
-const sq_column_t *outbox_sqlite_column_find(const sq_columns_t *c, const char *name)
-{
-    for (size_t i = 0; i < c->n; i++)
-        if (strcasecmp(c->v[i].name, name) == 0)
-            return &c->v[i];
-    return NULL;
-}
-
-/* An index as SQLite reports it: its key columns in order. */
-typedef struct sq_index {
-    char *name;
-    int unique;
-    int partial;
-    size_t n;
-    char *cols[8]; /* the first 8 key columns; enough for every comparison here */
-} sq_index_t;
-
-typedef struct sq_indexes {
-    sq_index_t *v;
-    size_t n;
-} sq_indexes_t;
-
-static void indexes_free(sq_indexes_t *x)
-{
-    for (size_t i = 0; i < x->n; i++) {
-        outbox_sqlite_host->free(x->v[i].name);
-        for (size_t j = 0; j < x->v[i].n; j++)
-            outbox_sqlite_host->free(x->v[i].cols[j]);
-    }
-    outbox_sqlite_host->free(x->v);
-    x->v = NULL;
-    x->n = 0;
-}
-
-static int index_columns(sqlite3 *db, const char *schema, const char *index, sq_index_t *ix,
-                         outbox_diag_t *d)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        db, "SELECT name FROM pragma_index_info(?1, ?2) ORDER BY seqno", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "reading index columns");
-    sqlite3_bind_text(st, 1, index, -1, SQLITE_STATIC);
-    if (schema)
-        sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (ix->n == sizeof ix->cols / sizeof ix->cols[0])
+    for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
+        const idx_spec_t *x = &outbox_idx[i];
+        if (x->hlc && !(t->flags & OUTBOX_SCHEMA_HLC))
             continue;
-        /* An expression column has no name; it matches nothing. */
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(ix->cols[ix->n] = outbox_sqlite_strdup(name ? name : ""))) {
-            sqlite3_finalize(st);
-            return outbox_sqlite_nomem(d);
+        char name[256];
+        snprintf(name, sizeof name, "%s_%s", t->rel.table, x->suffix);
+        outbox_buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
+        /* SQLite qualifies the index name, never the table it is on. */
+        if (t->rel.schema[0]) {
+            outbox_buf_ident(b, t->rel.schema, '"');
+            outbox_buf_putc(b, '.');
         }
-        ix->n++;
+        outbox_buf_ident(b, name, '"');
+        outbox_buf_puts(b, " ON ");
+        outbox_buf_ident(b, t->rel.table, '"');
+        outbox_buf_puts(b, " (");
+        for (size_t j = 0; x->cols[j]; j++)
+            outbox_buf_printf(b, "%s%s", j ? ", " : "", x->cols[j]);
+        outbox_buf_puts(b, ");\n");
     }
-    if (rc != SQLITE_DONE)
-        return step_fail(db, st, rc, d, "reading index columns");
-    sqlite3_finalize(st);
+}
+
+static void ddl_checkpoint(const ddl_target_t *t, outbox_buf_t *b)
+{
+    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_buf_relname(b, &t->ckpt, '"');
+    outbox_buf_puts(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
+                       "    hlc      INTEGER NOT NULL -- physical_ms << 16 | logical\n);\n");
+}
+
+static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, outbox_buf_t *b)
+{
+    outbox_buf_puts(b, "--   ALTER TABLE ");
+    outbox_buf_relname(b, &t->rel, '"');
+    outbox_buf_printf(b, " ADD COLUMN %s %s;\n", c->name, c->decl);
+}
+
+static void ddl_all(const ddl_target_t *t, outbox_buf_t *b)
+{
+    outbox_buf_puts(b, "-- liboutbox outbox schema for SQLite: UUIDs as TEXT, timestamps as "
+                       "INTEGER microseconds\n-- since the Unix epoch, payload as TEXT "
+                       "holding JSON. Use it in WAL mode.\n");
+    ddl_table(t, b);
+    if (t->flags & (OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT)) {
+        outbox_buf_puts(b, "-- On a table created without them, add the optional columns "
+                           "first (schema apply does):\n");
+        if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
+            ddl_alter_hint(t, &traceparent_col, b);
+        if (t->flags & OUTBOX_SCHEMA_HLC)
+            ddl_alter_hint(t, &hlc_col, b);
+    }
+    ddl_indexes(t, b);
+    if (t->flags & OUTBOX_SCHEMA_CHECKPOINT)
+        ddl_checkpoint(t, b);
+}
+
+int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d)
+{
+    if (!out)
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL, "no output pointer given");
+    *out = NULL;
+    ddl_target_t t;
+    int rc = target_parse(opts, NULL, &t, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    ddl_all(&t, &b);
+    if (!(*out = outbox_buf_steal(&b)))
+        return outbox_sqlite_nomem(d);
     return OUTBOX_OK;
 }
 
-static int load_indexes(sqlite3 *db, const sq_rel_t *rel, sq_indexes_t *out, outbox_diag_t *d)
+/* ------------------------------------------------------------------- apply */
+
+/* Runs the DDL built in b (one statement or several) and frees b. */
+static int exec_built(sqlite3 *db, outbox_buf_t *b, const char *what, outbox_diag_t *d)
 {
-    out->v = NULL;
-    out->n = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        db, "SELECT name, \"unique\", partial FROM pragma_index_list(?1, ?2)", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return step_fail(db, st, rc, d, "listing indexes");
-    sqlite3_bind_text(st, 1, rel->table, -1, SQLITE_STATIC);
-    if (rel->schema)
-        sqlite3_bind_text(st, 2, rel->schema, -1, SQLITE_STATIC);
-    size_t cap = 0;
-    int code = OUTBOX_OK;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            sq_index_t *v = outbox_sqlite_host->realloc(out->v, ncap * sizeof *v);
-            if (!v) {
-                code = outbox_sqlite_nomem(d);
-                break;
-            }
-            out->v = v;
-            cap = ncap;
-        }
-        sq_index_t *ix = &out->v[out->n++];
-        memset(ix, 0, sizeof *ix);
-        ix->unique = sqlite3_column_int(st, 1);
-        ix->partial = sqlite3_column_int(st, 2);
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(ix->name = outbox_sqlite_strdup(name ? name : ""))) {
-            code = outbox_sqlite_nomem(d);
-            break;
-        }
-        code = index_columns(db, rel->schema, ix->name, ix, d);
-        if (code != OUTBOX_OK)
-            break;
+    int rc = OUTBOX_OK;
+    if (b->failed) {
+        rc = outbox_sqlite_nomem(d);
+    } else {
+        char *err = NULL;
+        int src = sqlite3_exec(db, b->data, NULL, NULL, &err);
+        if (src != SQLITE_OK)
+            rc = outbox_sqlite_msgfail(d, src, what, err);
+        sqlite3_free(err);
     }
-    if (code == OUTBOX_OK && rc != SQLITE_DONE) {
-        indexes_free(out);
-        return step_fail(db, st, rc, d, "listing indexes");
-    }
-    sqlite3_finalize(st);
-    if (code != OUTBOX_OK)
-        indexes_free(out);
-    return code;
+    outbox_buf_free(b);
+    return rc;
 }
 
-/* An ordinary index serves cols when cols are its leading key columns; a
- * partial index serves nothing, since its WHERE may exclude claimable rows. */
-
-/* The first ordinary index whose leading columns are cols, or NULL. */
-static const sq_index_t *find_index_prefix(const sq_indexes_t *x, const char *const *cols)
+/* ALTER TABLE ADD COLUMN for what an older table lacks. SQLite has no
+ * ADD COLUMN IF NOT EXISTS, hence the look first. */
+static int add_missing_columns(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
 {
+    sq_columns_t cols = {0};
+    int rc = outbox_sqlite_columns(h->db, &t->rel, &cols, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    const col_spec_t *want[N_OUTBOX_COLS + 2];
     size_t n = 0;
-    while (cols[n])
-        n++;
-    for (size_t i = 0; i < x->n; i++) {
-        const sq_index_t *ix = &x->v[i];
-        if (ix->partial || ix->n < n)
+    for (size_t i = 0; i < N_OUTBOX_COLS; i++)
+        want[n++] = &outbox_cols[i];
+    if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
+        want[n++] = &traceparent_col;
+    if (t->flags & OUTBOX_SCHEMA_HLC)
+        want[n++] = &hlc_col;
+    for (size_t i = 0; i < n && rc == OUTBOX_OK; i++) {
+        if (outbox_sqlite_column_find(&cols, want[i]->name))
             continue;
-        size_t j = 0;
-        while (j < n && strcasecmp(ix->cols[j], cols[j]) == 0)
-            j++;
-        if (j == n)
-            return ix;
+        if (!want[i]->addable) {
+            rc = outbox_sqlite_fail(d, OUTBOX_ESCHEMA,
+                                    "column %s missing from \"%s\" and schema apply cannot add it",
+                                    want[i]->name, t->rel.table);
+            break;
+        }
+        outbox_buf_t b;
+        outbox_buf_init(&b, outbox_sqlite_host);
+        outbox_buf_puts(&b, "ALTER TABLE ");
+        outbox_buf_relname(&b, &t->rel, '"');
+        outbox_buf_printf(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
+        rc = exec_built(h->db, &b, "adding a column", d);
     }
-    return NULL;
+    outbox_sqlite_columns_free(&cols);
+    return rc;
 }
+
+typedef int (*ddl_body_fn)(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d);
+
+/* Runs body on the target of opts in one write transaction, committed when
+ * body succeeds and rolled back otherwise, so a failed apply or drop
+ * leaves nothing half-done. Refused inside the handle's own open
+ * transaction, and for a schema that is not attached. */
+static int ddl_run(sq_handle_t *h, const outbox_schema_opts_t *opts, const char *what,
+                   ddl_body_fn body, outbox_diag_t *d)
+{
+    ddl_target_t t;
+    int rc = outbox_sqlite_no_open_tx(h, what, d);
+    if (rc == OUTBOX_OK)
+        rc = target_parse(opts, h, &t, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_require_attached(h->db, &t.rel, d);
+    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
+        rc = outbox_sqlite_require_attached(h->db, &t.ckpt, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_tx_begin(h, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    rc = body(h, &t, d);
+    if (rc == OUTBOX_OK)
+        return outbox_sqlite_tx_commit(h, d);
+    outbox_sqlite_tx_abort(h);
+    return rc;
+}
+
+static int apply_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
+{
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    ddl_table(t, &b);
+    int rc = exec_built(h->db, &b, "creating the outbox table", d);
+    if (rc == OUTBOX_OK)
+        rc = add_missing_columns(h, t, d);
+    if (rc == OUTBOX_OK) {
+        ddl_indexes(t, &b);
+        rc = exec_built(h->db, &b, "creating the outbox indexes", d);
+    }
+    if (rc == OUTBOX_OK && (t->flags & OUTBOX_SCHEMA_CHECKPOINT)) {
+        ddl_checkpoint(t, &b);
+        rc = exec_built(h->db, &b, "creating the checkpoint table", d);
+    }
+    return rc;
+}
+
+/* Dropping the table drops its indexes with it. */
+static int drop_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
+{
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "DROP TABLE IF EXISTS ");
+    outbox_buf_relname(&b, &t->rel, '"');
+    if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
+        outbox_buf_puts(&b, "; DROP TABLE IF EXISTS ");
+        outbox_buf_relname(&b, &t->ckpt, '"');
+    }
+    return exec_built(h->db, &b, "dropping the outbox schema", d);
+}
+
+int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return ddl_run(handle, opts, "schema apply", apply_body, d);
+}
+
+int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
+{
+    return ddl_run(handle, opts, "schema drop", drop_body, d);
+}
+
+/* ------------------------------------------------------------------- check */
+
+/* Indexes are checked by the columns they cover, never by name: a table an
+ * application created by hand with its own index names is just as good. */
 
 /* A unique index on exactly this set of columns, in any order: what an ON
  * CONFLICT target needs. */
@@ -333,325 +353,6 @@ static const char *affinity(const char *decl)
         return "TEXT";
     return "OTHER";
 }
-
-/* --------------------------------------------------------------------- DDL */
-
-typedef struct ddl_target {
-    sq_rel_t rel;
-    sq_rel_t ckpt;
-    uint32_t flags;
-} ddl_target_t;
-
-static void target_free(ddl_target_t *t)
-{
-    outbox_sqlite_rel_free(&t->rel);
-    outbox_sqlite_rel_free(&t->ckpt);
-}
-
-static int target_parse(const outbox_schema_opts_t *opts, const sq_handle_t *h, ddl_target_t *t,
-                        outbox_diag_t *d)
-{
-    memset(t, 0, sizeof *t);
-    const char *relation = opts && opts->relation ? opts->relation : NULL;
-    const char *ckpt = opts && opts->checkpoint_relation ? opts->checkpoint_relation : NULL;
-    t->flags = opts ? opts->flags : 0;
-    int rc;
-    if (relation || !h) {
-        rc = outbox_sqlite_rel_parse(relation ? relation : "outbox", &t->rel, d);
-    } else {
-        /* No relation in opts: the handle's own. */
-        char *schema = h->rel.schema ? outbox_sqlite_strdup(h->rel.schema) : NULL;
-        char *table = outbox_sqlite_strdup(h->rel.table);
-        t->rel.schema = schema;
-        t->rel.table = table;
-        rc = (!table || (h->rel.schema && !schema)) ? outbox_sqlite_nomem(d) : OUTBOX_OK;
-    }
-    if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_rel_checkpoint(ckpt, &t->rel, &t->ckpt, d);
-    if (rc != OUTBOX_OK)
-        target_free(t);
-    return rc;
-}
-
-static void ddl_table(const ddl_target_t *t, sq_buf_t *b)
-{
-    outbox_sqlite_buf_add(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_sqlite_buf_rel(b, t->rel.schema, t->rel.table);
-    outbox_sqlite_buf_add(b, " (\n");
-    for (size_t i = 0; i < N_OUTBOX_COLS; i++)
-        outbox_sqlite_buf_add(b, "    %-14s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
-    if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-        outbox_sqlite_buf_add(b, "    %-14s %s,\n", traceparent_col.name, traceparent_col.decl);
-    if (t->flags & OUTBOX_SCHEMA_HLC)
-        outbox_sqlite_buf_add(b, "    %-14s %s,\n", hlc_col.name, hlc_col.decl);
-    outbox_sqlite_buf_add(b, "    UNIQUE (outbox_route, event_id)\n);\n");
-}
-
-static void ddl_indexes(const ddl_target_t *t, sq_buf_t *b)
-{
-    for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
-        const idx_spec_t *x = &outbox_idx[i];
-        if (x->hlc && !(t->flags & OUTBOX_SCHEMA_HLC))
-            continue;
-        char name[256];
-        snprintf(name, sizeof name, "%s_%s", t->rel.table, x->suffix);
-        outbox_sqlite_buf_add(b, "CREATE INDEX IF NOT EXISTS ");
-        /* SQLite qualifies the index name, never the table it is on. */
-        outbox_sqlite_buf_rel(b, t->rel.schema, name);
-        outbox_sqlite_buf_add(b, " ON ");
-        outbox_sqlite_buf_ident(b, t->rel.table);
-        outbox_sqlite_buf_add(b, " (");
-        for (size_t j = 0; x->cols[j]; j++)
-            outbox_sqlite_buf_add(b, "%s%s", j ? ", " : "", x->cols[j]);
-        outbox_sqlite_buf_add(b, ");\n");
-    }
-}
-
-static void ddl_checkpoint(const ddl_target_t *t, sq_buf_t *b)
-{
-    outbox_sqlite_buf_add(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_sqlite_buf_rel(b, t->ckpt.schema, t->ckpt.table);
-    outbox_sqlite_buf_add(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
-                             "    hlc      INTEGER NOT NULL -- physical_ms << 16 | logical\n);\n");
-}
-
-static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, sq_buf_t *b)
-{
-    outbox_sqlite_buf_add(b, "--   ALTER TABLE ");
-    outbox_sqlite_buf_rel(b, t->rel.schema, t->rel.table);
-    outbox_sqlite_buf_add(b, " ADD COLUMN %s %s;\n", c->name, c->decl);
-}
-
-static void ddl_all(const ddl_target_t *t, sq_buf_t *b)
-{
-    outbox_sqlite_buf_add(b, "-- liboutbox outbox schema for SQLite: UUIDs as TEXT, timestamps as "
-                             "INTEGER microseconds\n-- since the Unix epoch, payload as TEXT "
-                             "holding JSON. Use it in WAL mode.\n");
-    ddl_table(t, b);
-    if (t->flags & (OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT)) {
-        outbox_sqlite_buf_add(b, "-- On a table created without them, add the optional columns "
-                                 "first (schema apply does):\n");
-        if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-            ddl_alter_hint(t, &traceparent_col, b);
-        if (t->flags & OUTBOX_SCHEMA_HLC)
-            ddl_alter_hint(t, &hlc_col, b);
-    }
-    ddl_indexes(t, b);
-    if (t->flags & OUTBOX_SCHEMA_CHECKPOINT)
-        ddl_checkpoint(t, b);
-}
-
-int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d)
-{
-    if (!out)
-        return outbox_sqlite_fail(d, OUTBOX_EINVAL, "no output pointer given");
-    *out = NULL;
-    ddl_target_t t;
-    int rc = target_parse(opts, NULL, &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    sq_buf_t b = {0};
-    ddl_all(&t, &b);
-    target_free(&t);
-    if (b.failed) {
-        outbox_sqlite_buf_free(&b);
-        return outbox_sqlite_nomem(d);
-    }
-    *out = b.p;
-    return OUTBOX_OK;
-}
-
-void outbox_sqlite_drop_index_names(sq_handle_t *h)
-{
-    outbox_sqlite_host->free(h->idx_order);
-    outbox_sqlite_host->free(h->idx_hlc);
-    outbox_sqlite_host->free(h->idx_key);
-    h->idx_order = h->idx_hlc = h->idx_key = NULL;
-}
-
-static int keep_name(const sq_index_t *ix, char **out)
-{
-    *out = NULL;
-    if (ix && !(*out = outbox_sqlite_strdup(ix->name)))
-        return 0;
-    return 1;
-}
-
-/* Statistics from ANALYZE can talk the planner out of these indexes (a
- * table whose ordering_key was all NULL when analyzed makes a key lookup
- * look like a full scan), and then every claim scans the backlog. The claim
- * therefore names them with INDEXED BY. */
-int outbox_sqlite_pick_indexes(sq_handle_t *h, outbox_diag_t *d)
-{
-    static const char *const order[] = {"outbox_route", "status", "created_at", "id", NULL};
-    static const char *const hlc[] = {"outbox_route", "status", "hlc", "created_at", "id", NULL};
-    static const char *const key_avail[] = {"outbox_route", "ordering_key", "status",
-                                            "available_at", NULL};
-    static const char *const key[] = {"outbox_route", "ordering_key", "status", NULL};
-    outbox_sqlite_drop_index_names(h);
-    sq_indexes_t x;
-    int rc = load_indexes(h->db, &h->rel, &x, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    const sq_index_t *k = find_index_prefix(&x, key_avail);
-    if (!k)
-        k = find_index_prefix(&x, key);
-    int ok = keep_name(find_index_prefix(&x, order), &h->idx_order) &&
-             keep_name(find_index_prefix(&x, hlc), &h->idx_hlc) && keep_name(k, &h->idx_key);
-    indexes_free(&x);
-    if (!ok) {
-        outbox_sqlite_drop_index_names(h);
-        return outbox_sqlite_nomem(d);
-    }
-    return OUTBOX_OK;
-}
-
-/* ------------------------------------------------------------------- apply */
-
-static int exec_sql(sqlite3 *db, const sq_buf_t *b, outbox_diag_t *d, const char *what)
-{
-    if (b->failed)
-        return outbox_sqlite_nomem(d);
-    char *err = NULL;
-    int rc = sqlite3_exec(db, b->p, NULL, NULL, &err);
-    if (rc != SQLITE_OK) {
-        int code = outbox_sqlite_code(rc);
-        rc = outbox_sqlite_fail(d, code ? code : OUTBOX_EPERMANENT, "%s: %s", what,
-                                err ? err : sqlite3_errstr(rc));
-        sqlite3_free(err);
-        return rc;
-    }
-    return OUTBOX_OK;
-}
-
-/* ALTER TABLE ADD COLUMN for what an older table lacks. SQLite has no
- * ADD COLUMN IF NOT EXISTS, hence the look first. */
-static int add_missing_columns(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
-{
-    sq_columns_t cols = {0};
-    int rc = outbox_sqlite_columns(h->db, &t->rel, &cols, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    const col_spec_t *want[N_OUTBOX_COLS + 2];
-    size_t n = 0;
-    for (size_t i = 0; i < N_OUTBOX_COLS; i++)
-        want[n++] = &outbox_cols[i];
-    if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-        want[n++] = &traceparent_col;
-    if (t->flags & OUTBOX_SCHEMA_HLC)
-        want[n++] = &hlc_col;
-    for (size_t i = 0; i < n && rc == OUTBOX_OK; i++) {
-        if (outbox_sqlite_column_find(&cols, want[i]->name))
-            continue;
-        if (!want[i]->addable) {
-            rc = outbox_sqlite_fail(d, OUTBOX_ESCHEMA,
-                                    "column %s missing from \"%s\" and schema apply cannot add it",
-                                    want[i]->name, t->rel.table);
-            break;
-        }
-        sq_buf_t b = {0};
-        outbox_sqlite_buf_add(&b, "ALTER TABLE ");
-        outbox_sqlite_buf_rel(&b, t->rel.schema, t->rel.table);
-        outbox_sqlite_buf_add(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
-        rc = exec_sql(h->db, &b, d, "adding a column");
-        outbox_sqlite_buf_free(&b);
-    }
-    outbox_sqlite_columns_free(&cols);
-    return rc;
-}
-
-int outbox_sqlite_require_attached(sqlite3 *db, const sq_rel_t *rel, outbox_diag_t *d)
-{
-    int attached = 0;
-    int rc = outbox_sqlite_schema_attached(db, rel->schema, &attached, d);
-    if (rc == OUTBOX_OK && !attached)
-        rc = outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                "schema \"%s\" is not an attached database; an SQLite relation is "
-                                "\"table\" or \"main.table\"",
-                                rel->schema);
-    return rc;
-}
-
-/* What schema apply and drop share: refuse inside the handle's open
- * transaction, parse the target, require its schemas to be attached, and
- * open the write transaction the DDL runs in. On failure nothing is held. */
-static int ddl_begin(sq_handle_t *h, const outbox_schema_opts_t *opts, const char *what,
-                     ddl_target_t *t, outbox_diag_t *d)
-{
-    int rc = outbox_sqlite_no_open_tx(h, what, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    rc = target_parse(opts, h, t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    rc = outbox_sqlite_require_attached(h->db, &t->rel, d);
-    if (rc == OUTBOX_OK && (t->flags & OUTBOX_SCHEMA_CHECKPOINT))
-        rc = outbox_sqlite_require_attached(h->db, &t->ckpt, d);
-    if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_tx_begin(h, d);
-    if (rc != OUTBOX_OK)
-        target_free(t);
-    return rc;
-}
-
-/* Commit the DDL when rc is OK, else roll it back; frees the target. */
-static int ddl_end(sq_handle_t *h, ddl_target_t *t, int rc, outbox_diag_t *d)
-{
-    target_free(t);
-    if (rc == OUTBOX_OK)
-        return outbox_sqlite_tx_commit(h, d);
-    outbox_sqlite_tx_abort(h);
-    return rc;
-}
-
-int outbox_sqlite_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
-{
-    sq_handle_t *h = handle;
-    ddl_target_t t;
-    int rc = ddl_begin(h, opts, "schema apply", &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-
-    sq_buf_t b = {0};
-    ddl_table(&t, &b);
-    rc = exec_sql(h->db, &b, d, "creating the outbox table");
-    outbox_sqlite_buf_free(&b);
-    if (rc == OUTBOX_OK)
-        rc = add_missing_columns(h, &t, d);
-    if (rc == OUTBOX_OK) {
-        ddl_indexes(&t, &b);
-        rc = exec_sql(h->db, &b, d, "creating the outbox indexes");
-        outbox_sqlite_buf_free(&b);
-    }
-    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT)) {
-        ddl_checkpoint(&t, &b);
-        rc = exec_sql(h->db, &b, d, "creating the checkpoint table");
-        outbox_sqlite_buf_free(&b);
-    }
-    return ddl_end(h, &t, rc, d);
-}
-
-/* Dropping the table drops its indexes with it. */
-int outbox_sqlite_schema_drop(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
-{
-    sq_handle_t *h = handle;
-    ddl_target_t t;
-    int rc = ddl_begin(h, opts, "schema drop", &t, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "DROP TABLE IF EXISTS ");
-    outbox_sqlite_buf_rel(&b, t.rel.schema, t.rel.table);
-    if (t.flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_sqlite_buf_add(&b, "; DROP TABLE IF EXISTS ");
-        outbox_sqlite_buf_rel(&b, t.ckpt.schema, t.ckpt.table);
-    }
-    rc = exec_sql(h->db, &b, d, "dropping the outbox schema");
-    outbox_sqlite_buf_free(&b);
-    return ddl_end(h, &t, rc, d);
-}
-
-/* ------------------------------------------------------------------- check */
 
 typedef struct checker {
     outbox_schema_report_fn report;
@@ -699,7 +400,7 @@ static void list_cols(char *out, size_t size, const char *const *cols)
 
 static void check_index(checker_t *c, const sq_indexes_t *x, const char *const *cols)
 {
-    if (find_index_prefix(x, cols))
+    if (outbox_sqlite_index_find(x, cols))
         return;
     char list[256];
     list_cols(list, sizeof list, cols);
@@ -740,7 +441,7 @@ static int check_outbox(sq_handle_t *h, const ddl_target_t *t, const char *shown
         problem(c, "missing table %s", shown);
         return OUTBOX_OK;
     }
-    rc = load_indexes(h->db, &t->rel, &idx, d);
+    rc = outbox_sqlite_indexes(h->db, &t->rel, &idx, d);
     if (rc != OUTBOX_OK) {
         outbox_sqlite_columns_free(&cols);
         return rc;
@@ -759,7 +460,7 @@ static int check_outbox(sq_handle_t *h, const ddl_target_t *t, const char *shown
     for (size_t i = 0; i < N_OUTBOX_IDX; i++)
         if (!outbox_idx[i].hlc || (t->flags & OUTBOX_SCHEMA_HLC))
             check_index(c, &idx, outbox_idx[i].cols);
-    indexes_free(&idx);
+    outbox_sqlite_indexes_free(&idx);
     outbox_sqlite_columns_free(&cols);
     return OUTBOX_OK;
 }
@@ -767,27 +468,26 @@ static int check_outbox(sq_handle_t *h, const ddl_target_t *t, const char *shown
 static int check_checkpoint(sq_handle_t *h, const ddl_target_t *t, checker_t *c, outbox_diag_t *d)
 {
     int attached = 0;
-    int rc = outbox_sqlite_schema_attached(h->db, t->ckpt.schema, &attached, d);
+    int rc = outbox_sqlite_schema_attached(h->db, &t->ckpt, &attached, d);
     if (rc != OUTBOX_OK)
         return rc;
     sq_columns_t cols = {0};
     if (attached && (rc = outbox_sqlite_columns(h->db, &t->ckpt, &cols, d)) != OUTBOX_OK)
         return rc;
     if (cols.n == 0) {
-        if (t->ckpt.schema)
-            problem(c, "missing table %s.%s", t->ckpt.schema, t->ckpt.table);
-        else
-            problem(c, "missing table %s", t->ckpt.table);
+        char shown[2 * OUTBOX_IDENT_MAX + 2];
+        outbox_relname_show(&t->ckpt, shown, sizeof shown);
+        problem(c, "missing table %s", shown);
         return OUTBOX_OK;
     }
     sq_indexes_t idx = {0};
-    rc = load_indexes(h->db, &t->ckpt, &idx, d);
+    rc = outbox_sqlite_indexes(h->db, &t->ckpt, &idx, d);
     if (rc == OUTBOX_OK) {
         for (size_t i = 0; i < sizeof ckpt_cols / sizeof ckpt_cols[0]; i++)
             check_column(c, &cols, &ckpt_cols[i]);
         static const char *const key[] = {"node_key", NULL};
         check_unique(c, &idx, &cols, key);
-        indexes_free(&idx);
+        outbox_sqlite_indexes_free(&idx);
     }
     outbox_sqlite_columns_free(&cols);
     return rc;
@@ -805,14 +505,11 @@ int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
     if (rc != OUTBOX_OK)
         return rc;
     checker_t c = {report, ctx, 0};
-    char shown[256];
-    if (t.rel.schema)
-        snprintf(shown, sizeof shown, "%s.%s", t.rel.schema, t.rel.table);
-    else
-        snprintf(shown, sizeof shown, "%s", t.rel.table);
+    char shown[2 * OUTBOX_IDENT_MAX + 2];
+    outbox_relname_show(&t.rel, shown, sizeof shown);
 
     int attached = 0;
-    rc = outbox_sqlite_schema_attached(h->db, t.rel.schema, &attached, d);
+    rc = outbox_sqlite_schema_attached(h->db, &t.rel, &attached, d);
     if (rc == OUTBOX_OK) {
         if (attached)
             rc = check_outbox(h, &t, shown, &c, d);
@@ -821,7 +518,6 @@ int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
     }
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
         rc = check_checkpoint(h, &t, &c, d);
-    target_free(&t);
     if (problems)
         *problems = c.problems;
     return rc;

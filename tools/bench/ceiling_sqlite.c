@@ -144,7 +144,7 @@ typedef struct busy_state {
     int64_t start;
 } busy_state_t;
 
-/* drivers/store-sqlite/sqlite.c: busy_wait(), the driver's busy handler. */
+/* drivers/store-sqlite/sqlite_conn.c: busy_wait(), the driver's busy handler. */
 static int busy_wait(void *arg, int count)
 {
     busy_state_t *b = arg;
@@ -165,7 +165,8 @@ static int db_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
     return BENCH_EXIT_FAIL;
 }
 
-/* drivers/store-sqlite/sqlite.c: connect_db(): flags, WAL, synchronous=FULL. */
+/* drivers/store-sqlite/sqlite_conn.c: outbox_sqlite_connect(): flags, WAL,
+ * synchronous=FULL. */
 static int connect(const char *path, int create, busy_state_t *busy, sqlite3 **out, char *err,
                    size_t errlen)
 {
@@ -401,7 +402,7 @@ static void add(sbuf_t *b, const char *s)
 }
 
 /* The indexes the driver names with INDEXED BY: it finds them by their
- * columns (sqlite_schema.c, outbox_sqlite_pick_indexes); on a table made
+ * columns (sqlite_catalog.c, pick_indexes()); on a table made
  * by schema apply they are <table>_order_idx and <table>_key_idx
  * (sqlite_schema.c, outbox_idx[]). */
 typedef struct claim_names {
@@ -494,7 +495,8 @@ static void sql_fence(sbuf_t *b, const char *rel)
     add(b, " WHERE outbox_route = ?1 AND status = 'processing'");
 }
 
-/* drivers/store-sqlite/sqlite_rows.c, sql_set_published() with SQ_FENCED. */
+/* drivers/store-sqlite/sqlite_rows.c, sql_set_published(): fenced_update() with
+ * SQ_FENCED. */
 static void sql_published(sbuf_t *b, const char *rel)
 {
     add(b, "UPDATE ");
@@ -648,7 +650,8 @@ static int64_t wall_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Like the driver's outbox_sqlite_stmt(): reset and clear before each use. */
+/* Like the driver's outbox_sqlite_stmt() (sqlite_conn.c): reset and clear
+ * before each use. */
 static sqlite3_stmt *use(cworker_t *w, int i)
 {
     sqlite3_reset(w->st[i]);

@@ -17,105 +17,47 @@ void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *n
     desc->store = vt;
 }
 
-static void add_rel(const sq_handle_t *h, sq_buf_t *b)
+int broken_prepare(sqlite3 *db, const char *head, const outbox_relname_t *rel, const char *tail,
+                   sqlite3_stmt **st, outbox_diag_t *d)
 {
-    outbox_sqlite_buf_rel(b, h->rel.schema, h->rel.table);
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, head);
+    outbox_buf_relname(&b, rel, '"');
+    outbox_buf_puts(&b, tail);
+    return outbox_sqlite_prepare_built(db, &b, st, d);
 }
 
 /* "e before o" in claim order. */
-static void earlier(sq_buf_t *b, int hlc)
+static void earlier(outbox_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_sqlite_buf_add(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
-                                 "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+                           "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
     else
-        outbox_sqlite_buf_add(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+        outbox_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
 }
 
 /* ?1 route, ?2 now, ?3 now - lease, ?4 limit. */
-static void candidates_sql(const sq_handle_t *h, sq_buf_t *b, int hlc, int key_rule)
+static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, int key_rule)
 {
-    outbox_sqlite_buf_add(b, "SELECT o.id FROM ");
-    add_rel(h, b);
-    outbox_sqlite_buf_add(b, " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
-                             "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
-                             "'processing' AND o.processing_at <= ?3))");
+    outbox_buf_puts(b, "SELECT o.id FROM ");
+    outbox_buf_relname(b, &h->rel, '"');
+    outbox_buf_puts(b, " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
+                       "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
+                       "'processing' AND o.processing_at <= ?3))");
     if (key_rule) {
-        outbox_sqlite_buf_add(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
-        add_rel(h, b);
-        outbox_sqlite_buf_add(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
-                                 "o.ordering_key AND ((e.status = 'processing' AND "
-                                 "e.processing_at > ?3) OR (e.status = 'pending' AND "
-                                 "e.available_at > ?2)) AND ");
+        outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
+        outbox_buf_relname(b, &h->rel, '"');
+        outbox_buf_puts(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
+                           "o.ordering_key AND ((e.status = 'processing' AND "
+                           "e.processing_at > ?3) OR (e.status = 'pending' AND "
+                           "e.available_at > ?2)) AND ");
         earlier(b, hlc);
-        outbox_sqlite_buf_add(b, "))");
+        outbox_buf_puts(b, "))");
     }
-    outbox_sqlite_buf_add(b, hlc ? " ORDER BY o.hlc IS NULL, o.hlc, o.created_at, o.id LIMIT ?4"
-                                 : " ORDER BY o.created_at, o.id LIMIT ?4");
-}
-
-#define ROW_COLUMNS                                                                           \
-    "id, outbox_route, event_id, event_type, tenant_id, execution_id, correlation_id, "      \
-    "causation_id, occurred_at, payload, created_at, attempts, available_at, ordering_key, " \
-    "last_error"
-
-static const char *col(sq_handle_t *h, sqlite3_stmt *st, int i, int *failed)
-{
-    if (sqlite3_column_type(st, i) == SQLITE_NULL)
-        return NULL;
-    const char *s = (const char *)sqlite3_column_text(st, i);
-    return outbox_sqlite_arena_str(h, s ? s : "", (size_t)sqlite3_column_bytes(st, i), failed);
-}
-
-static int keep(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d)
-{
-    if (h->n_rows == h->cap_rows) {
-        size_t cap = h->cap_rows ? 2 * h->cap_rows : 64;
-        outbox_row_t *v = outbox_sqlite_host->realloc(h->rows, cap * sizeof *v);
-        if (v == NULL)
-            return outbox_sqlite_nomem(d);
-        h->rows = v;
-        h->cap_rows = cap;
-    }
-    outbox_row_t *r = &h->rows[h->n_rows];
-    int failed = 0;
-    memset(r, 0, sizeof *r);
-    r->id = col(h, st, 0, &failed);
-    r->route = col(h, st, 1, &failed);
-    r->event_id = col(h, st, 2, &failed);
-    r->event_type = col(h, st, 3, &failed);
-    r->tenant_id = col(h, st, 4, &failed);
-    r->execution_id = col(h, st, 5, &failed);
-    r->correlation_id = col(h, st, 6, &failed);
-    r->causation_id = col(h, st, 7, &failed);
-    r->occurred_at = sqlite3_column_int64(st, 8);
-    r->payload = col(h, st, 9, &failed);
-    r->payload_len = (size_t)sqlite3_column_bytes(st, 9);
-    r->created_at = sqlite3_column_int64(st, 10);
-    r->attempts = sqlite3_column_int(st, 11);
-    r->available_at = sqlite3_column_int64(st, 12);
-    r->ordering_key = col(h, st, 13, &failed);
-    r->last_error = col(h, st, 14, &failed);
-    int next = 15;
-    if (h->has_hlc)
-        r->hlc = sqlite3_column_int64(st, next++);
-    if (h->has_traceparent)
-        r->traceparent = col(h, st, next, &failed);
-    if (failed)
-        return outbox_sqlite_nomem(d);
-    h->n_rows++;
-    return OUTBOX_OK;
-}
-
-static int prepare(sq_handle_t *h, sq_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
-{
-    if (b->failed) {
-        outbox_sqlite_buf_free(b);
-        return outbox_sqlite_nomem(d);
-    }
-    int rc = sqlite3_prepare_v2(h->db, b->p, -1, st, NULL);
-    outbox_sqlite_buf_free(b);
-    return rc == SQLITE_OK ? OUTBOX_OK : outbox_sqlite_dbfail(d, h->db, rc, "broken claim");
+    outbox_buf_puts(b, hlc ? " ORDER BY o.hlc IS NULL, o.hlc, o.created_at, o.id LIMIT ?4"
+                    : " ORDER BY o.created_at, o.id LIMIT ?4");
 }
 
 /* Candidate ids, copied out (the statement is done before any update). */
@@ -127,10 +69,11 @@ typedef struct ids {
 static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
                              int key_rule, ids_t *out, outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
     candidates_sql(h, &b, req->hlc_order, key_rule);
-    int rc = prepare(h, &b, &st, d);
+    int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     size_t limit = req->limit > 100000 ? 100000 : req->limit;
@@ -155,21 +98,22 @@ static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int6
 
 static int take(sq_handle_t *h, const ids_t *ids, int64_t stamp, outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
-    outbox_sqlite_buf_add(&b, "UPDATE ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
-                              "+ 1 WHERE id = ?1 RETURNING " ROW_COLUMNS "%s%s",
-                          h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "");
-    int rc = prepare(h, &b, &st, d);
+    outbox_buf_puts(&b, "UPDATE ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_puts(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
+                        "+ 1 WHERE id = ?1");
+    outbox_sqlite_add_returning(h, &b);
+    int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     for (size_t i = 0; rc == OUTBOX_OK && i < ids->n; i++) {
         sqlite3_reset(st);
         sqlite3_bind_text(st, 1, ids->v[i], -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, stamp);
         int src = sqlite3_step(st);
         if (src == SQLITE_ROW)
-            rc = keep(h, st, d);
+            rc = outbox_sqlite_keep_row(h, st, d);
         else if (src != SQLITE_DONE)
             rc = outbox_sqlite_dbfail(d, h->db, src, "broken claim: updating");
         while (rc == OUTBOX_OK && src == SQLITE_ROW)
@@ -184,12 +128,9 @@ static int take(sq_handle_t *h, const ids_t *ids, int64_t stamp, outbox_diag_t *
 static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *stamp,
                        outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
-    sqlite3_stmt *st = NULL;
-    outbox_sqlite_buf_add(&b, "SELECT max(processing_at) FROM ");
-    add_rel(h, &b);
-    outbox_sqlite_buf_add(&b, " WHERE outbox_route = ?1 AND status = 'processing'");
-    int rc = prepare(h, &b, &st, d);
+    sqlite3_stmt *st;
+    int rc = broken_prepare(h->db, "SELECT max(processing_at) FROM ", &h->rel,
+                            " WHERE outbox_route = ?1 AND status = 'processing'", &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     sqlite3_bind_text(st, 1, route, -1, SQLITE_STATIC);
@@ -211,7 +152,7 @@ int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t
     int rc = outbox_sqlite_no_open_tx(h, "claim", d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_sqlite_rows_reset(h);
+    outbox_sqlite_arena_reset(h);
     int64_t now = outbox_sqlite_host->now_us();
     int64_t stamp = now;
     ids_t ids = {0};
@@ -235,7 +176,7 @@ int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t
     else if (exclusive)
         outbox_sqlite_tx_abort(h);
     if (rc != OUTBOX_OK) {
-        outbox_sqlite_rows_reset(h);
+        outbox_sqlite_arena_reset(h);
         return rc;
     }
     *rows = h->rows;

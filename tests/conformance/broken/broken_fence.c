@@ -13,19 +13,10 @@ static int current_fences(sq_handle_t *h, const outbox_fence_t *fence,
                           const outbox_settle_item_t *items, size_t n, int64_t *stamps,
                           outbox_diag_t *d)
 {
-    sq_buf_t b = {0};
-    outbox_sqlite_buf_add(&b, "SELECT processing_at FROM ");
-    outbox_sqlite_buf_rel(&b, h->rel.schema, h->rel.table);
-    outbox_sqlite_buf_add(&b, " WHERE id = ?1");
-    if (b.failed) {
-        outbox_sqlite_buf_free(&b);
-        return outbox_sqlite_nomem(d);
-    }
-    sqlite3_stmt *st = NULL;
-    int src = sqlite3_prepare_v2(h->db, b.p, -1, &st, NULL);
-    outbox_sqlite_buf_free(&b);
-    if (src != SQLITE_OK)
-        return outbox_sqlite_dbfail(d, h->db, src, "settle without fence");
+    sqlite3_stmt *st;
+    int rc = broken_prepare(h->db, "SELECT processing_at FROM ", &h->rel, " WHERE id = ?1", &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     for (size_t i = 0; i < n; i++) {
         sqlite3_reset(st);
         sqlite3_bind_text(st, 1, items[i].id, -1, SQLITE_STATIC);

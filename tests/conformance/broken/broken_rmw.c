@@ -9,17 +9,6 @@
 static outbox_driver_t descriptor;
 static outbox_store_vtable_t vtable;
 
-static int prepare_on(sqlite3 *db, sq_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
-{
-    if (b->failed) {
-        outbox_sqlite_buf_free(b);
-        return outbox_sqlite_nomem(d);
-    }
-    int rc = sqlite3_prepare_v2(db, b->p, -1, st, NULL);
-    outbox_sqlite_buf_free(b);
-    return rc == SQLITE_OK ? OUTBOX_OK : outbox_sqlite_dbfail(d, db, rc, "rmw checkpoint");
-}
-
 static int rmw_advance(void *handle, const outbox_stage_ctx_t *ctx, const char *node_key,
                        int64_t hlc, outbox_diag_t *d)
 {
@@ -28,12 +17,8 @@ static int rmw_advance(void *handle, const outbox_stage_ctx_t *ctx, const char *
         return outbox_sqlite_fail(d, OUTBOX_ENOTSUP, "no checkpoint table");
     sqlite3 *db = ctx && ctx->native_tx ? ctx->native_tx : h->db;
 
-    sq_buf_t b = {0};
-    sqlite3_stmt *st = NULL;
-    outbox_sqlite_buf_add(&b, "SELECT hlc FROM ");
-    outbox_sqlite_buf_rel(&b, h->ckpt.schema, h->ckpt.table);
-    outbox_sqlite_buf_add(&b, " WHERE node_key = ?1");
-    int rc = prepare_on(db, &b, &st, d);
+    sqlite3_stmt *st;
+    int rc = broken_prepare(db, "SELECT hlc FROM ", &h->ckpt, " WHERE node_key = ?1", &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     sqlite3_bind_text(st, 1, node_key, -1, SQLITE_STATIC);
@@ -42,10 +27,8 @@ static int rmw_advance(void *handle, const outbox_stage_ctx_t *ctx, const char *
     if (hlc <= current)
         return OUTBOX_OK;
 
-    outbox_sqlite_buf_add(&b, "INSERT OR REPLACE INTO ");
-    outbox_sqlite_buf_rel(&b, h->ckpt.schema, h->ckpt.table);
-    outbox_sqlite_buf_add(&b, " (node_key, hlc) VALUES (?1, ?2)");
-    rc = prepare_on(db, &b, &st, d);
+    rc = broken_prepare(db, "INSERT OR REPLACE INTO ", &h->ckpt, " (node_key, hlc) VALUES (?1, ?2)",
+                        &st, d);
     if (rc != OUTBOX_OK)
         return rc;
     sqlite3_bind_text(st, 1, node_key, -1, SQLITE_STATIC);
