@@ -98,14 +98,13 @@ static inline void outbox_buf_vprintf(outbox_buf_t *b, const char *fmt, va_list 
 {
     if (b->failed)
         return;
+    /* Measure first, then write in place: no scratch buffer whose size a
+     * long format could outgrow. */
     va_list again;
     va_copy(again, ap);
-    char small[256];
-    int n = vsnprintf(small, sizeof small, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     if (n < 0) {
         b->failed = 1;
-    } else if ((size_t)n < sizeof small) {
-        outbox_buf_put(b, small, (size_t)n);
     } else if (outbox_buf_reserve(b, (size_t)n) == 0) {
         vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
         b->len += (size_t)n;
