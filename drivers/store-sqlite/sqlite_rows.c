@@ -692,18 +692,9 @@ int outbox_sqlite_settle(void *handle, const outbox_fence_t *fence, outbox_settl
                          size_t n, size_t *applied, outbox_diag_t *d)
 {
     sq_handle_t *h = handle;
-    if (applied)
-        *applied = 0;
-    if (!fence || (n && !items))
-        return outbox_sqlite_fail(d, OUTBOX_EINVAL, "settle needs a fence and items");
-    for (size_t i = 0; i < n; i++) {
-        items[i].applied = 0;
-        if (!items[i].id)
-            return outbox_sqlite_fail(d, OUTBOX_EINVAL, "settle item %zu has no id", i);
-        if (items[i].kind < OUTBOX_SETTLE_PUBLISHED || items[i].kind > OUTBOX_SETTLE_RELEASE)
-            return outbox_sqlite_fail(d, OUTBOX_EINVAL, "settle item %zu has unknown kind %d", i,
-                                      items[i].kind);
-    }
+    char why[96];
+    if (outbox_settle_check(fence, items, n, applied, why, sizeof why) != 0)
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL, "%s", why);
     if (n == 0)
         return OUTBOX_OK;
     int rc = outbox_sqlite_no_open_tx(h, "settle", d);
