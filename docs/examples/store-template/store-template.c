@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <outbox/driver.h>
+#include <outbox/kit.h> /* buffers, identifier quoting, UTF-8 text, URI parameters */
 
 #define TPL_NAME "template"
 
@@ -18,8 +19,8 @@ static const outbox_host_t *host;
 
 /* One handle = one connection, used by one thread at a time. */
 typedef struct tpl_handle {
-    char *relation;            /* copied: inputs are only borrowed for the call */
-    char *checkpoint_relation;
+    outbox_relname_t relation; /* copied: inputs are only borrowed for the call */
+    outbox_relname_t checkpoint_relation;
     /* the connection, cached statements, and the rows of the last claim:
      * they stay valid until the next claim or close; settle must not free
      * them, since the settle items point into them */
@@ -28,17 +29,6 @@ typedef struct tpl_handle {
 static int not_implemented(outbox_diag_t *d, const char *what)
 {
     return host->error(d, OUTBOX_ENOTSUP, TPL_NAME " driver: %s is not implemented yet", what);
-}
-
-static char *copy(const char *s)
-{
-    if (s == NULL)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    char *p = host->alloc(n);
-    if (p != NULL)
-        memcpy(p, s, n);
-    return p;
 }
 
 static int tpl_init(const outbox_host_t *h, outbox_diag_t *d)
@@ -53,8 +43,6 @@ static void tpl_close(void *handle)
     tpl_handle_t *h = handle;
     if (h == NULL)
         return;
-    host->free(h->relation);
-    host->free(h->checkpoint_relation);
     host->free(h);
 }
 
@@ -69,12 +57,12 @@ static int tpl_open(const outbox_store_open_t *params, void **handle, outbox_dia
     if (h == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory");
     memset(h, 0, sizeof *h);
-    h->relation = copy(params->relation);
-    h->checkpoint_relation = copy(params->checkpoint_relation);
-    if ((params->relation && !h->relation) ||
-        (params->checkpoint_relation && !h->checkpoint_relation)) {
+    /* The host has validated both names already; a driver driven directly
+     * (a test, another host) gets the same check here. */
+    if (outbox_relname_parse(params->relation, &h->relation) != 0 ||
+        outbox_relname_parse(params->checkpoint_relation, &h->checkpoint_relation) != 0) {
         tpl_close(h);
-        return host->error(d, OUTBOX_ENOMEM, "out of memory");
+        return host->error(d, OUTBOX_EINVAL, TPL_NAME ": invalid relation name");
     }
     *handle = h;
     return OUTBOX_OK;
