@@ -5,9 +5,10 @@
  * contiguous run from the key's head, in claim order. A sink that declares
  * OUTBOX_SINK_CAP_ORDERED gets the whole batch in one call; any other sink
  * gets "waves", wave w holding the w-th row of every key (and every row
- * without a key in wave 0), so no row is handed over before the earlier
- * row of its key has succeeded or been dead-lettered. Once a row of a key
- * fails, the key's later rows are released uncharged.
+ * without a key in wave 0), so no row is handed over before every earlier
+ * row of its key that was handed over has come back OK. Once a row of a key fails (RETRY or
+ * REJECT), the key's later rows are released uncharged: they go out in a
+ * later batch, after the failed row's verdict is stored.
  *
  * A wave whose every message came back RETRY means the sink is down: the
  * rest of the batch is released uncharged and the relay backs off (the
@@ -301,6 +302,13 @@ static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_pu
         }
         return;
     }
+    /* Any failure stops the key for the rest of the batch, a REJECT too:
+     * its dead verdict is not stored until the settle, and if the process
+     * dies first the row is claimed again and may then be accepted. Had a
+     * later row of its key gone out meanwhile, the rejected one would reach
+     * the broker after it. */
+    if (g != SIZE_MAX && res->status != OUTBOX_PUBLISH_OK)
+        b->blocked[g] = 1;
     switch (res->status) {
     case OUTBOX_PUBLISH_OK:
         decide(b, i, OUTBOX_SETTLE_PUBLISHED, 0, NULL, NULL);
@@ -309,8 +317,6 @@ static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_pu
         decide(b, i, OUTBOX_SETTLE_DEAD, 0, "rejected: ", res->message);
         break;
     default:
-        if (g != SIZE_MAX)
-            b->blocked[g] = 1;
         if (b->rows[i].attempts >= r->cfg.max_attempts) {
             decide(b, i, OUTBOX_SETTLE_DEAD, 0, "max attempts reached, last: ", res->message);
         } else {

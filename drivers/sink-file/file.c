@@ -217,19 +217,45 @@ static int write_batch(file_sink_t *k, const outbox_buf_t *b)
     return err;
 }
 
+/* The message refused earlier in this call with msgs[i]'s key, or NULL. */
+static const outbox_message_t *refused_before(const outbox_message_t *msgs,
+                                              const outbox_publish_result_t *results, size_t i)
+{
+    if (!msgs[i].key)
+        return NULL;
+    for (size_t j = 0; j < i; j++)
+        if (results[j].status == OUTBOX_PUBLISH_REJECT && msgs[j].key &&
+            strcmp(msgs[j].key, msgs[i].key) == 0)
+            return &msgs[j];
+    return NULL;
+}
+
 static int file_publish(void *handle, const outbox_message_t *msgs, size_t n,
                         outbox_publish_result_t *results, outbox_diag_t *d)
 {
     file_sink_t *k = handle;
     outbox_buf_t b;
     outbox_buf_init(&b, host);
-    size_t written = 0;
+    size_t written = 0, refused = 0;
 
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].payload || msgs[i].payload_len == 0) {
             results[i].status = OUTBOX_PUBLISH_REJECT;
             snprintf(results[i].message, sizeof results[i].message, "event %s has no payload",
                      msgs[i].event_id ? msgs[i].event_id : "?");
+            refused++;
+            continue;
+        }
+        /* ORDERED: nothing of a key goes out after one of its messages was
+         * refused; the refusal is not stored yet, and the refused event may
+         * be offered again and accepted, after which it must not follow
+         * these. The scan runs only once something was refused. */
+        const outbox_message_t *first = refused ? refused_before(msgs, results, i) : NULL;
+        if (first) {
+            results[i].status = OUTBOX_PUBLISH_RETRY;
+            snprintf(results[i].message, sizeof results[i].message,
+                     "held back: event %s of the same key was refused in this call",
+                     first->event_id ? first->event_id : "?");
             continue;
         }
         buf_event(&b, &msgs[i]);

@@ -317,10 +317,13 @@ typedef struct outbox_store_vtable {
 
 #define OUTBOX_SINK_CAP_ORDERED (1u << 0)
 /* OUTBOX_SINK_CAP_ORDERED: within one publish call, messages that share a
- * key reach the broker in array order, and after a message fails (RETRY),
- * no later message with the same key in that call is delivered (each is
- * reported RETRY). The relay then hands a whole batch to one call; without
- * the capability it sends at most one message per key per call. */
+ * key reach the broker in array order, and after a message fails (RETRY or
+ * REJECT), no later message with the same key in that call is delivered
+ * (each is reported RETRY). The relay then hands a whole batch to one call;
+ * without the capability it sends at most one message per key per call.
+ * REJECT counts as a failure because the relay stores its verdict only
+ * after the call: if it dies first, the rejected message is offered again
+ * and may be accepted, and it must not then arrive after its successors. */
 
 /* One header (frozen). name is the CloudEvents attribute name without any binding
  * prefix ("id", "type", "source", "specversion", "time", "datacontenttype",

@@ -373,6 +373,169 @@ START_TEST(fifo_many_keys_random_failures)
 }
 END_TEST
 
+/* REJECT stops the key like RETRY: the rejected row is dead-lettered at
+ * once, the later rows of its key are released uncharged and go out only
+ * in a later batch, once the dead verdict is stored. */
+static void fifo_when_head_rejected(const char *sink_uri)
+{
+    char k[3][37], free_row[37];
+    for (int i = 0; i < 3; i++)
+        stage("r", "k", k[i]);
+    stage("r", NULL, free_row);
+    target = k[0];
+    test_sink_reset(reject_target);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on(sink_uri, &sink, &cfg);
+    size_t claimed = 0;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 4);
+    row_state_t st = state_of(k[0]);
+    ck_assert_str_eq(st.status, "dead");
+    ck_assert_int_eq(st.attempts, 1);
+    for (int i = 1; i < 3; i++) {
+        st = state_of(k[i]);
+        ck_assert_str_eq(st.status, "pending");
+        ck_assert_int_eq(st.attempts, 0);
+    }
+    ck_assert_str_eq(state_of(free_row).status, "published");
+    const test_sink_log_t *log;
+    ck_assert_int_eq(test_sink_delivered(&log), 1);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    assert_key_order("k", k + 1, 2);
+    for (int i = 1; i < 3; i++) {
+        st = state_of(k[i]);
+        ck_assert_str_eq(st.status, "published");
+        ck_assert_int_eq(st.attempts, 1);
+    }
+    ck_assert_str_eq(state_of(k[0]).status, "dead");
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+
+START_TEST(fifo_head_reject_unordered_sink)
+{
+    fifo_when_head_rejected("test:");
+    ck_assert_int_le(test_sink_max_per_key(), 1);
+}
+END_TEST
+
+START_TEST(fifo_head_reject_ordered_sink)
+{
+    fifo_when_head_rejected("testordered:");
+}
+END_TEST
+
+/* Each event of the key counted at its first delivery only (redeliveries
+ * after a crash are allowed): that order must be staging order. */
+static void assert_first_delivery_order(const char *key, char ids[][37], int n)
+{
+    const test_sink_log_t *log;
+    size_t m = test_sink_delivered(&log);
+    int next = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (strcmp(log[i].key, key) != 0)
+            continue;
+        int seen = 0;
+        for (int j = 0; j < next; j++)
+            seen |= strcmp(log[i].event_id, ids[j]) == 0;
+        if (seen)
+            continue;
+        ck_assert_msg(next < n, "key %s: %s delivered but never staged", key, log[i].event_id);
+        ck_assert_msg(strcmp(log[i].event_id, ids[next]) == 0,
+                      "key %s: event %d to reach the sink first was %s, expected %s", key, next,
+                      log[i].event_id, ids[next]);
+        next++;
+    }
+    ck_assert_int_eq(next, n);
+}
+
+/* The sink refuses the target in the first publish call only; calls are
+ * counted across the fork, so the relay started after the crash sees the
+ * target accepted. */
+static int reject_target_in_first_call(const outbox_message_t *m, int call)
+{
+    return call == 0 && strcmp(m->event_id, target) == 0 ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_OK;
+}
+
+static const char *last_row;
+
+/* The relay in the child dies once the call that handed over the batch's
+ * last row is done: every publish of the batch has happened, no settle. */
+static void die_after_last_row(int call, void *ctx)
+{
+    (void)call, (void)ctx;
+    const test_sink_log_t *log;
+    size_t n = test_sink_delivered(&log);
+    if (n > 0 && strcmp(log[n - 1].event_id, last_row) == 0)
+        _exit(42);
+}
+
+/* A REJECT whose dead verdict is lost in a crash: the row is claimed again,
+ * and this time the sink takes it. It must still reach the sink before the
+ * later rows of its key. */
+static void reject_lost_in_crash(const char *sink_uri)
+{
+    char k[3][37], o[4][37];
+    for (int i = 0; i < 3; i++)
+        stage("r", "k", k[i]);
+    /* A second key with more rows keeps the batch going for more waves
+     * than k has rows, so the child dies after k's whole share went out. */
+    for (int i = 0; i < 4; i++)
+        stage("r", "o", o[i]);
+    target = k[0];
+    last_row = o[3];
+    test_sink_reset(reject_target_in_first_call);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        outbox_store_t *s = NULL;
+        outbox_sink_t *sk = NULL;
+        outbox_relay_t *r = NULL;
+        outbox_diag_t d;
+        outbox_relay_config_t cfg = quick_config("r");
+        test_sink_after_publish(die_after_last_row, NULL);
+        if (outbox_store_open(uri, NULL, &s, &d) || outbox_sink_open(sink_uri, NULL, &sk, &d) ||
+            outbox_relay_new(s, sk, &cfg, &r, &d))
+            _exit(3);
+        outbox_relay_run(r);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 42,
+                  "the relay in the child did not die between publish and settle (status %d)", status);
+    row_state_t st = state_of(k[0]);
+    ck_assert_str_eq(st.status, "processing"); /* the REJECT was never stored */
+    /* A relay started past the lease takes the batch over. */
+    usleep(60000);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.lease_us = 50000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on(sink_uri, &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    assert_first_delivery_order("k", k, 3);
+    assert_first_delivery_order("o", o, 4);
+    outbox_stats_t stats;
+    ck_assert_int_eq(outbox_stats(store, "r", &stats), OUTBOX_OK);
+    ck_assert_int_eq(stats.published, 7);
+    ck_assert_int_eq(stats.pending + stats.processing + stats.dead, 0);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+
+START_TEST(reject_lost_in_crash_unordered_sink)
+{
+    reject_lost_in_crash("test:");
+}
+END_TEST
+
+START_TEST(reject_lost_in_crash_ordered_sink)
+{
+    reject_lost_in_crash("testordered:");
+}
+END_TEST
+
 START_TEST(fencing_after_lease_expiry)
 {
     char x[37];
@@ -567,6 +730,44 @@ START_TEST(sigkill_mid_run_loses_nothing)
 }
 END_TEST
 
+/* The file sink declares ORDERED, so a message it refuses stops its key
+ * for the rest of the call: later messages of that key are not written and
+ * come back RETRY; other keys are written. */
+START_TEST(file_sink_stops_key_after_reject)
+{
+    char path[600], sink_uri[700];
+    snprintf(path, sizeof path, "%s/refuse.jsonl", dir);
+    snprintf(sink_uri, sizeof sink_uri, "file://%s", path);
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_msg(outbox_sink_open(sink_uri, NULL, &sink, &d) == OUTBOX_OK, "%s", d.message);
+    ck_assert(outbox_sink_capabilities(sink) & OUTBOX_SINK_CAP_ORDERED);
+    static const char *const keys[] = {"a", "a", "b", "a", "c"};
+    char ids[5][37];
+    outbox_message_t m[5];
+    for (int i = 0; i < 5; i++) {
+        outbox_uuid_v7(ids[i]);
+        m[i] = (outbox_message_t){.route = "r", .destination = "r", .key = keys[i],
+                                  .event_id = ids[i], .payload = i == 0 ? NULL : "{}",
+                                  .payload_len = i == 0 ? 0 : 2};
+    }
+    outbox_publish_result_t res[5];
+    ck_assert_int_eq(outbox_sink_publish(sink, m, 5, res), OUTBOX_OK);
+    ck_assert_int_eq(res[0].status, OUTBOX_PUBLISH_REJECT);
+    ck_assert_int_eq(res[1].status, OUTBOX_PUBLISH_RETRY);
+    ck_assert_int_eq(res[2].status, OUTBOX_PUBLISH_OK);
+    ck_assert_int_eq(res[3].status, OUTBOX_PUBLISH_RETRY);
+    ck_assert_int_eq(res[4].status, OUTBOX_PUBLISH_OK);
+    ck_assert_msg(strstr(res[1].message, ids[0]), "%s", res[1].message);
+    outbox_sink_close(sink);
+    int seen[5] = {0};
+    count_ids_in_file(path, ids, 5, seen);
+    ck_assert_int_eq(seen[0] + seen[1] + seen[3], 0);
+    ck_assert_int_eq(seen[2], 1);
+    ck_assert_int_eq(seen[4], 1);
+}
+END_TEST
+
 START_TEST(bad_config_refused)
 {
     outbox_sink_t *sink;
@@ -602,11 +803,16 @@ int main(void)
     tcase_add_test(tc, fifo_head_failure_unordered_sink);
     tcase_add_test(tc, fifo_head_failure_ordered_sink);
     tcase_add_test(tc, fifo_key_blocked_while_head_waits);
+    tcase_add_test(tc, fifo_head_reject_unordered_sink);
+    tcase_add_test(tc, fifo_head_reject_ordered_sink);
+    tcase_add_test(tc, reject_lost_in_crash_unordered_sink);
+    tcase_add_test(tc, reject_lost_in_crash_ordered_sink);
     tcase_add_test(tc, fifo_many_keys_random_failures);
     tcase_add_test(tc, fencing_after_lease_expiry);
     tcase_add_test(tc, outage_never_charges_attempts);
     tcase_add_test(tc, graceful_stop_leaves_nothing_processing);
     tcase_add_test(tc, sigkill_mid_run_loses_nothing);
+    tcase_add_test(tc, file_sink_stops_key_after_reject);
     tcase_add_test(tc, bad_config_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

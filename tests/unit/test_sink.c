@@ -1,17 +1,27 @@
-/* See test_sink.h. State is global: Check runs each test in its own process. */
+/* See test_sink.h. State is global: Check runs each test in its own process.
+ * It lives in a shared mapping so that what a relay in a forked child
+ * delivers (and how many calls it made) is seen by the parent, and by a
+ * relay the parent starts after the child died. */
 #include "test_sink.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+typedef struct sink_state {
+    size_t n_delivered;
+    int calls;
+    int max_per_key;
+    test_sink_log_t delivered[100000];
+} sink_state_t;
+
+static sink_state_t *st;
 static test_sink_rule_fn rule;
-static test_sink_log_t delivered[100000];
-static size_t n_delivered;
-static int calls;
-static int max_per_key;
 static void (*hook)(void *);
 static void *hook_ctx;
+static void (*after_hook)(int call, void *ctx);
+static void *after_ctx;
 
 static int init(const outbox_host_t *host, outbox_diag_t *d)
 {
@@ -22,7 +32,7 @@ static int init(const outbox_host_t *host, outbox_diag_t *d)
 static int k_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
 {
     (void)p, (void)d;
-    *h = &calls;
+    *h = st;
     return OUTBOX_OK;
 }
 
@@ -44,27 +54,30 @@ static int publish_common(const outbox_message_t *msgs, size_t n, outbox_publish
 {
     if (hook != NULL)
         hook(hook_ctx);
-    int call = calls++;
+    int call = st->calls++;
     for (size_t i = 0; i < n; i++) {
         int c = same_key_count(msgs, n, i);
-        if (!ordered && c > max_per_key)
-            max_per_key = c;
-        int st = rule ? rule(&msgs[i], call) : OUTBOX_PUBLISH_OK;
+        if (!ordered && c > st->max_per_key)
+            st->max_per_key = c;
+        int st_i = rule ? rule(&msgs[i], call) : OUTBOX_PUBLISH_OK;
         if (ordered) {
-            /* Honour the ORDERED contract: nothing after a failure of the same key. */
+            /* Honour the ORDERED contract: nothing after a failure (RETRY or
+             * REJECT) of the same key. */
             for (size_t j = 0; j < i; j++)
-                if (strcmp(msgs[j].key, msgs[i].key) == 0 && res[j].status == OUTBOX_PUBLISH_RETRY)
-                    st = OUTBOX_PUBLISH_RETRY;
+                if (strcmp(msgs[j].key, msgs[i].key) == 0 && res[j].status != OUTBOX_PUBLISH_OK)
+                    st_i = OUTBOX_PUBLISH_RETRY;
         }
-        res[i].status = st;
-        snprintf(res[i].message, sizeof res[i].message, "test sink says %d", st);
-        if (st == OUTBOX_PUBLISH_OK && n_delivered < sizeof delivered / sizeof delivered[0]) {
-            test_sink_log_t *l = &delivered[n_delivered++];
+        res[i].status = st_i;
+        snprintf(res[i].message, sizeof res[i].message, "test sink says %d", st_i);
+        if (st_i == OUTBOX_PUBLISH_OK && st->n_delivered < sizeof st->delivered / sizeof st->delivered[0]) {
+            test_sink_log_t *l = &st->delivered[st->n_delivered++];
             snprintf(l->event_id, sizeof l->event_id, "%s", msgs[i].event_id);
             snprintf(l->key, sizeof l->key, "%s", msgs[i].key);
             l->call = call;
         }
     }
+    if (after_hook != NULL)
+        after_hook(call, after_ctx);
     return OUTBOX_OK;
 }
 
@@ -100,6 +113,14 @@ static const outbox_driver_t drv_ordered = {
 
 void test_sink_register(void)
 {
+    if (st == NULL) {
+        void *p = mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            perror("test sink: mmap");
+            abort();
+        }
+        st = p;
+    }
     outbox_diag_t d;
     if (outbox_driver_register(&drv, &d) != OUTBOX_OK ||
         outbox_driver_register(&drv_ordered, &d) != OUTBOX_OK) {
@@ -111,30 +132,37 @@ void test_sink_register(void)
 void test_sink_reset(test_sink_rule_fn r)
 {
     rule = r;
-    n_delivered = 0;
-    calls = 0;
-    max_per_key = 0;
+    st->n_delivered = 0;
+    st->calls = 0;
+    st->max_per_key = 0;
     hook = NULL;
+    after_hook = NULL;
 }
 
 size_t test_sink_delivered(const test_sink_log_t **log)
 {
-    *log = delivered;
-    return n_delivered;
+    *log = st->delivered;
+    return st->n_delivered;
 }
 
 int test_sink_calls(void)
 {
-    return calls;
+    return st->calls;
 }
 
 int test_sink_max_per_key(void)
 {
-    return max_per_key;
+    return st->max_per_key;
 }
 
 void test_sink_on_publish(void (*fn)(void *ctx), void *ctx)
 {
     hook = fn;
     hook_ctx = ctx;
+}
+
+void test_sink_after_publish(void (*fn)(int call, void *ctx), void *ctx)
+{
+    after_hook = fn;
+    after_ctx = ctx;
 }
