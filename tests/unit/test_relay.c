@@ -450,12 +450,14 @@ static void assert_first_delivery_order(const char *key, char ids[][37], int n)
     ck_assert_int_eq(next, n);
 }
 
-/* The sink refuses the target in the first publish call only; calls are
- * counted across the fork, so the relay started after the crash sees the
- * target accepted. */
-static int reject_target_in_first_call(const outbox_message_t *m, int call)
+static int first_call_status;
+
+/* The sink fails the target (first_call_status) in the first publish call
+ * only; calls are counted across the fork, so the relay started after the
+ * crash sees the target accepted. */
+static int fail_target_in_first_call(const outbox_message_t *m, int call)
 {
-    return call == 0 && strcmp(m->event_id, target) == 0 ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_OK;
+    return call == 0 && strcmp(m->event_id, target) == 0 ? first_call_status : OUTBOX_PUBLISH_OK;
 }
 
 static const char *last_row;
@@ -471,10 +473,10 @@ static void die_after_last_row(int call, void *ctx)
         _exit(42);
 }
 
-/* A REJECT whose dead verdict is lost in a crash: the row is claimed again,
- * and this time the sink takes it. It must still reach the sink before the
- * later rows of its key. */
-static void reject_lost_in_crash(const char *sink_uri)
+/* A failure (a REJECT: the dead verdict; a RETRY: the reschedule) lost in
+ * a crash: the row is claimed again, and this time the sink takes it. It
+ * must still reach the sink before the later rows of its key. */
+static void failure_lost_in_crash(const char *sink_uri, int fail_status)
 {
     char k[3][37], o[4][37];
     for (int i = 0; i < 3; i++)
@@ -485,7 +487,8 @@ static void reject_lost_in_crash(const char *sink_uri)
         stage("r", "o", o[i]);
     target = k[0];
     last_row = o[3];
-    test_sink_reset(reject_target_in_first_call);
+    first_call_status = fail_status;
+    test_sink_reset(fail_target_in_first_call);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -506,7 +509,7 @@ static void reject_lost_in_crash(const char *sink_uri)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 42,
                   "the relay in the child did not die between publish and settle (status %d)", status);
     row_state_t st = state_of(k[0]);
-    ck_assert_str_eq(st.status, "processing"); /* the REJECT was never stored */
+    ck_assert_str_eq(st.status, "processing"); /* the verdict was never stored */
     /* A relay started past the lease takes the batch over. */
     usleep(60000);
     outbox_relay_config_t cfg = quick_config("r");
@@ -526,13 +529,51 @@ static void reject_lost_in_crash(const char *sink_uri)
 
 START_TEST(reject_lost_in_crash_unordered_sink)
 {
-    reject_lost_in_crash("test:");
+    failure_lost_in_crash("test:", OUTBOX_PUBLISH_REJECT);
 }
 END_TEST
 
 START_TEST(reject_lost_in_crash_ordered_sink)
 {
-    reject_lost_in_crash("testordered:");
+    failure_lost_in_crash("testordered:", OUTBOX_PUBLISH_REJECT);
+}
+END_TEST
+
+START_TEST(retry_lost_in_crash_unordered_sink)
+{
+    failure_lost_in_crash("test:", OUTBOX_PUBLISH_RETRY);
+}
+END_TEST
+
+START_TEST(retry_lost_in_crash_ordered_sink)
+{
+    failure_lost_in_crash("testordered:", OUTBOX_PUBLISH_RETRY);
+}
+END_TEST
+
+/* An ORDERED sink that breaks its promise and delivers a row after a
+ * rejected one of its key: the row is out in the world, so it is marked
+ * published (releasing it would only publish it a second time). */
+START_TEST(ordered_sink_breaking_promise_row_is_published)
+{
+    char k[2][37];
+    for (int i = 0; i < 2; i++)
+        stage("r", "k", k[i]);
+    target = k[0];
+    test_sink_reset(reject_target);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("testloose:", &sink, &cfg);
+    size_t claimed = 0;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 2);
+    ck_assert_int_eq(test_sink_calls(), 1);
+    ck_assert_str_eq(state_of(k[0]).status, "dead");
+    row_state_t st = state_of(k[1]);
+    ck_assert_str_eq(st.status, "published");
+    ck_assert_int_eq(st.attempts, 1);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
 }
 END_TEST
 
@@ -807,6 +848,9 @@ int main(void)
     tcase_add_test(tc, fifo_head_reject_ordered_sink);
     tcase_add_test(tc, reject_lost_in_crash_unordered_sink);
     tcase_add_test(tc, reject_lost_in_crash_ordered_sink);
+    tcase_add_test(tc, retry_lost_in_crash_unordered_sink);
+    tcase_add_test(tc, retry_lost_in_crash_ordered_sink);
+    tcase_add_test(tc, ordered_sink_breaking_promise_row_is_published);
     tcase_add_test(tc, fifo_many_keys_random_failures);
     tcase_add_test(tc, fencing_after_lease_expiry);
     tcase_add_test(tc, outage_never_charges_attempts);

@@ -49,18 +49,20 @@ static int same_key_count(const outbox_message_t *msgs, size_t n, size_t i)
     return c;
 }
 
+enum { UNORDERED, ORDERED, LOOSE };
+
 static int publish_common(const outbox_message_t *msgs, size_t n, outbox_publish_result_t *res,
-                          int ordered)
+                          int mode)
 {
     if (hook != NULL)
         hook(hook_ctx);
     int call = st->calls++;
     for (size_t i = 0; i < n; i++) {
         int c = same_key_count(msgs, n, i);
-        if (!ordered && c > st->max_per_key)
+        if (mode == UNORDERED && c > st->max_per_key)
             st->max_per_key = c;
         int st_i = rule ? rule(&msgs[i], call) : OUTBOX_PUBLISH_OK;
-        if (ordered) {
+        if (mode == ORDERED) {
             /* Honour the ORDERED contract: nothing after a failure (RETRY or
              * REJECT) of the same key. */
             for (size_t j = 0; j < i; j++)
@@ -85,22 +87,32 @@ static int k_publish(void *h, const outbox_message_t *msgs, size_t n, outbox_pub
                      outbox_diag_t *d)
 {
     (void)h, (void)d;
-    return publish_common(msgs, n, res, 0);
+    return publish_common(msgs, n, res, UNORDERED);
 }
 
 static int k_publish_ordered(void *h, const outbox_message_t *msgs, size_t n,
                              outbox_publish_result_t *res, outbox_diag_t *d)
 {
     (void)h, (void)d;
-    return publish_common(msgs, n, res, 1);
+    return publish_common(msgs, n, res, ORDERED);
+}
+
+static int k_publish_loose(void *h, const outbox_message_t *msgs, size_t n,
+                           outbox_publish_result_t *res, outbox_diag_t *d)
+{
+    (void)h, (void)d;
+    return publish_common(msgs, n, res, LOOSE);
 }
 
 static const outbox_sink_vtable_t vt = {
     .struct_size = sizeof vt, .open = k_open, .close = k_close, .publish = k_publish};
 static const outbox_sink_vtable_t vt_ordered = {
     .struct_size = sizeof vt, .open = k_open, .close = k_close, .publish = k_publish_ordered};
+static const outbox_sink_vtable_t vt_loose = {
+    .struct_size = sizeof vt, .open = k_open, .close = k_close, .publish = k_publish_loose};
 static const char *const schemes[] = {"test", NULL};
 static const char *const schemes_ordered[] = {"testordered", NULL};
+static const char *const schemes_loose[] = {"testloose", NULL};
 
 static const outbox_driver_t drv = {
     .struct_size = sizeof drv, .abi_major = OUTBOX_ABI_MAJOR, .abi_minor = OUTBOX_ABI_MINOR,
@@ -110,6 +122,10 @@ static const outbox_driver_t drv_ordered = {
     .struct_size = sizeof drv, .abi_major = OUTBOX_ABI_MAJOR, .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK, .name = "testordered", .version = "1", .schemes = schemes_ordered,
     .capabilities = OUTBOX_SINK_CAP_ORDERED, .init = init, .sink = &vt_ordered};
+static const outbox_driver_t drv_loose = {
+    .struct_size = sizeof drv, .abi_major = OUTBOX_ABI_MAJOR, .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK, .name = "testloose", .version = "1", .schemes = schemes_loose,
+    .capabilities = OUTBOX_SINK_CAP_ORDERED, .init = init, .sink = &vt_loose};
 
 void test_sink_register(void)
 {
@@ -123,7 +139,8 @@ void test_sink_register(void)
     }
     outbox_diag_t d;
     if (outbox_driver_register(&drv, &d) != OUTBOX_OK ||
-        outbox_driver_register(&drv_ordered, &d) != OUTBOX_OK) {
+        outbox_driver_register(&drv_ordered, &d) != OUTBOX_OK ||
+        outbox_driver_register(&drv_loose, &d) != OUTBOX_OK) {
         fprintf(stderr, "test sink: %s\n", d.message);
         abort();
     }

@@ -2,7 +2,8 @@
  * outbox_driver_register under the schemes test: (one message per key per
  * call) and testordered: (OUTBOX_SINK_CAP_ORDERED: after a message of a key
  * fails, RETRY or REJECT, the later ones of that key in the call are not
- * delivered and are reported RETRY). */
+ * delivered and are reported RETRY) and testloose: (declares ORDERED but
+ * delivers whatever the rule says: a sink breaking the promise). */
 #ifndef TEST_SINK_H
 #define TEST_SINK_H
 
