@@ -60,19 +60,21 @@ static int file_open(const outbox_sink_open_t *params, void **handle, outbox_dia
     if (uri->n_params > 0)
         return host->error(d, OUTBOX_EINVAL, "unknown parameter %s in file sink URI",
                            uri->params[0].key);
+    char shown[OUTBOX_MESSAGE_MAX / 2];
+    outbox_uri_show(uri, shown, sizeof shown);
     bool local = !uri->host || !uri->host[0] || strcmp(uri->host, "localhost") == 0;
     if (uri->user || uri->password || !local || uri->port)
         return host->error(d, OUTBOX_EINVAL,
                            "file sink URI %s names a host; use file:///absolute/path or "
                            "file:relative/path",
-                           uri->raw);
+                           shown);
 
     bool is_stdout = strcmp(uri->scheme, "stdout") == 0;
     const char *path = uri->path ? uri->path : "";
     if (is_stdout && path[0])
-        return host->error(d, OUTBOX_EINVAL, "stdout sink URI takes no path: %s", uri->raw);
+        return host->error(d, OUTBOX_EINVAL, "stdout sink URI takes no path: %s", shown);
     if (!is_stdout && !path[0])
-        return host->error(d, OUTBOX_EINVAL, "file sink URI %s has no path", uri->raw);
+        return host->error(d, OUTBOX_EINVAL, "file sink URI %s has no path", shown);
 
     int fd = STDOUT_FILENO;
     bool can_read = false;

@@ -81,6 +81,13 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
     if (rc == OUTBOX_OK)
         rc = outbox_pg_rows_prepare_sql(h, d);
     if (rc != OUTBOX_OK) {
+        /* libpq's words (connection failures, bad options) may quote
+         * what the user wrote, password included. */
+        if (d) {
+            char safe[OUTBOX_MESSAGE_MAX];
+            outbox_uri_redact(params->uri, d->message, safe, sizeof safe);
+            snprintf(d->message, sizeof d->message, "%s", safe);
+        }
         pg_close(h);
         return rc;
     }

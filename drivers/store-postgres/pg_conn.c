@@ -100,8 +100,9 @@ int outbox_pg_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     char *err = NULL;
     PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
     if (!opts) {
+        /* libpq's reason may quote the connection string. */
         char line[OUTBOX_MESSAGE_MAX];
-        outbox_text_line(err ? err : "out of memory", line, sizeof line);
+        outbox_uri_redact(uri, err ? err : "out of memory", line, sizeof line);
         PQfreemem(err);
         outbox_pg_host->free(conninfo);
         return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid PostgreSQL connection string: %s", line);

@@ -61,16 +61,18 @@ static int check_uri(const outbox_uri_t *uri, outbox_diag_t *d)
 {
     if (!uri)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL, "no URI given");
+    char shown[OUTBOX_MESSAGE_MAX / 2];
+    outbox_uri_show(uri, shown, sizeof shown);
     if ((uri->host && *uri->host) || uri->user || uri->password || uri->port)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "sqlite URI \"%s\" has a host part; use sqlite:///abs/path.db "
                                   "or sqlite:relative.db",
-                                  uri->raw ? uri->raw : "");
+                                  shown);
     if (!uri->path || !*uri->path)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "sqlite URI \"%s\" has no database path; use "
                                   "sqlite:///abs/path.db or sqlite:relative.db",
-                                  uri->raw ? uri->raw : "");
+                                  shown);
     return OUTBOX_OK;
 }
 
