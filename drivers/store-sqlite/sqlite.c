@@ -96,11 +96,14 @@ static int sq_open(const outbox_store_open_t *params, void **handle, outbox_diag
     memset(h, 0, sizeof *h);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
+    int mode = (params->flags & OUTBOX_OPEN_READ_ONLY) ? SQ_OPEN_READ_ONLY
+               : schema_only                            ? SQ_OPEN_CREATE
+                                                        : SQ_OPEN_WRITE;
     rc = outbox_sqlite_rel_parse(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_rel_checkpoint(params->checkpoint_relation, &h->rel, &h->ckpt, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_connect(h, params->uri->path, schema_only, busy_ms, d);
+        rc = outbox_sqlite_connect(h, params->uri->path, mode, busy_ms, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_require_attached(h->db, &h->rel, d);
     if (rc == OUTBOX_OK)
