@@ -542,12 +542,29 @@ static inline size_t outbox_uri_raw_password_(const char *raw, const char **at)
     return (size_t)(end - colon - 1);
 }
 
+/* Whether secret (n bytes) occurs at p in text: anywhere for a secret of 4
+ * bytes or more; a shorter one only as a whole word (no letter or digit on
+ * either side), or every "ab" in "table" would go. */
+static inline int outbox_kit_secret_at_(const char *text, const char *p, const char *secret,
+                                        size_t n)
+{
+    if (strncmp(p, secret, n) != 0)
+        return 0;
+    if (n >= 4)
+        return 1;
+#define OUTBOX_KIT_ALNUM_(c) \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= 'a' && (c) <= 'z'))
+    int before = p > text && OUTBOX_KIT_ALNUM_(p[-1]);
+    int after = OUTBOX_KIT_ALNUM_(p[n]);
+#undef OUTBOX_KIT_ALNUM_
+    return !before && !after;
+}
+
 /* Copies in to out (size > 0) as one line with every secret of uri in it
  * (the password, decoded and as typed, and secret parameters' values)
  * replaced by "***": for text a driver did not write itself, such as a
  * client library's error, which may quote the connection string. A secret
- * shorter than 4 bytes cannot be told from ordinary text, so when one
- * occurs the whole text is withheld. */
+ * shorter than 4 bytes is replaced where it stands as a whole word. */
 static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, char *out,
                                      size_t size)
 {
@@ -570,22 +587,13 @@ static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, ch
             len[n++] = strlen(uri->params[i].value);
         }
     const char *src = in != NULL ? in : "";
-    for (size_t k = 0; k < n; k++) {
-        int found = 0;
-        for (const char *p = src; *p && !found; p++)
-            found = strncmp(p, secret[k], len[k]) == 0;
-        if (found && len[k] < 4) {
-            outbox_text_line("(details withheld: they may contain a password)", out, size);
-            return;
-        }
-    }
     char text[2048];
     size_t w = 0;
     text[0] = '\0';
     for (const char *p = src; *p && w + 1 < sizeof text;) {
         size_t hit = 0;
         for (size_t k = 0; k < n && hit == 0; k++)
-            if (strncmp(p, secret[k], len[k]) == 0)
+            if (outbox_kit_secret_at_(src, p, secret[k], len[k]))
                 hit = len[k];
         if (hit > 0) {
             outbox_kit_append_(text, sizeof text, &w, "***");
