@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbox/kit.h"
 #include "outbox_int.h"
 
 /* Read a vtable member only when the driver's vtable is large enough to have it. */
@@ -189,14 +190,38 @@ static route_cfg_t *find_route(outbox_store_t *s, const char *route)
     return NULL;
 }
 
-/* Routes and keys end up in headers and topic names: printable, no controls. */
-static int text_ok(const char *t, size_t max)
+/* No event index: the field belongs to the call, not to one event. */
+#define NO_EVENT SIZE_MAX
+
+/* Routes, event types and keys end up in headers, topic names and partition
+ * keys, on every store alike: 1..max bytes of valid UTF-8 with no control
+ * character (C0, DEL or C1). Checked here once, so a store that would take
+ * any bytes (SQLite) keeps what one that refuses them (PostgreSQL) keeps,
+ * and two distinct keys never turn into one when a sink makes them
+ * printable. The message names the field and the event, never the bytes. */
+static int text_check(outbox_store_t *s, size_t event, const char *field, const char *t,
+                      size_t max)
 {
-    size_t n = 0;
-    for (; t[n] != '\0'; n++)
-        if ((unsigned char)t[n] < 0x20 || t[n] == 0x7f)
-            return 0;
-    return n > 0 && n <= max;
+    char where[40] = "";
+    if (event != NO_EVENT)
+        snprintf(where, sizeof where, "event %zu: ", event);
+    if (t == NULL)
+        return fail(s, OUTBOX_EINVAL, "%s%s is missing", where, field);
+    size_t n = strlen(t);
+    if (n == 0)
+        return fail(s, OUTBOX_EINVAL, "%s%s is empty", where, field);
+    if (n > max)
+        return fail(s, OUTBOX_EINVAL, "%s%s is longer than %zu bytes", where, field, max);
+    if (!outbox_utf8_valid(t, n))
+        return fail(s, OUTBOX_EINVAL, "%s%s is not valid UTF-8", where, field);
+    const unsigned char *p = (const unsigned char *)t;
+    for (size_t i = 0; i < n; i++) {
+        int c1 = p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f;
+        if (p[i] < 0x20 || p[i] == 0x7f || c1)
+            return fail(s, OUTBOX_EINVAL, "%s%s holds a control character at byte %zu", where,
+                        field, i);
+    }
+    return OUTBOX_OK;
 }
 
 int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t *cfg)
@@ -212,14 +237,16 @@ int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t 
     OUTBOX_STRUCT_READ(outbox_route_config_t, &c, cfg, hlc);
     OUTBOX_STRUCT_READ(outbox_route_config_t, &c, cfg, checkpoint_node_key);
     cfg = &c;
-    if (cfg->route == NULL || !text_ok(cfg->route, 255))
-        return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
+    int bad = text_check(s, NO_EVENT, "route", cfg->route, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
     if (cfg->hlc && !(s->caps & OUTBOX_STORE_CAP_HLC))
         return fail(s, OUTBOX_ENOTSUP, "route %s: hlc needs the hlc column on %s", cfg->route,
                     s->relation);
     if (cfg->checkpoint_node_key != NULL) {
-        if (!text_ok(cfg->checkpoint_node_key, 255))
-            return fail(s, OUTBOX_EINVAL, "checkpoint node key must be 1-255 printable characters");
+        bad = text_check(s, NO_EVENT, "checkpoint node key", cfg->checkpoint_node_key, 255);
+        if (bad != OUTBOX_OK)
+            return bad;
         if (!(s->caps & OUTBOX_STORE_CAP_CHECKPOINT))
             return fail(s, OUTBOX_ENOTSUP, "route %s: checkpoint node key needs the %s table",
                         cfg->route, s->checkpoint_relation);
@@ -325,15 +352,16 @@ static int prepare_row(outbox_store_t *s, const route_cfg_t *rc, const char *rou
                        const outbox_event_t *e, size_t i, int64_t now, outbox_row_t *row,
                        char (*ids)[OUTBOX_UUID_STRLEN + 1])
 {
-    if (e->event_type == NULL || !text_ok(e->event_type, 255))
-        return fail(s, OUTBOX_EINVAL, "event %zu: event_type must be 1-255 printable characters", i);
+    int bad = text_check(s, i, "event_type", e->event_type, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
     if (e->payload == NULL)
         return fail(s, OUTBOX_EINVAL, "event %zu: payload is missing", i);
     size_t len = e->payload_len ? e->payload_len : strlen(e->payload);
     if (!outbox_json_valid(e->payload, len))
         return fail(s, OUTBOX_EINVAL, "event %zu: payload is not valid JSON", i);
-    if (e->ordering_key != NULL && !text_ok(e->ordering_key, 1024))
-        return fail(s, OUTBOX_EINVAL, "event %zu: ordering_key must be 1-1024 printable characters", i);
+    if (e->ordering_key != NULL && (bad = text_check(s, i, "ordering_key", e->ordering_key, 1024)) != OUTBOX_OK)
+        return bad;
     if (e->traceparent != NULL && !traceparent_ok(e->traceparent))
         return fail(s, OUTBOX_EINVAL, "event %zu: traceparent \"%.64s\" is not W3C trace context", i,
                     e->traceparent);
@@ -382,8 +410,9 @@ int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
     if (s == NULL)
         return OUTBOX_EINVAL;
     outbox_diag_clear(&s->diag);
-    if (route == NULL || !text_ok(route, 255))
-        return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
+    int bad = text_check(s, NO_EVENT, "route", route, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
     if (n == 0)
         return OUTBOX_OK;
     if (events == NULL)
@@ -479,8 +508,9 @@ int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req, const outbox_
     *rows = NULL;
     *n = 0;
     memset(fence, 0, sizeof *fence);
-    if (req->route == NULL || !text_ok(req->route, 255))
-        return fail(s, OUTBOX_EINVAL, "route name must be 1-255 printable characters");
+    int bad = text_check(s, NO_EVENT, "route", req->route, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
     if (req->limit == 0 || req->lease_us <= 0)
         return fail(s, OUTBOX_EINVAL, "claim needs a limit above 0 and a lease above 0");
     if (req->hlc_order && !(s->caps & OUTBOX_STORE_CAP_HLC))
@@ -518,8 +548,9 @@ int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *no
     if (s == NULL)
         return OUTBOX_EINVAL;
     outbox_diag_clear(&s->diag);
-    if (node_key == NULL || !text_ok(node_key, 255))
-        return fail(s, OUTBOX_EINVAL, "checkpoint node key must be 1-255 printable characters");
+    int bad = text_check(s, NO_EVENT, "checkpoint node key", node_key, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
     if (hlc < 0)
         return fail(s, OUTBOX_EINVAL, "checkpoint hlc must not be negative");
     if (!VT_HAS(s->vt, checkpoint_advance) || !(s->caps & OUTBOX_STORE_CAP_CHECKPOINT))

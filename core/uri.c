@@ -41,41 +41,123 @@ static int hex_value(char c)
     return -1;
 }
 
-/* Where the password of a "//user:password@host" authority sits in src, so
- * error messages, which get logged, never carry it. */
-static bool find_password(const char *src, size_t *from, size_t *to)
+/* Secrets in echoed input, so error messages, which get logged, never
+ * carry them. Masking errs on the side of hiding too much: a message that
+ * hides a host is a nuisance, one that shows a password is a leak. */
+#define MASKS_MAX 8
+
+typedef struct mask {
+    size_t from, to; /* [from, to) of src becomes "***" */
+} mask_t;
+
+static char lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+/* The "//user:password@host" password. The parser ends the authority at
+ * the first '/' or '?' ('#' is no delimiter to it) and takes the last '@'
+ * in it, so a password may hold '#', '@' or escapes. A password written
+ * with a raw '/' or '?' moves that '@' past where the parser looks; then
+ * the last '@' anywhere in src ends what is hidden. */
+static bool find_password(const char *src, mask_t *m)
 {
     const char *a = strstr(src, "//");
     if (!a)
         return false;
     a += 2;
-    size_t alen = strcspn(a, "/?#");
+    size_t alen = strcspn(a, "/?");
     const char *at = NULL;
     for (size_t i = 0; i < alen; i++)
         if (a[i] == '@')
             at = a + i;
     if (!at)
+        at = strrchr(a, '@');
+    if (!at)
         return false;
     const char *colon = memchr(a, ':', (size_t)(at - a));
     if (!colon || colon + 1 >= at)
         return false;
-    *from = (size_t)(colon + 1 - src);
-    *to = (size_t)(at - src);
+    m->from = (size_t)(colon + 1 - src);
+    m->to = (size_t)(at - src);
     return true;
 }
 
+/* A key ending in "password" (password, sslpassword, ...) at key, as a URI
+ * parameter or a libpq key=value pair: how long it is with its '=', or 0. */
+static size_t password_key(const char *src, size_t key)
+{
+    if (key > 0 && !strchr("?&; :", src[key - 1]))
+        return 0;
+    size_t n = 0;
+    while (is_alpha(src[key + n]) || src[key + n] == '_')
+        n++;
+    static const char word[] = "password";
+    size_t w = sizeof word - 1;
+    if (n < w || src[key + n] != '=')
+        return 0;
+    for (size_t i = 0; i < w; i++)
+        if (lower(src[key + n - w + i]) != word[i])
+            return 0;
+    return n + 1;
+}
+
+/* Values of password parameters: up to '&' or a space, or a quoted libpq
+ * value up to its closing quote. */
+static size_t find_password_params(const char *src, mask_t *m, size_t max)
+{
+    size_t found = 0;
+    for (size_t i = 0; src[i] && found < max; i++) {
+        size_t k = password_key(src, i);
+        if (k == 0)
+            continue;
+        size_t v = i + k, e = v;
+        if (src[v] == '\'') {
+            for (e = v + 1; src[e] && src[e] != '\''; e++)
+                if (src[e] == '\\' && src[e + 1])
+                    e++;
+            if (src[e])
+                e++;
+        } else {
+            e = v + strcspn(src + v, "& ");
+        }
+        if (e > v)
+            m[found++] = (mask_t){v, e};
+        i = e ? e - 1 : e;
+    }
+    return found;
+}
+
+/* Every secret in src, in no particular order. */
+static size_t find_masks(const char *src, mask_t m[MASKS_MAX])
+{
+    size_t n = find_password(src, &m[0]) ? 1 : 0;
+    return n + find_password_params(src, m + n, MASKS_MAX - n);
+}
+
+/* The end of the mask that covers offset i, or 0 when none does. */
+static size_t masked_until(const mask_t *m, size_t n, size_t i)
+{
+    size_t until = 0;
+    for (size_t k = 0; k < n; k++)
+        if (i >= m[k].from && i < m[k].to && m[k].to > until)
+            until = m[k].to;
+    return until;
+}
+
 /* src made fit for a one-line message: control bytes become '?', long text
- * is cut with "...", and with mask_password a URI password becomes "***". */
+ * is cut with "...", and with mask_password secrets become "***". */
 static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
 {
-    size_t mask_from = 0, mask_to = 0;
-    bool mask = mask_password && find_password(src, &mask_from, &mask_to);
+    mask_t masks[MASKS_MAX];
+    size_t n_masks = mask_password ? find_masks(src, masks) : 0;
     size_t w = 0, i = 0;
     for (; src[i] && w < EXCERPT_MAX; i++) {
-        if (mask && i == mask_from) {
+        size_t until = masked_until(masks, n_masks, i);
+        if (until > 0) {
             memcpy(dst + w, "***", 3);
             w += 3;
-            i = mask_to - 1;
+            i = until - 1;
             continue;
         }
         unsigned char c = (unsigned char)src[i];
@@ -96,6 +178,18 @@ typedef struct builder {
     const char *text; /* the URI as given, for messages */
     outbox_diag_t *d;
 } builder_t;
+
+/* Whether text at p may be part of a password the parser did not see as
+ * one (written with a raw '/' or '?', so the '@' after it ends up past the
+ * authority), or the value of a password parameter: then a problem there is
+ * described without quoting it. p points into b->text. */
+static bool maybe_secret(const builder_t *b, const char *p)
+{
+    mask_t masks[MASKS_MAX];
+    size_t n = find_masks(b->text, masks);
+    size_t at = (size_t)(p - b->text);
+    return masked_until(masks, n, at) > 0;
+}
 
 static int uri_error(builder_t *b, int code, const char *problem)
 {
@@ -125,7 +219,7 @@ static int put_string(builder_t *b, const char *src, size_t n, bool decode, cons
             if (hi < 0 || lo < 0) {
                 char problem[128];
                 size_t shown = n - i < 3 ? n - i : 3;
-                if (strcmp(what, "password") == 0)
+                if (strcmp(what, "password") == 0 || maybe_secret(b, src + i))
                     snprintf(problem, sizeof problem,
                              "bad percent escape in the password (expected %% and two hex digits)");
                 else
@@ -198,6 +292,8 @@ static int parse_port(builder_t *b, const char *s, size_t n, int *port)
             v = v * 10 + (s[i] - '0');
     }
     if (!ok || v < 1 || v > 65535) {
+        if (maybe_secret(b, s))
+            return uri_error(b, OUTBOX_EINVAL, "invalid port (expected 1 to 65535)");
         char problem[96];
         snprintf(problem, sizeof problem, "invalid port \"%.*s%s\" (expected 1 to 65535)",
                  (int)(n < 16 ? n : 16), s, n > 16 ? "..." : "");

@@ -9,6 +9,13 @@
  * file: a batch is written under an exclusive flock(2), and a batch whose
  * write fails half-way is cut back off the file, so a reader never sees a
  * torn line followed by good ones.
+ *
+ * A writer killed inside write(2) cannot cut anything back: it leaves a
+ * partial last line, and the lock dies with it. So whoever takes the lock
+ * next first cuts the file back to just after its last '\n' before it
+ * appends. Those bytes were never reported OK (OK comes only after the whole
+ * write and the fsync succeeded), so their events are still claimable and
+ * get written again on a whole line.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -31,7 +38,9 @@ static const outbox_host_t *host;
 
 typedef struct file_sink {
     int fd;
-    bool is_file; /* false: stdout, which is neither locked, truncated nor fsync'd */
+    bool is_file;  /* false: stdout, which is neither locked, truncated nor fsync'd */
+    bool can_read; /* opened read-write, so a partial tail can be found */
+    char path[256]; /* for log lines; cut when longer */
 } file_sink_t;
 
 static int file_init(const outbox_host_t *h, outbox_diag_t *d)
@@ -51,23 +60,31 @@ static int file_open(const outbox_sink_open_t *params, void **handle, outbox_dia
     if (uri->n_params > 0)
         return host->error(d, OUTBOX_EINVAL, "unknown parameter %s in file sink URI",
                            uri->params[0].key);
+    char shown[OUTBOX_MESSAGE_MAX / 2];
+    outbox_uri_show(uri, shown, sizeof shown);
     bool local = !uri->host || !uri->host[0] || strcmp(uri->host, "localhost") == 0;
     if (uri->user || uri->password || !local || uri->port)
         return host->error(d, OUTBOX_EINVAL,
                            "file sink URI %s names a host; use file:///absolute/path or "
                            "file:relative/path",
-                           uri->raw);
+                           shown);
 
     bool is_stdout = strcmp(uri->scheme, "stdout") == 0;
     const char *path = uri->path ? uri->path : "";
     if (is_stdout && path[0])
-        return host->error(d, OUTBOX_EINVAL, "stdout sink URI takes no path: %s", uri->raw);
+        return host->error(d, OUTBOX_EINVAL, "stdout sink URI takes no path: %s", shown);
     if (!is_stdout && !path[0])
-        return host->error(d, OUTBOX_EINVAL, "file sink URI %s has no path", uri->raw);
+        return host->error(d, OUTBOX_EINVAL, "file sink URI %s has no path", shown);
 
     int fd = STDOUT_FILENO;
+    bool can_read = false;
     if (!is_stdout) {
-        fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        /* Read access is only for finding a partial tail; a file we may
+         * write but not read is still a sink. */
+        fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        can_read = fd >= 0;
+        if (fd < 0 && errno == EACCES)
+            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) {
             char eb[128];
             return host->error(d, OUTBOX_EPERMANENT, "cannot open file sink %s: %s", path,
@@ -83,6 +100,8 @@ static int file_open(const outbox_sink_open_t *params, void **handle, outbox_dia
     }
     k->fd = fd;
     k->is_file = !is_stdout;
+    k->can_read = can_read;
+    outbox_text_line(path, k->path, sizeof k->path);
     *handle = k;
     return OUTBOX_OK;
 }
@@ -196,6 +215,44 @@ static int lock_file(int fd)
     return 0;
 }
 
+/* Where the whole lines of a regular file of size bytes end: just after its
+ * last '\n', 0 when it has none, size when it ends in '\n' (or cannot be
+ * read, when nothing is cut). */
+static off_t whole_lines_end(int fd, off_t size)
+{
+    char block[4096];
+    off_t end = size;
+    while (end > 0) {
+        size_t n = end < (off_t)sizeof block ? (size_t)end : sizeof block;
+        ssize_t r = pread(fd, block, n, end - (off_t)n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r != (ssize_t)n)
+            return size;
+        for (size_t i = n; i > 0; i--)
+            if (block[i - 1] == '\n')
+                return end - (off_t)n + (off_t)i;
+        end -= (off_t)n;
+    }
+    return 0;
+}
+
+/* Under the lock: cuts off the partial line a writer killed inside write(2)
+ * left, so the next line does not get glued onto it. *size becomes the
+ * size after the cut. */
+static void repair_tail(file_sink_t *k, off_t *size)
+{
+    if (!k->can_read || *size == 0)
+        return;
+    off_t keep = whole_lines_end(k->fd, *size);
+    if (keep == *size || ftruncate(k->fd, keep) != 0)
+        return;
+    host->log(OUTBOX_LOG_WARN, FILE_SINK_NAME,
+              "%s: cut %lld bytes of a partial last line left by an interrupted writer", k->path,
+              (long long)(*size - keep));
+    *size = keep;
+}
+
 /* Writes the batch; 0 or an errno. */
 static int write_batch(file_sink_t *k, const outbox_buf_t *b)
 {
@@ -204,7 +261,10 @@ static int write_batch(file_sink_t *k, const outbox_buf_t *b)
 
     int locked = lock_file(k->fd) == 0;
     struct stat st;
-    int have_size = fstat(k->fd, &st) == 0;
+    int have_size = fstat(k->fd, &st) == 0 && S_ISREG(st.st_mode);
+    /* Without the lock another writer may be mid-line: leave its tail be. */
+    if (locked && have_size)
+        repair_tail(k, &st.st_size);
     int err = write_all(k->fd, b->data, b->len);
     if (err && locked && have_size && ftruncate(k->fd, st.st_size) != 0) {
         /* Nothing more can be done: the torn tail stays, and the events

@@ -11,7 +11,7 @@
  */
 #include <stddef.h>
 
-#include "outbox/driver.h"
+#include "outbox/kit.h"
 
 static const outbox_host_t *host;
 
@@ -29,13 +29,15 @@ static int null_open(const outbox_sink_open_t *params, void **handle, outbox_dia
 {
     *handle = NULL;
     const outbox_uri_t *uri = params->uri;
+    char shown[OUTBOX_MESSAGE_MAX / 2];
+    outbox_uri_show(uri, shown, sizeof shown);
     if (uri->n_params > 0)
         return host->error(d, OUTBOX_EINVAL, "null sink takes no parameters, got %s in %s",
-                           uri->params[0].key ? uri->params[0].key : "?", uri->raw);
+                           uri->params[0].key ? uri->params[0].key : "?", shown);
     if ((uri->host && uri->host[0]) || uri->user || uri->password || uri->port ||
         (uri->path && uri->path[0]))
         return host->error(d, OUTBOX_EINVAL, "null sink URI takes no host or path: %s (use null:)",
-                           uri->raw);
+                           shown);
     *handle = &null_handle;
     return OUTBOX_OK;
 }

@@ -67,6 +67,7 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
         outbox_buf_init(&h->params[i], outbox_pg_host);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
+    h->read_only = (params->flags & OUTBOX_OPEN_READ_ONLY) != 0;
     int rc = outbox_pg_conninfo(params->uri, &h->conninfo, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_relname(params->relation ? params->relation : "outbox", &h->rel, d);
@@ -81,6 +82,13 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
     if (rc == OUTBOX_OK)
         rc = outbox_pg_rows_prepare_sql(h, d);
     if (rc != OUTBOX_OK) {
+        /* libpq's words (connection failures, bad options) may quote
+         * what the user wrote, password included. */
+        if (d) {
+            char safe[OUTBOX_MESSAGE_MAX];
+            outbox_uri_redact(params->uri, d->message, safe, sizeof safe);
+            snprintf(d->message, sizeof d->message, "%s", safe);
+        }
         pg_close(h);
         return rc;
     }

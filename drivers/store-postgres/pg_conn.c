@@ -100,8 +100,9 @@ int outbox_pg_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     char *err = NULL;
     PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
     if (!opts) {
+        /* libpq's reason may quote the connection string. */
         char line[OUTBOX_MESSAGE_MAX];
-        outbox_text_line(err ? err : "out of memory", line, sizeof line);
+        outbox_uri_redact(uri, err ? err : "out of memory", line, sizeof line);
         PQfreemem(err);
         outbox_pg_host->free(conninfo);
         return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid PostgreSQL connection string: %s", line);
@@ -148,19 +149,24 @@ int outbox_pg_open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
  * autovacuum's next analyze invalidated it. Every statement of the driver
  * has an index made for it, so forbidding sequential scans only ever
  * removes that trap. */
-static int session_setup(PGconn *conn, outbox_diag_t *d)
+static int session_setup(PGconn *conn, int read_only, outbox_diag_t *d)
 {
     PGresult *r = NULL;
     int rc = outbox_pg_exec_on(conn, "SET enable_seqscan = off", 0, NULL, NULL, NULL, 0, &r, d,
                                "setting up the session");
     PQclear(r);
+    /* A read-only caller (stats, schema check) cannot change the data even
+     * by mistake; the server refuses any write. */
+    if (rc == OUTBOX_OK && read_only)
+        rc = outbox_pg_simple(conn, "SET default_transaction_read_only = on", d,
+                              "setting up the session read-only");
     return rc;
 }
 
 int outbox_pg_connect(pg_handle_t *h, outbox_diag_t *d)
 {
     int rc = outbox_pg_open_conn(h->conninfo, &h->conn, d);
-    return rc == OUTBOX_OK ? session_setup(h->conn, d) : rc;
+    return rc == OUTBOX_OK ? session_setup(h->conn, h->read_only, d) : rc;
 }
 
 int outbox_pg_connected(pg_handle_t *h, outbox_diag_t *d)
@@ -177,7 +183,7 @@ int outbox_pg_connected(pg_handle_t *h, outbox_diag_t *d)
         return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "connection to PostgreSQL lost, reconnecting failed: %s",
                               line);
     }
-    int rc = session_setup(h->conn, d);
+    int rc = session_setup(h->conn, h->read_only, d);
     if (rc != OUTBOX_OK)
         return rc;
     outbox_pg_host->log(OUTBOX_LOG_INFO, PG_NAME, "reconnected to PostgreSQL");

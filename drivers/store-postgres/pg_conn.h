@@ -40,6 +40,7 @@ typedef struct pg_handle {
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
+    int read_only; /* OUTBOX_OPEN_READ_ONLY: every session is set read-only */
     char *sql[PG_SLOT_COUNT];
     long claim_limit;  /* the batch limit written into the claim statements */
     unsigned prepared; /* bit per slot: prepared on the current connection */

@@ -61,16 +61,18 @@ static int check_uri(const outbox_uri_t *uri, outbox_diag_t *d)
 {
     if (!uri)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL, "no URI given");
+    char shown[OUTBOX_MESSAGE_MAX / 2];
+    outbox_uri_show(uri, shown, sizeof shown);
     if ((uri->host && *uri->host) || uri->user || uri->password || uri->port)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "sqlite URI \"%s\" has a host part; use sqlite:///abs/path.db "
                                   "or sqlite:relative.db",
-                                  uri->raw ? uri->raw : "");
+                                  shown);
     if (!uri->path || !*uri->path)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "sqlite URI \"%s\" has no database path; use "
                                   "sqlite:///abs/path.db or sqlite:relative.db",
-                                  uri->raw ? uri->raw : "");
+                                  shown);
     return OUTBOX_OK;
 }
 
@@ -94,11 +96,14 @@ static int sq_open(const outbox_store_open_t *params, void **handle, outbox_diag
     memset(h, 0, sizeof *h);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
+    int mode = (params->flags & OUTBOX_OPEN_READ_ONLY) ? SQ_OPEN_READ_ONLY
+               : schema_only                            ? SQ_OPEN_CREATE
+                                                        : SQ_OPEN_WRITE;
     rc = outbox_sqlite_rel_parse(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_rel_checkpoint(params->checkpoint_relation, &h->rel, &h->ckpt, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_connect(h, params->uri->path, schema_only, busy_ms, d);
+        rc = outbox_sqlite_connect(h, params->uri->path, mode, busy_ms, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_require_attached(h->db, &h->rel, d);
     if (rc == OUTBOX_OK)

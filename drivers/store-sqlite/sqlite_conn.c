@@ -56,15 +56,78 @@ static int busy_wait(void *arg, int count)
     return 1;
 }
 
-int outbox_sqlite_connect(sq_handle_t *h, const char *path, int create, int busy_ms,
+/* A database in WAL mode whose -shm file is missing and cannot be made (a
+ * directory the user may only read) cannot be read the ordinary way:
+ * SQLite needs the shared-memory file even to read. Reading it as
+ * immutable needs none, and is sound here only because the user cannot
+ * write the file and the handle never writes. */
+static int reopen_immutable(sq_handle_t *h, const char *path, outbox_diag_t *d)
+{
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "file:");
+    for (const char *p = path; *p; p++) {
+        if (*p == '%' || *p == '?' || *p == '#')
+            outbox_buf_printf(&b, "%%%02X", (unsigned char)*p);
+        else
+            outbox_buf_putc(&b, *p);
+    }
+    outbox_buf_puts(&b, "?immutable=1");
+    if (b.failed) {
+        outbox_buf_free(&b);
+        return outbox_sqlite_nomem(d);
+    }
+    sqlite3_close_v2(h->db);
+    h->db = NULL;
+    int rc = sqlite3_open_v2(b.data, &h->db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    outbox_buf_free(&b);
+    if (rc != SQLITE_OK) {
+        char what[OUTBOX_MESSAGE_MAX / 2];
+        snprintf(what, sizeof what, "cannot open database \"%s\" read-only", path);
+        return outbox_sqlite_dbfail(d, h->db, rc, what);
+    }
+    sqlite3_extended_result_codes(h->db, 1);
+    outbox_sqlite_host->log(OUTBOX_LOG_INFO, SQ_NAME,
+                            "%s: in WAL mode without a -shm file that could be made; read as "
+                            "an immutable file",
+                            path);
+    return OUTBOX_OK;
+}
+
+/* Read-only: no journal-mode switch and no other setting that writes; the
+ * first read shows whether the file can be read at all. */
+static int connect_read_only(sq_handle_t *h, const char *path, outbox_diag_t *d)
+{
+    char version[32];
+    sqlite3_exec(h->db, "PRAGMA query_only=1", NULL, NULL, NULL);
+    int rc = pragma(h, "PRAGMA schema_version", version, sizeof version, d);
+    if (rc == OUTBOX_OK)
+        return OUTBOX_OK;
+    /* CANTOPEN, or READONLY (with _DIRECTORY, _CANTINIT, ... by version)
+     * for the -shm file it could not make. */
+    int code = sqlite3_extended_errcode(h->db) & 0xff;
+    if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY)
+        return rc;
+    d->code = OUTBOX_OK;
+    d->message[0] = '\0';
+    rc = reopen_immutable(h, path, d);
+    if (rc == OUTBOX_OK)
+        rc = pragma(h, "PRAGMA schema_version", version, sizeof version, d);
+    return rc;
+}
+
+int outbox_sqlite_connect(sq_handle_t *h, const char *path, int mode, int busy_ms,
                           outbox_diag_t *d)
 {
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-    /* Only schema apply/check may create the file: any other open needs an
+    /* Only schema apply may create the file: any other open needs an
      * existing outbox table, and creating an empty file for a mistyped path
      * would only turn "no such file" into a less helpful "table not found". */
-    if (create)
+    if (mode == SQ_OPEN_CREATE)
         flags |= SQLITE_OPEN_CREATE;
+    else if (mode == SQ_OPEN_READ_ONLY)
+        flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(path, &h->db, flags, NULL);
     if (rc != SQLITE_OK) {
         char what[OUTBOX_MESSAGE_MAX / 2];
@@ -74,19 +137,25 @@ int outbox_sqlite_connect(sq_handle_t *h, const char *path, int create, int busy
     sqlite3_extended_result_codes(h->db, 1);
     h->busy_ms = busy_ms;
     sqlite3_busy_handler(h->db, busy_wait, h);
+    if (mode == SQ_OPEN_READ_ONLY) {
+        rc = connect_read_only(h, path, d);
+        if (rc == OUTBOX_OK) /* h->db may be a new connection now */
+            sqlite3_busy_handler(h->db, busy_wait, h);
+        return rc;
+    }
 
-    char mode[32];
-    rc = pragma(h, "PRAGMA journal_mode=WAL", mode, sizeof mode, d);
+    char mode_name[32];
+    rc = pragma(h, "PRAGMA journal_mode=WAL", mode_name, sizeof mode_name, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (strcmp(mode, "wal") != 0 && strcmp(mode, "memory") != 0)
+    if (strcmp(mode_name, "wal") != 0 && strcmp(mode_name, "memory") != 0)
         outbox_sqlite_host->log(OUTBOX_LOG_WARN, SQ_NAME,
                                 "%s: journal_mode is %s, not wal: claims and staging will block "
                                 "each other's readers",
-                                path, mode);
+                                path, mode_name);
     /* FULL: with WAL, NORMAL may lose the last commits on power loss, and a
      * lost "published" mark means a duplicate, a lost stage a lost event. */
-    return pragma(h, "PRAGMA synchronous=FULL", mode, sizeof mode, d);
+    return pragma(h, "PRAGMA synchronous=FULL", mode_name, sizeof mode_name, d);
 }
 
 void outbox_sqlite_disconnect(sq_handle_t *h)

@@ -103,10 +103,18 @@ typedef struct sq_handle {
 
 /* ============================================== floor 2: sqlite_conn.c */
 
-/* Opens path on h->db in WAL mode with synchronous=FULL and the driver's
- * busy handler waiting up to busy_ms for the write lock. Only create makes
- * a missing file. On failure h->db may be set: disconnect closes it. */
-SQ_HIDDEN int outbox_sqlite_connect(sq_handle_t *h, const char *path, int create, int busy_ms,
+/* How connect opens the file. */
+enum sq_open_mode {
+    SQ_OPEN_WRITE = 0,     /* an existing file, read-write */
+    SQ_OPEN_CREATE = 1,    /* read-write, made when missing (schema apply) */
+    SQ_OPEN_READ_ONLY = 2, /* an existing file, read-only, settings untouched */
+};
+
+/* Opens path on h->db (mode: enum sq_open_mode) with the driver's busy
+ * handler waiting up to busy_ms for the write lock; a read-write open also
+ * puts the file in WAL mode with synchronous=FULL. On failure h->db may be
+ * set: disconnect closes it. */
+SQ_HIDDEN int outbox_sqlite_connect(sq_handle_t *h, const char *path, int mode, int busy_ms,
                                     outbox_diag_t *d);
 /* Rolls back what is open, finalizes the statements, closes the
  * connection and frees the claim arena. */

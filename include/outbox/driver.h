@@ -157,6 +157,13 @@ typedef struct outbox_row {
 
 /* Open flags. */
 #define OUTBOX_OPEN_SCHEMA_ONLY (1u << 0) /* connect only: no table detection (schema apply/check) */
+/* The caller will only read (stats, schema check): open so that nothing in
+ * the store changes, not even settings that opening would otherwise make
+ * (SQLite: SQLITE_OPEN_READONLY and no journal-mode switch, so a file the
+ * user may only read can be inspected; PostgreSQL: a read-only session).
+ * Writing calls on such a handle fail. A driver that predates the flag
+ * ignores it and opens as before. */
+#define OUTBOX_OPEN_READ_ONLY (1u << 1)
 
 typedef struct outbox_store_open {
     uint32_t struct_size;

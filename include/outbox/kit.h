@@ -7,7 +7,8 @@
  *  - identifiers: validation, quoting and the "schema.table" split;
  *  - JSON string escaping;
  *  - UTF-8: sequence checks, and one-line, valid-UTF-8 text for messages;
- *  - URI parameters: lookup and a check for names the driver does not know;
+ *  - URIs: parameter lookup, a check for names the driver does not know,
+ *    and the URI or a client library's text for messages without secrets;
  *  - the argument checks every store's settle makes.
  *
  * Nothing here keeps state between calls; the functions are safe from any
@@ -437,6 +438,172 @@ static inline const char *outbox_uri_unknown(const outbox_uri_t *uri, const char
             return uri->params[i].key;
     }
     return NULL;
+}
+
+/* Whether a parameter named key carries a secret: its name ends in
+ * "password" (password, sslpassword, ...), whatever the case. */
+static inline int outbox_uri_secret_key(const char *key)
+{
+    static const char word[] = "password";
+    size_t n = key != NULL ? strlen(key) : 0, w = sizeof word - 1;
+    if (n < w)
+        return 0;
+    for (size_t i = 0; i < w; i++) {
+        char c = key[n - w + i];
+        if ((c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c) != word[i])
+            return 0;
+    }
+    return 1;
+}
+
+static inline void outbox_kit_append_(char *out, size_t size, size_t *w, const char *s)
+{
+    size_t n = strlen(s);
+    if (*w + 1 >= size)
+        return;
+    if (n > size - 1 - *w)
+        n = size - 1 - *w;
+    memcpy(out + *w, s, n);
+    *w += n;
+    out[*w] = '\0';
+}
+
+/* The URI for a message (size > 0), rebuilt from its parts with the
+ * password and the values of secret parameters (outbox_uri_secret_key)
+ * shown as "***", as one line of valid UTF-8: drivers name the URI a
+ * problem is about with this, never with uri->raw, which holds the
+ * password as the user typed it. The path and parameters appear
+ * percent-decoded. */
+static inline void outbox_uri_show(const outbox_uri_t *uri, char *out, size_t size)
+{
+    size_t w = 0;
+    out[0] = '\0';
+    if (uri == NULL || uri->scheme == NULL)
+        return;
+    char text[1024];
+    text[0] = '\0';
+    outbox_kit_append_(text, sizeof text, &w, uri->scheme);
+    outbox_kit_append_(text, sizeof text, &w, ":");
+    size_t sl = strlen(uri->scheme);
+    int authority = uri->raw != NULL && strncmp(uri->raw + sl, "://", 3) == 0;
+    if (authority) {
+        outbox_kit_append_(text, sizeof text, &w, "//");
+        if (uri->user != NULL || uri->password != NULL) {
+            outbox_kit_append_(text, sizeof text, &w, uri->user ? uri->user : "");
+            if (uri->password != NULL)
+                outbox_kit_append_(text, sizeof text, &w, ":***");
+            outbox_kit_append_(text, sizeof text, &w, "@");
+        }
+        int v6 = uri->host != NULL && strchr(uri->host, ':') != NULL;
+        outbox_kit_append_(text, sizeof text, &w, v6 ? "[" : "");
+        outbox_kit_append_(text, sizeof text, &w, uri->host ? uri->host : "");
+        outbox_kit_append_(text, sizeof text, &w, v6 ? "]" : "");
+        if (uri->port > 0) {
+            char port[16];
+            snprintf(port, sizeof port, ":%d", uri->port);
+            outbox_kit_append_(text, sizeof text, &w, port);
+        }
+    }
+    outbox_kit_append_(text, sizeof text, &w, uri->path ? uri->path : "");
+    for (size_t i = 0; i < uri->n_params; i++) {
+        const outbox_uri_param_t *p = &uri->params[i];
+        outbox_kit_append_(text, sizeof text, &w, i == 0 ? "?" : "&");
+        outbox_kit_append_(text, sizeof text, &w, p->key ? p->key : "");
+        outbox_kit_append_(text, sizeof text, &w, "=");
+        outbox_kit_append_(text, sizeof text, &w,
+                           outbox_uri_secret_key(p->key) ? "***" : (p->value ? p->value : ""));
+    }
+    outbox_text_line(text, out, size);
+}
+
+/* Where the password sits in uri->raw as typed (percent-encoded): the
+ * text between the first ':' after "//" and the last '@' of the authority,
+ * or of the whole URI when the user wrote a '/' or '?' into the password.
+ * 0 when there is none; else its length, its start in *at. */
+static inline size_t outbox_uri_raw_password_(const char *raw, const char **at)
+{
+    const char *a = raw != NULL ? strstr(raw, "//") : NULL;
+    if (a == NULL)
+        return 0;
+    a += 2;
+    size_t alen = strcspn(a, "/?");
+    const char *end = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (a[i] == '@')
+            end = a + i;
+    if (end == NULL)
+        end = strrchr(a, '@');
+    if (end == NULL)
+        return 0;
+    const char *colon = (const char *)memchr(a, ':', (size_t)(end - a));
+    if (colon == NULL || colon + 1 >= end)
+        return 0;
+    *at = colon + 1;
+    return (size_t)(end - colon - 1);
+}
+
+/* Whether secret (n bytes) occurs at p in text: anywhere for a secret of 4
+ * bytes or more; a shorter one only as a whole word (no letter or digit on
+ * either side), or every "ab" in "table" would go. */
+static inline int outbox_kit_secret_at_(const char *text, const char *p, const char *secret,
+                                        size_t n)
+{
+    if (strncmp(p, secret, n) != 0)
+        return 0;
+    if (n >= 4)
+        return 1;
+#define OUTBOX_KIT_ALNUM_(c) \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= 'a' && (c) <= 'z'))
+    int before = p > text && OUTBOX_KIT_ALNUM_(p[-1]);
+    int after = OUTBOX_KIT_ALNUM_(p[n]);
+#undef OUTBOX_KIT_ALNUM_
+    return !before && !after;
+}
+
+/* Copies in to out (size > 0) as one line with every secret of uri in it
+ * (the password, decoded and as typed, and secret parameters' values)
+ * replaced by "***": for text a driver did not write itself, such as a
+ * client library's error, which may quote the connection string. A secret
+ * shorter than 4 bytes is replaced where it stands as a whole word. */
+static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, char *out,
+                                     size_t size)
+{
+    const char *secret[10];
+    size_t len[10], n = 0;
+    if (uri != NULL && uri->password != NULL && uri->password[0] != '\0') {
+        secret[n] = uri->password;
+        len[n++] = strlen(uri->password);
+    }
+    const char *rawpw = NULL;
+    size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
+    if (rawlen > 0) {
+        secret[n] = rawpw;
+        len[n++] = rawlen;
+    }
+    for (size_t i = 0; uri != NULL && i < uri->n_params && n < 10; i++)
+        if (outbox_uri_secret_key(uri->params[i].key) && uri->params[i].value != NULL &&
+            uri->params[i].value[0] != '\0') {
+            secret[n] = uri->params[i].value;
+            len[n++] = strlen(uri->params[i].value);
+        }
+    const char *src = in != NULL ? in : "";
+    char text[2048];
+    size_t w = 0;
+    text[0] = '\0';
+    for (const char *p = src; *p && w + 1 < sizeof text;) {
+        size_t hit = 0;
+        for (size_t k = 0; k < n && hit == 0; k++)
+            if (outbox_kit_secret_at_(src, p, secret[k], len[k]))
+                hit = len[k];
+        if (hit > 0) {
+            outbox_kit_append_(text, sizeof text, &w, "***");
+            p += hit;
+        } else {
+            text[w++] = *p++;
+            text[w] = '\0';
+        }
+    }
+    outbox_text_line(text, out, size);
 }
 
 #ifdef __cplusplus

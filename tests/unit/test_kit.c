@@ -196,6 +196,39 @@ START_TEST(uri_parameters)
 }
 END_TEST
 
+START_TEST(uri_show_and_redact_hide_passwords)
+{
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    char out[OUTBOX_MESSAGE_MAX];
+    ck_assert_int_eq(outbox_uri_parse("postgresql://app:s3cr%23t@db:5433/app?sslmode=require&"
+                                      "password=hunter22",
+                                      &u, &d),
+                     OUTBOX_OK);
+    outbox_uri_show(&u.uri, out, sizeof out);
+    ck_assert_str_eq(out, "postgresql://app:***@db:5433/app?sslmode=require&password=***");
+    outbox_uri_redact(&u.uri, "bad: postgresql://app:s3cr%23t@db and s3cr#t and hunter22", out,
+                      sizeof out);
+    ck_assert_str_eq(out, "bad: postgresql://app:***@db and *** and ***");
+    outbox_uri_free(&u);
+
+    ck_assert_int_eq(outbox_uri_parse("sqlite:rel.db", &u, &d), OUTBOX_OK);
+    outbox_uri_show(&u.uri, out, sizeof out);
+    ck_assert_str_eq(out, "sqlite:rel.db");
+    outbox_uri_free(&u);
+
+    /* A short password is hidden where it stands as a word, not inside one. */
+    ck_assert_int_eq(outbox_uri_parse("postgresql://u:ab@[::1]:7/x", &u, &d), OUTBOX_OK);
+    outbox_uri_show(&u.uri, out, sizeof out);
+    ck_assert_str_eq(out, "postgresql://u:***@[::1]:7/x");
+    outbox_uri_redact(&u.uri, "cannot reach abacus as ab, \"ab\"", out, sizeof out);
+    ck_assert_str_eq(out, "cannot reach abacus as ***, \"***\"");
+    outbox_uri_redact(&u.uri, "refused", out, sizeof out);
+    ck_assert_str_eq(out, "refused");
+    outbox_uri_free(&u);
+}
+END_TEST
+
 START_TEST(settle_check_rules)
 {
     outbox_fence_t fence = {.stamp = 1};
@@ -262,6 +295,7 @@ int main(void)
     tcase_add_test(tc, text_line_is_one_clean_line);
     tcase_add_test(tc, json_string_escapes);
     tcase_add_test(tc, uri_parameters);
+    tcase_add_test(tc, uri_show_and_redact_hide_passwords);
     tcase_add_test(tc, settle_check_rules);
     tcase_add_test(tc, host_table_1_1_entries);
     tcase_add_test(tc, host_verror);

@@ -274,6 +274,57 @@ START_TEST(test_passwords_never_in_messages)
 }
 END_TEST
 
+/* A password may hold any character the parser takes before the last '@'
+ * of the authority ('#', '@', '%23'), and one the user wrote unescaped
+ * ('?', '/') that makes the parser see a different authority; whichever
+ * refusal follows, no piece of it reaches the message. */
+static void refused_without(const char *text, const char *const *pieces)
+{
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    ck_assert_msg(outbox_uri_parse(text, &u, &d) == OUTBOX_EINVAL, "accepted \"%s\"", text);
+    for (const char *const *p = pieces; *p; p++)
+        ck_assert_msg(strstr(d.message, *p) == NULL, "\"%s\": message \"%s\" shows \"%s\"", text,
+                      d.message, *p);
+    ck_assert_ptr_null(strchr(d.message, '\n'));
+}
+
+START_TEST(test_password_masking_hostile)
+{
+    static const char *const hash[] = {"s3cr", "tPass", NULL};
+    refused_without("postgresql://app:s3cr#tPass@db:99999/app", hash);
+    refused_without("postgresql://app:s3cr#tPass@db:0/app?sslmode=require", hash);
+    refused_without("postgresql://app:s3cr#tPass@[::1/app", hash);
+    refused_without("postgresql://app:s3cr%23tPass@db:99999/app", hash);
+    refused_without("postgresql://app:s3cr%zztPass@db/app", hash);
+    refused_without("postgresql://app:s3cr?tPass@db:99999/app", hash);
+    refused_without("postgresql://app:s3cr?tPass@db/app", hash);
+    refused_without("postgresql://app:s3cr/tPass@db:99999/app", hash);
+    refused_without("postgresql://app:s3cr/tPass@db/app", hash);
+    refused_without("postgresql://app:s3cr/t%zzPass@db/app", hash);
+
+    static const char *const at[] = {"Xp", "ssQ", "w0rdZ", NULL};
+    refused_without("postgresql://app:Xp@ssQ@w0rdZ@db:99999/app", at);
+    refused_without("postgresql://us%40er:Xp@ssQ@w0rdZ@db:99999/app", at);
+    refused_without("postgresql://app:Xp#ssQ?w0rdZ@db:99999/app", at);
+
+    /* Passwords given as parameters, in the query or as key=value text. */
+    static const char *const param[] = {"s3crtPass", NULL};
+    refused_without("postgresql://db:99999/app?password=s3crtPass", param);
+    refused_without("postgresql://db/app?sslmode=x&password=s3crtPass&%zz=1", param);
+    refused_without("postgresql:host=db password=s3crtPass port=%zz", param);
+    refused_without("postgresql:host=db sslpassword=s3crtPass port=%zz", param);
+
+    /* The message still says where the problem is. */
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_uri_parse("postgresql://app:s3cr#tPass@db:99999/app", &u, &d),
+                     OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "invalid port \"99999\"") != NULL, "%s", d.message);
+    ck_assert_msg(strstr(d.message, "postgresql://app:***@db:99999/app") != NULL, "%s", d.message);
+}
+END_TEST
+
 START_TEST(test_other_bad_input)
 {
     parse_bad("nats://[::1", "unterminated '['");
@@ -403,6 +454,7 @@ static Suite *uri_suite(void)
     tcase_add_test(tc, test_bad_ports);
     tcase_add_test(tc, test_bad_escapes);
     tcase_add_test(tc, test_passwords_never_in_messages);
+    tcase_add_test(tc, test_password_masking_hostile);
     tcase_add_test(tc, test_other_bad_input);
     tcase_add_test(tc, test_free_is_safe);
     suite_add_tcase(s, tc);

@@ -98,7 +98,7 @@ int cli_cmd_stats(int argc, char **argv)
     if (ex >= 0)
         return ex;
     outbox_store_t *s;
-    if ((ex = cli_open_store("stats", &a.store, 0, &s)) != CLI_EXIT_OK)
+    if ((ex = cli_open_store("stats", &a.store, OUTBOX_OPEN_READ_ONLY, &s)) != CLI_EXIT_OK)
         return ex;
 
     outbox_stats_t st = {0};

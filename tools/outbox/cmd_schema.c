@@ -89,7 +89,7 @@ static void print_problem(void *ctx, const char *problem)
 static int schema_check(const schema_args_t *a)
 {
     outbox_store_t *s;
-    int ex = cli_open_store(a->cmd, &a->store, OUTBOX_OPEN_SCHEMA_ONLY, &s);
+    int ex = cli_open_store(a->cmd, &a->store, OUTBOX_OPEN_SCHEMA_ONLY | OUTBOX_OPEN_READ_ONLY, &s);
     if (ex != CLI_EXIT_OK)
         return ex;
     outbox_schema_opts_t o = schema_opts(a);

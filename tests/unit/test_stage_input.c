@@ -1,0 +1,179 @@
+/* Text fields that reach headers, topic names and keys: route, event type,
+ * ordering key and checkpoint node key. The core refuses bytes that are not
+ * UTF-8 and control characters before any store sees them, so every store
+ * behaves alike (PostgreSQL would refuse them itself, SQLite would store
+ * them, and distinct invalid keys would come out as the same key once made
+ * printable). Run on the SQLite store, which would otherwise take them. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox_int.h"
+
+static char dir[256];
+static char uri[600];
+static outbox_store_t *s;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/outbox-stage-input-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(uri, sizeof uri, "sqlite://%s/t.db", dir);
+    outbox_diag_t d = {0};
+    outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
+    ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .flags = OUTBOX_SCHEMA_CHECKPOINT};
+    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+}
+
+static void teardown(void)
+{
+    outbox_store_close(s);
+    s = NULL;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static size_t rows_in_store(void)
+{
+    outbox_stats_t st;
+    ck_assert_msg(outbox_stats(s, NULL, &st) == OUTBOX_OK, "%s", outbox_store_message(s));
+    return (size_t)(st.pending + st.processing + st.published + st.dead);
+}
+
+/* Byte strings that are not UTF-8, each in a different way. */
+static const char *const bad_utf8[] = {
+    "key-\xff",          /* never in UTF-8 */
+    "key-\xc3",          /* cut short */
+    "key-\xc0\xaf",      /* overlong '/' */
+    "key-\xed\xa0\x80",  /* a surrogate */
+    "key-\xf4\x90\x80\x80", /* beyond U+10FFFF */
+    "\x80key",           /* a stray continuation byte */
+};
+#define N_BAD (sizeof bad_utf8 / sizeof bad_utf8[0])
+
+static void expect_refused(int rc, const char *field, const char *where)
+{
+    const char *m = outbox_store_message(s);
+    ck_assert_int_eq(rc, OUTBOX_EINVAL);
+    ck_assert_msg(strstr(m, field) != NULL, "message does not name %s: %s", field, m);
+    ck_assert_msg(strstr(m, "UTF-8") != NULL || strstr(m, "control") != NULL,
+                  "message does not say what is wrong: %s", m);
+    if (where)
+        ck_assert_msg(strstr(m, where) != NULL, "message does not name %s: %s", where, m);
+    ck_assert_msg(strchr(m, '\n') == NULL, "message is not one line: %s", m);
+    for (const unsigned char *p = (const unsigned char *)m; *p; p++)
+        ck_assert_msg(*p < 0x80, "message echoes the bad bytes: %s", m);
+}
+
+START_TEST(ordering_key_not_utf8)
+{
+    outbox_event_t ev[2] = {
+        {.event_type = "t", .payload = "{}", .ordering_key = "fine"},
+        {.event_type = "t", .payload = "{}", .ordering_key = bad_utf8[_i]},
+    };
+    size_t staged = 99;
+    expect_refused(outbox_stage(s, NULL, "r", ev, 2, &staged), "ordering_key", "event 1");
+    ck_assert_uint_eq(staged, 0);
+    ck_assert_uint_eq(rows_in_store(), 0);
+}
+END_TEST
+
+START_TEST(event_type_not_utf8)
+{
+    outbox_event_t ev[3] = {
+        {.event_type = "a", .payload = "{}"},
+        {.event_type = "b", .payload = "{}"},
+        {.event_type = bad_utf8[_i], .payload = "{}"},
+    };
+    expect_refused(outbox_stage(s, NULL, "r", ev, 3, NULL), "event_type", "event 2");
+    ck_assert_uint_eq(rows_in_store(), 0);
+}
+END_TEST
+
+START_TEST(route_not_utf8)
+{
+    outbox_event_t ev = {.event_type = "t", .payload = "{}"};
+    expect_refused(outbox_stage(s, NULL, bad_utf8[_i], &ev, 1, NULL), "route", NULL);
+    ck_assert_uint_eq(rows_in_store(), 0);
+
+    outbox_route_config_t rc = {.struct_size = sizeof rc, .route = bad_utf8[_i]};
+    expect_refused(outbox_store_configure_route(s, &rc), "route", NULL);
+
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = bad_utf8[_i], .limit = 1,
+                              .lease_us = 1000000};
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t fence;
+    expect_refused(outbox_claim(s, &req, &rows, &n, &fence), "route", NULL);
+}
+END_TEST
+
+START_TEST(node_key_not_utf8)
+{
+    outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "r",
+                                .checkpoint_node_key = bad_utf8[_i]};
+    expect_refused(outbox_store_configure_route(s, &rc), "node key", NULL);
+    expect_refused(outbox_checkpoint_advance(s, NULL, bad_utf8[_i], 5), "node key", NULL);
+}
+END_TEST
+
+/* Control characters, including ones only UTF-8 can spell (C1, U+0085). */
+START_TEST(control_characters)
+{
+    static const char *const ctl[] = {"a\tb", "a\nb", "a\x7f" "b", "a\xc2\x85" "b",
+                                      "a\xc2\x9b" "b"};
+    for (size_t k = 0; k < sizeof ctl / sizeof ctl[0]; k++) {
+        outbox_event_t ev = {.event_type = "t", .payload = "{}", .ordering_key = ctl[k]};
+        expect_refused(outbox_stage(s, NULL, "r", &ev, 1, NULL), "ordering_key", "event 0");
+        outbox_event_t ev2 = {.event_type = ctl[k], .payload = "{}"};
+        expect_refused(outbox_stage(s, NULL, "r", &ev2, 1, NULL), "event_type", "event 0");
+        expect_refused(outbox_stage(s, NULL, ctl[k], &ev2, 1, NULL), "route", NULL);
+    }
+    ck_assert_uint_eq(rows_in_store(), 0);
+}
+END_TEST
+
+/* Valid UTF-8 of every length goes through untouched. */
+START_TEST(valid_utf8_staged)
+{
+    const char *key = "cl\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x93\xa6";
+    outbox_event_t ev = {.event_type = "commande.cr\xc3\xa9\xc3\xa9" "e", .payload = "{}",
+                         .ordering_key = key};
+    size_t staged = 0;
+    ck_assert_msg(outbox_stage(s, NULL, "r\xc3\xa9seau", &ev, 1, &staged) == OUTBOX_OK, "%s",
+                  outbox_store_message(s));
+    ck_assert_uint_eq(staged, 1);
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = "r\xc3\xa9seau", .limit = 5,
+                              .lease_us = 1000000};
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t fence;
+    ck_assert_msg(outbox_claim(s, &req, &rows, &n, &fence) == OUTBOX_OK, "%s",
+                  outbox_store_message(s));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(rows[0].ordering_key, key);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("stage_input");
+    TCase *tc = tcase_create("text fields");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, ordering_key_not_utf8, 0, (int)N_BAD);
+    tcase_add_loop_test(tc, event_type_not_utf8, 0, (int)N_BAD);
+    tcase_add_loop_test(tc, route_not_utf8, 0, (int)N_BAD);
+    tcase_add_loop_test(tc, node_key_not_utf8, 0, (int)N_BAD);
+    tcase_add_test(tc, control_characters);
+    tcase_add_test(tc, valid_utf8_staged);
+    suite_add_tcase(suite, tc);
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
