@@ -237,6 +237,93 @@ START_TEST(compare_and_set_concurrent)
 }
 END_TEST
 
+#define CK_ROUTE "conf.ckpt"
+#define CK_NODE "node-stage"
+
+/* The route stamps hlc and advances CK_NODE's mark when staged in a
+ * transaction. */
+static void ck_route(outbox_store_t *s)
+{
+    outbox_route_config_t cfg = {.struct_size = sizeof cfg, .route = CK_ROUTE, .hlc = 1,
+                                 .checkpoint_node_key = CK_NODE};
+    conf_ok(s, outbox_store_configure_route(s, &cfg));
+}
+
+/* The highest hlc among the route's claimable rows (claiming them). */
+static int64_t claimed_max_hlc(outbox_store_t *s, size_t want)
+{
+    conf_claim_t c = conf_claim(s, CK_ROUTE, 100, CONF_LONG_LEASE_US, 1);
+    ck_assert_msg(c.n == want, "claimed %zu rows, expected %zu", c.n, want);
+    int64_t max = 0;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.rows[i].hlc > max)
+            max = c.rows[i].hlc;
+    conf_claim_free(&c);
+    return max;
+}
+
+/* Staging in a transaction advances the mark in that same transaction:
+ * committed, the mark is the batch's highest hlc; rolled back, nothing;
+ * staging outside a transaction never advances it. */
+START_TEST(stage_advances_checkpoint)
+{
+    outbox_store_t *s = conf_open();
+    outbox_store_t *other = conf_open();
+    ck_route(s);
+    conf_stage(s, NULL, CK_ROUTE, 0, 2, NULL);
+    ck_assert_mark(s, 0, "after staging outside a transaction");
+    claimed_max_hlc(s, 2);
+
+    conf_ok(s, outbox_begin(s));
+    conf_stage(s, NULL, CK_ROUTE, 10, 2, NULL);
+    conf_ok(s, outbox_rollback(s));
+    ck_assert_mark(s, 0, "after staging in a transaction that rolled back");
+    ck_assert_mark(other, 0, "from another handle, after the rollback");
+
+    conf_ok(s, outbox_begin(s));
+    conf_stage(s, NULL, CK_ROUTE, 20, 3, NULL);
+    ck_assert_mark(other, 0, "from another handle, before the staging transaction committed");
+    conf_ok(s, outbox_commit(s));
+    int64_t max = claimed_max_hlc(s, 3);
+    ck_assert_msg(max > 0, "rows staged with hlc on came back without hlc");
+    ck_assert_mark(other, max, "after staging in a transaction that committed (the batch's max hlc)");
+    outbox_store_close(other);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* Through an application's native handle, both a stage and an explicit
+ * advance ride that handle's transaction. */
+START_TEST(checkpoint_native_tx)
+{
+    void *h = NULL;
+    outbox_store_t *s = conf_open_raw(&h);
+    ck_assert_msg(h != NULL, "internal: no driver handle");
+    const outbox_store_vtable_t *vt = conf_env.driver->store;
+    ck_route(s);
+    for (int commit = 0; commit <= 1; commit++) {
+        outbox_diag_t d = {0};
+        void *native = NULL;
+        int rc = vt->native_begin(h, &native, &d);
+        ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
+                      outbox_strerror(rc), d.message);
+        conf_stage(s, native, CK_ROUTE, 10 * (unsigned long)commit, 2, NULL);
+        rc = outbox_checkpoint_advance(s, native, "node-native", 1000 + commit);
+        ck_assert_msg(rc == OUTBOX_OK, "advancing through the native handle: %s (%s)",
+                      outbox_strerror(rc), outbox_store_message(s));
+        ck_assert_mark(s, 0, "before the native transaction ended");
+        rc = vt->native_end(h, native, commit, &d);
+        ck_assert_msg(rc == OUTBOX_OK, "native_end: %s (%s)", outbox_strerror(rc), d.message);
+        if (!commit)
+            ck_assert_mark(s, 0, "after the native transaction rolled back");
+    }
+    int64_t max = claimed_max_hlc(s, 2);
+    int64_t want = max > 1001 ? max : 1001;
+    ck_assert_mark(s, want, "after the native transaction committed");
+    outbox_store_close(s);
+}
+END_TEST
+
 void conf_cases_checkpoint(conf_cases_t *c)
 {
     const uint32_t ck = OUTBOX_SCHEMA_CHECKPOINT;
@@ -248,4 +335,8 @@ void conf_cases_checkpoint(conf_cases_t *c)
     conf_add(c, compare_and_set_hold_100, CONF_NEED_CHECKPOINT | CONF_NEED_TX, ck, 30);
     conf_add(c, compare_and_set_hold_50, CONF_NEED_CHECKPOINT | CONF_NEED_TX, ck, 30);
     conf_add(c, compare_and_set_concurrent, CONF_NEED_CHECKPOINT, ck, 60);
+    conf_add(c, stage_advances_checkpoint, CONF_NEED_CHECKPOINT | CONF_NEED_TX | CONF_NEED_HLC,
+             ck | OUTBOX_SCHEMA_HLC, 20);
+    conf_add(c, checkpoint_native_tx, CONF_NEED_CHECKPOINT | CONF_NEED_NATIVE | CONF_NEED_HLC,
+             ck | OUTBOX_SCHEMA_HLC, 20);
 }

@@ -1,4 +1,5 @@
 /* Conformance cases: what claim takes, in which order, and when. */
+#include <stdio.h>
 #include <string.h>
 
 #include "conf_int.h"
@@ -49,6 +50,81 @@ START_TEST(claim_order_created_at)
                   "separate stage calls share a created_at");
     ck_assert_msg(c.rows[2].created_at == c.rows[6].created_at,
                   "the rows of one stage call have different created_at");
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* Stages rows through the driver's own stage entry, outside any
+ * transaction, bypassing the core (which would mint ids and stamps). */
+static void driver_stage(void *h, const outbox_row_t *rows, size_t count)
+{
+    outbox_stage_ctx_t ctx = {.struct_size = sizeof ctx};
+    outbox_diag_t d = {0};
+    size_t staged = 0;
+    int rc = conf_env.driver->store->stage(h, &ctx, rows, count, &staged, &d);
+    ck_assert_msg(rc == OUTBOX_OK && staged == count,
+                  "the driver's stage entry: %s, %zu of %zu staged (%s)", outbox_strerror(rc), staged,
+                  count, d.message);
+}
+
+/* Row ids the core mints grow with time, so staged through outbox_stage()
+ * they always agree with created_at and a claim ordered by id alone would
+ * pass claim_order_created_at. Here the rows go through the driver's own
+ * stage entry with ids chosen to disagree: a later created_at with a
+ * smaller id, and ids descending inside one call. */
+static void raw_stage(outbox_store_t *s, void *h, const char *route, int64_t created_at,
+                      const unsigned long *ns, const unsigned *id_tails, size_t count)
+{
+    outbox_row_t rows[4];
+    char ids[4][OUTBOX_UUID_STRLEN + 1], eids[4][OUTBOX_UUID_STRLEN + 1], payloads[4][32];
+    ck_assert_msg(count <= 4, "internal: raw_stage takes at most 4 rows");
+    for (size_t i = 0; i < count; i++) {
+        snprintf(ids[i], sizeof ids[i], "01900000-0000-7000-8000-%012x", id_tails[i]);
+        conf_event_id(eids[i], ns[i]);
+        snprintf(payloads[i], sizeof payloads[i], "{\"n\":%lu}", ns[i]);
+        rows[i] = (outbox_row_t){
+            .id = ids[i],
+            .route = route,
+            .event_id = eids[i],
+            .event_type = "conformance.test",
+            .occurred_at = created_at,
+            .payload = payloads[i],
+            .payload_len = strlen(payloads[i]),
+            .created_at = created_at,
+        };
+    }
+    (void)s;
+    driver_stage(h, rows, count);
+}
+
+START_TEST(claim_order_ids_disagree)
+{
+    void *h = NULL;
+    outbox_store_t *s = conf_open_raw(&h);
+    ck_assert_msg(h != NULL, "internal: no driver handle");
+    int64_t t0 = (conf_now_us() / 1000000) * 1000000; /* whole seconds: every store keeps them */
+    /* Event 0: the earliest created_at, the largest id. Events 1-3: one
+     * call, one later created_at, ids descending, so id order is 3, 2, 1.
+     * Event 4: the latest created_at, the smallest id. */
+    static const unsigned long first_n[] = {0};
+    static const unsigned first_id[] = {0x900};
+    static const unsigned long batch_n[] = {3, 2, 1};
+    static const unsigned batch_id[] = {0x503, 0x502, 0x501};
+    static const unsigned long last_n[] = {4};
+    static const unsigned last_id[] = {0x100};
+    raw_stage(s, h, ROUTE, t0 - 3000000, first_n, first_id, 1);
+    raw_stage(s, h, ROUTE, t0 - 2000000, batch_n, batch_id, 3);
+    raw_stage(s, h, ROUTE, t0 - 1000000, last_n, last_id, 1);
+
+    static const unsigned long want[] = {0, 1, 2, 3, 4};
+    conf_claim_t c = conf_claim(s, ROUTE, 100, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 5, "claimed %zu of 5 rows", c.n);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.rows[i].n == want[i],
+                      "claim position %zu holds event %lu (id %s), expected event %lu: claim order "
+                      "is created_at first, the id only breaks ties",
+                      i, c.rows[i].n, c.rows[i].id, want[i]);
     conf_claim_free(&c);
     outbox_store_close(s);
 }
@@ -296,9 +372,238 @@ START_TEST(claim_key_rule)
 }
 END_TEST
 
+/* An expired lease makes rows claimable again, but only on their own route
+ * and only within the claim's limit. */
+START_TEST(claim_expired_route_limit)
+{
+    outbox_store_t *s = conf_open();
+    conf_stage(s, NULL, ROUTE ".a", 0, 3, NULL);
+    conf_claim_t c = conf_claim(s, ROUTE ".a", 100, CONF_LONG_LEASE_US, 0);
+    ck_assert_uint_eq(c.n, 3);
+    conf_claim_free(&c);
+    conf_sleep_ms(60);
+    next_created_at();
+    conf_stage(s, NULL, ROUTE ".b", 100, 2, NULL);
+
+    /* A 20 ms lease: route a's three rows are expired, but they are a's. */
+    c = conf_claim(s, ROUTE ".b", 100, 20000, 0);
+    ck_assert_msg(c.n == 2, "route b with route a's leases expired: claimed %zu rows, expected its 2",
+                  c.n);
+    for (size_t i = 0; i < c.n; i++) {
+        ck_assert_msg(c.rows[i].n == 100 + i,
+                      "route b: position %zu holds event %lu, expected %zu (events below 100 are "
+                      "route a's expired rows)",
+                      i, c.rows[i].n, 100 + i);
+        ck_assert_str_eq(c.rows[i].route, ROUTE ".b");
+    }
+    conf_claim_free(&c);
+
+    /* Three expired and three pending rows on route a; a limit of 4 takes
+     * the four oldest, whatever their status. */
+    next_created_at();
+    conf_stage(s, NULL, ROUTE ".a", 3, 3, NULL);
+    c = conf_claim(s, ROUTE ".a", 4, 20000, 0);
+    ck_assert_msg(c.n == 4, "limit 4 with 3 expired and 3 pending rows: claimed %zu rows", c.n);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.rows[i].n == i, "limit 4: position %zu holds event %lu, expected %zu", i,
+                      c.rows[i].n, i);
+    conf_claim_free(&c);
+    c = conf_claim(s, ROUTE ".a", 100, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 2 && c.rows[0].n == 4 && c.rows[1].n == 5,
+                  "after the limited claim, %zu rows were left (first: event %lu), expected events "
+                  "4 and 5",
+                  c.n, c.n ? c.rows[0].n : 0UL);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* The per-key rule on a crashed relay's rows: a key's head whose lease
+ * expired is reclaimed before, or together with, the rows behind it;
+ * never is a later row of the key claimed without it. */
+START_TEST(claim_key_rule_after_expiry)
+{
+    outbox_store_t *s = conf_open();
+    for (unsigned long i = 0; i < 3; i++) {
+        conf_stage(s, NULL, ROUTE, i, 1, "k");
+        next_created_at();
+    }
+    conf_stage(s, NULL, ROUTE, 3, 1, NULL);
+
+    conf_claim_t c = conf_claim(s, ROUTE, 1, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(c.n == 1 && c.rows[0].n == 0, "the first claim did not take key k's head");
+    conf_claim_free(&c);
+    conf_sleep_ms(60);
+
+    c = conf_claim(s, ROUTE, 1, 20000, 0); /* the head's lease (20 ms) has expired */
+    ck_assert_msg(c.n == 1 && c.rows[0].n == 0,
+                  "with key k's head expired and the rows behind it pending, a claim of one took "
+                  "%zu rows (event %lu), expected the head, event 0",
+                  c.n, c.n ? c.rows[0].n : 0UL);
+    ck_assert_msg(c.rows[0].attempts == 2, "the reclaimed head has attempts %d, expected 2",
+                  (int)c.rows[0].attempts);
+    conf_claim_free(&c);
+    conf_sleep_ms(60);
+
+    c = conf_claim(s, ROUTE, 100, 20000, 0);
+    ck_assert_msg(c.n == 4, "with the head expired again, claim took %zu of 4 rows", c.n);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.rows[i].n == i,
+                      "with the head expired again: position %zu holds event %lu, expected %zu "
+                      "(the head before the rows of its key)",
+                      i, c.rows[i].n, i);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* JSON text without the whitespace outside strings: stores may keep the
+ * payload as a document and write it back spaced their own way. */
+static void json_squeeze(const char *in, size_t len, char *out, size_t size)
+{
+    size_t o = 0;
+    int in_str = 0, esc = 0;
+    for (size_t i = 0; i < len && o + 1 < size; i++) {
+        char ch = in[i];
+        if (in_str) {
+            if (esc)
+                esc = 0;
+            else if (ch == '\\')
+                esc = 1;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+            continue;
+        }
+        out[o++] = ch;
+    }
+    out[o] = '\0';
+}
+
+static void field_eq(const char *what, unsigned long n, const char *got, const char *want)
+{
+    if (want == NULL)
+        ck_assert_msg(got == NULL, "event %lu: %s came back as \"%s\", staged NULL", n, what, got);
+    else
+        ck_assert_msg(got != NULL && strcmp(got, want) == 0,
+                      "event %lu: %s came back as %s%s%s, staged \"%s\"", n, what,
+                      got ? "\"" : "", got ? got : "NULL", got ? "\"" : "", want);
+}
+
+/* Every field staged comes back from claim as it went in: event 0 with
+ * every optional field set, event 1 with none. Values sit at whole
+ * milliseconds, the coarsest precision a store may keep; the payload's
+ * keys are in the order a JSON document store writes them back. */
+static void read_back(int optional)
+{
+    void *h = NULL;
+    outbox_store_t *s = conf_open_raw(&h);
+    ck_assert_msg(h != NULL, "internal: no driver handle");
+    uint32_t caps = outbox_store_capabilities(s);
+    int has_tp = optional && (caps & OUTBOX_STORE_CAP_TRACEPARENT);
+    int has_hlc = optional && (caps & OUTBOX_STORE_CAP_HLC);
+    int64_t t0 = (conf_now_us() / 1000) * 1000;
+    static const char payload[] = "{\"n\": 7, \"list\": [1, 2.5, null, true], \"name\": \"caf\xc3\xa9 \\\"q\\\"\"}";
+    char eid[2][OUTBOX_UUID_STRLEN + 1];
+    conf_event_id(eid[0], 0);
+    conf_event_id(eid[1], 1);
+    outbox_row_t rows[2] = {
+        {
+            .id = "01900000-0000-7000-8000-00000000f001",
+            .route = ROUTE,
+            .event_id = eid[0],
+            .event_type = "conformance.fields.full",
+            .tenant_id = "11111111-1111-4111-8111-111111111111",
+            .execution_id = "22222222-2222-4222-8222-222222222222",
+            .correlation_id = "33333333-3333-4333-8333-333333333333",
+            .causation_id = "44444444-4444-4444-8444-444444444444",
+            .occurred_at = t0 - INT64_C(86400123) * 1000,
+            .payload = payload,
+            .payload_len = sizeof payload - 1,
+            .ordering_key = "key-7",
+            .traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            .hlc = (t0 / 1000) << 16 | 5,
+            .created_at = t0 - 2000,
+        },
+        {
+            .id = "01900000-0000-7000-8000-00000000f002",
+            .route = ROUTE,
+            .event_id = eid[1],
+            .event_type = "conformance.fields.bare",
+            .occurred_at = t0 - 7000,
+            .payload = "{}",
+            .payload_len = 2,
+            .created_at = t0 - 1000,
+        },
+    };
+    if (!has_tp)
+        rows[0].traceparent = NULL; /* only stored where the column exists */
+    if (!has_hlc)
+        rows[0].hlc = 0;
+    driver_stage(h, &rows[0], 1);
+    driver_stage(h, &rows[1], 1);
+
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = ROUTE, .limit = 10,
+                              .lease_us = CONF_LONG_LEASE_US};
+    const outbox_row_t *got = NULL;
+    size_t n = 0;
+    outbox_fence_t fence;
+    conf_ok(s, outbox_claim(s, &req, &got, &n, &fence));
+    ck_assert_msg(n == 2, "claimed %zu of 2 rows", n);
+    for (size_t i = 0; i < 2; i++) {
+        const outbox_row_t *r = &got[i], *w = &rows[i];
+        unsigned long en = conf_row_n(r);
+        ck_assert_msg(en == i, "claim position %zu holds event %lu", i, en);
+        field_eq("id", en, r->id, w->id);
+        field_eq("route", en, r->route, w->route);
+        field_eq("event_id", en, r->event_id, w->event_id);
+        field_eq("event_type", en, r->event_type, w->event_type);
+        field_eq("tenant_id", en, r->tenant_id, w->tenant_id);
+        field_eq("execution_id", en, r->execution_id, w->execution_id);
+        field_eq("correlation_id", en, r->correlation_id, w->correlation_id);
+        field_eq("causation_id", en, r->causation_id, w->causation_id);
+        field_eq("ordering_key", en, r->ordering_key, w->ordering_key);
+        if (optional)
+            field_eq("traceparent", en, r->traceparent, w->traceparent);
+        ck_assert_msg(r->occurred_at == w->occurred_at, "event %lu: occurred_at came back as %lld, staged %lld",
+                      en, (long long)r->occurred_at, (long long)w->occurred_at);
+        ck_assert_msg(r->created_at == w->created_at, "event %lu: created_at came back as %lld, staged %lld",
+                      en, (long long)r->created_at, (long long)w->created_at);
+        if (optional)
+            ck_assert_msg(r->hlc == w->hlc, "event %lu: hlc came back as %lld, staged %lld", en,
+                          (long long)r->hlc, (long long)w->hlc);
+        ck_assert_msg(r->attempts == 1, "event %lu: attempts %d after one claim", en, (int)r->attempts);
+        ck_assert_msg(r->available_at == 0 && r->last_error == NULL,
+                      "event %lu: a fresh row came back with available_at %lld / a last_error", en,
+                      (long long)r->available_at);
+        char a[256], b[256];
+        ck_assert_msg(r->payload != NULL, "event %lu: no payload", en);
+        json_squeeze(r->payload, r->payload_len, a, sizeof a);
+        json_squeeze(w->payload, w->payload_len, b, sizeof b);
+        ck_assert_msg(strcmp(a, b) == 0, "event %lu: payload came back as %.*s, staged %s", en,
+                      (int)r->payload_len, r->payload, w->payload);
+    }
+    outbox_store_close(s);
+}
+
+START_TEST(claim_reads_back_fields)
+{
+    read_back(0);
+}
+END_TEST
+
+START_TEST(claim_reads_back_optional)
+{
+    read_back(1);
+}
+END_TEST
+
 void conf_cases_claim(conf_cases_t *c)
 {
     conf_add(c, claim_order_created_at, 0, 0, 20);
+    conf_add(c, claim_order_ids_disagree, 0, 0, 20);
     conf_add(c, claim_order_hlc, CONF_NEED_HLC, OUTBOX_SCHEMA_HLC, 20);
     conf_add(c, claim_limit, 0, 0, 20);
     conf_add(c, claim_route_isolation, 0, 0, 20);
@@ -306,4 +611,9 @@ void conf_cases_claim(conf_cases_t *c)
     conf_add(c, claim_attempts_incremented, 0, 0, 20);
     conf_add(c, claim_lease_expiry_reclaim, 0, 0, 20);
     conf_add(c, claim_key_rule, 0, 0, 20);
+    conf_add(c, claim_expired_route_limit, 0, 0, 20);
+    conf_add(c, claim_key_rule_after_expiry, 0, 0, 20);
+    conf_add(c, claim_reads_back_fields, 0, 0, 20);
+    conf_add(c, claim_reads_back_optional, CONF_NEED_HLC | CONF_NEED_TRACEPARENT,
+             OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT, 20);
 }

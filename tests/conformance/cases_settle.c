@@ -212,9 +212,62 @@ START_TEST(settle_release)
 }
 END_TEST
 
+/* A fence is spent once its row has left processing: settling the same
+ * row again with the same fence, with any verdict, changes nothing. A
+ * check of the fence alone, without the status, would let a relay's
+ * retried settle round trip reopen a published or dead row. */
+START_TEST(settle_again_same_fence)
+{
+    outbox_store_t *s = conf_open();
+    conf_stage(s, NULL, ROUTE, 0, 3, NULL);
+    conf_claim_t c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_uint_eq(c.n, 3);
+    static const int first[3] = {OUTBOX_SETTLE_PUBLISHED, OUTBOX_SETTLE_DEAD, OUTBOX_SETTLE_RELEASE};
+    static const int again[2][3] = {
+        {OUTBOX_SETTLE_RELEASE, OUTBOX_SETTLE_RELEASE, OUTBOX_SETTLE_RELEASE},
+        {OUTBOX_SETTLE_PUBLISHED, OUTBOX_SETTLE_RESCHEDULE, OUTBOX_SETTLE_DEAD},
+    };
+    static const char *const state[3] = {"published", "dead", "released"};
+    outbox_settle_item_t items[3];
+    for (size_t i = 0; i < 3; i++)
+        items[i] = (outbox_settle_item_t){.id = c.rows[i].id, .kind = first[i], .error = "first"};
+    size_t applied = 0;
+    conf_ok(s, outbox_settle(s, &c.fence, items, 3, &applied));
+    ck_assert_msg(applied == 3, "the first settle applied %zu of 3", applied);
+
+    for (size_t round = 0; round < 2; round++)
+        for (size_t i = 0; i < 3; i++) {
+            int done = -1;
+            int rc = conf_settle1(s, &c.fence, c.rows[i].id, again[round][i],
+                                  conf_now_us() - 1000000, "again", &done);
+            ck_assert_msg(rc == OUTBOX_OK || rc == OUTBOX_ECONFLICT,
+                          "settling a %s row again with its spent fence: %s (%s)", state[i],
+                          outbox_strerror(rc), outbox_store_message(s));
+            ck_assert_msg(done == 0, "a %s row settled again (%s) with its spent fence was applied",
+                          state[i], kind_name(again[round][i]));
+        }
+
+    /* Only the released row is claimable, charged its one new attempt. */
+    conf_claim_t after = conf_claim(s, ROUTE, 10, 1, 0);
+    ck_assert_msg(after.n == 1 && after.rows[0].n == 2,
+                  "after settling again with a spent fence, claim took %zu rows (first: event %lu), "
+                  "expected only the released event 2",
+                  after.n, after.n ? after.rows[0].n : 0UL);
+    ck_assert_msg(after.rows[0].attempts == 1,
+                  "the released row has attempts %d, expected 1 (a second release took one more)",
+                  (int)after.rows[0].attempts);
+    ck_assert_msg(!after.rows[0].has_last_error,
+                  "the released row came back with last_error \"%s\"", after.rows[0].last_error);
+    conf_claim_free(&after);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+END_TEST
+
 void conf_cases_settle(conf_cases_t *c)
 {
     conf_add(c, fencing_after_reclaim, 0, 0, 20);
+    conf_add(c, settle_again_same_fence, 0, 0, 20);
     conf_add(c, settle_reschedule, CONF_NEED_STATS, 0, 20);
     conf_add(c, settle_dead, CONF_NEED_STATS | CONF_NEED_REPLAY, 0, 20);
     conf_add(c, settle_release, CONF_NEED_STATS, 0, 20);

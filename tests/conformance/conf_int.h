@@ -22,6 +22,7 @@ enum conf_need {
     CONF_NEED_REPLAY = 1u << 6,       /* the replay entry */
     CONF_NEED_SCHEMA_CHECK = 1u << 7, /* the schema_check entry */
     CONF_NEED_TRACEPARENT = 1u << 8,  /* the traceparent column after schema apply */
+    CONF_NEED_PURGE = 1u << 9,        /* the purge entry */
 };
 
 typedef struct conf_case {
@@ -47,6 +48,7 @@ void conf_cases_claim(conf_cases_t *c);
 void conf_cases_settle(conf_cases_t *c);
 void conf_cases_concurrency(conf_cases_t *c);
 void conf_cases_checkpoint(conf_cases_t *c);
+void conf_cases_admin(conf_cases_t *c);
 void conf_cases_schema(conf_cases_t *c);
 
 /* ------------------------------------------------- the run, set before fork */

@@ -16,6 +16,7 @@ static const conf_cases_t *cases(void)
         conf_cases_settle(&all_cases);
         conf_cases_concurrency(&all_cases);
         conf_cases_checkpoint(&all_cases);
+        conf_cases_admin(&all_cases);
         conf_cases_schema(&all_cases);
     }
     return &all_cases;

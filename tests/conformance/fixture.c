@@ -247,6 +247,8 @@ const char *conf_need_reason(unsigned needs)
         return "the driver has no stats entry to count rows per status with";
     if ((needs & CONF_NEED_REPLAY) && !CONF_VT_HAS(vt, replay))
         return "the driver has no replay entry to bring a dead row back with";
+    if ((needs & CONF_NEED_PURGE) && !CONF_VT_HAS(vt, purge))
+        return "the driver has no purge entry";
     if ((needs & CONF_NEED_SCHEMA_CHECK) && !CONF_VT_HAS(vt, schema_check))
         return "the driver has no schema_check";
     return NULL;

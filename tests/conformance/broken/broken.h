@@ -23,11 +23,24 @@ int broken_prepare(sqlite3 *db, const char *head, const outbox_relname_t *rel, c
 
 /* A claim written plainly: candidates in claim order (hlc order when asked),
  * each then set processing with the fence, attempts + 1, and read back.
- * exclusive: select and update in one write transaction, as the contract
- * needs; otherwise select, pause, and update without a transaction and
- * without looking at the status again. key_rule: honour ordering keys. */
+ * Each flag keeps one part of the contract; a variant leaves one out. */
+enum broken_claim_flags {
+    /* Select and update in one write transaction; without it: select,
+     * pause, and update without a transaction and without looking at the
+     * status again. */
+    BROKEN_EXCLUSIVE = 1u << 0,
+    BROKEN_KEY_RULE = 1u << 1,      /* honour ordering keys */
+    BROKEN_CREATED_AT = 1u << 2,    /* order by created_at before id (else by id alone) */
+    BROKEN_EXPIRED_ROUTE = 1u << 3, /* expired rows only of the claim's route */
+    /* Expired and pending rows in one claim order (else pending rows
+     * first, then the expired ones). */
+    BROKEN_ONE_ORDER = 1u << 4,
+};
+#define BROKEN_CORRECT                                                                         \
+    (BROKEN_EXCLUSIVE | BROKEN_KEY_RULE | BROKEN_CREATED_AT | BROKEN_EXPIRED_ROUTE |            \
+     BROKEN_ONE_ORDER)
 int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
-                 size_t *n, outbox_fence_t *fence, outbox_diag_t *d, int exclusive, int key_rule);
+                 size_t *n, outbox_fence_t *fence, outbox_diag_t *d, unsigned flags);
 
 /* The module's single exported entry, for a descriptor built at first call. */
 #define BROKEN_ENTRY(build, descriptor)                                                        \

@@ -1,6 +1,5 @@
 /* What the broken SQLite variants share: wrapping the real descriptor, and
- * a plainly written claim whose exclusivity and key rule can be switched
- * off one at a time. */
+ * a plainly written claim whose parts can be switched off one at a time. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -39,14 +38,18 @@ static void earlier(outbox_buf_t *b, int hlc)
 }
 
 /* ?1 route, ?2 now, ?3 now - lease, ?4 limit. */
-static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, int key_rule)
+static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, unsigned flags)
 {
     outbox_buf_puts(b, "SELECT o.id FROM ");
     outbox_buf_relname(b, &h->rel, '"');
-    outbox_buf_puts(b, " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
-                       "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
-                       "'processing' AND o.processing_at <= ?3))");
-    if (key_rule) {
+    outbox_buf_puts(b, flags & BROKEN_EXPIRED_ROUTE
+                           ? " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
+                             "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
+                             "'processing' AND o.processing_at <= ?3))"
+                           : " AS o WHERE ((o.outbox_route = ?1 AND o.status = 'pending' AND "
+                             "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
+                             "'processing' AND o.processing_at <= ?3))");
+    if (flags & BROKEN_KEY_RULE) {
         outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
         outbox_buf_relname(b, &h->rel, '"');
         outbox_buf_puts(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
@@ -56,8 +59,12 @@ static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, int k
         earlier(b, hlc);
         outbox_buf_puts(b, "))");
     }
-    outbox_buf_puts(b, hlc ? " ORDER BY o.hlc IS NULL, o.hlc, o.created_at, o.id LIMIT ?4"
-                    : " ORDER BY o.created_at, o.id LIMIT ?4");
+    outbox_buf_puts(b, " ORDER BY ");
+    if (!(flags & BROKEN_ONE_ORDER))
+        outbox_buf_puts(b, "o.status = 'processing', ");
+    if (hlc)
+        outbox_buf_puts(b, "o.hlc IS NULL, o.hlc, ");
+    outbox_buf_puts(b, flags & BROKEN_CREATED_AT ? "o.created_at, o.id LIMIT ?4" : "o.id LIMIT ?4");
 }
 
 /* Candidate ids, copied out (the statement is done before any update). */
@@ -67,12 +74,12 @@ typedef struct ids {
 } ids_t;
 
 static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
-                             int key_rule, ids_t *out, outbox_diag_t *d)
+                             unsigned flags, ids_t *out, outbox_diag_t *d)
 {
     outbox_buf_t b;
     outbox_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
-    candidates_sql(h, &b, req->hlc_order, key_rule);
+    candidates_sql(h, &b, req->hlc_order, flags);
     int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
@@ -143,8 +150,9 @@ static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *
 }
 
 int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
-                 size_t *n, outbox_fence_t *fence, outbox_diag_t *d, int exclusive, int key_rule)
+                 size_t *n, outbox_fence_t *fence, outbox_diag_t *d, unsigned flags)
 {
+    int exclusive = (flags & BROKEN_EXCLUSIVE) != 0;
     sq_handle_t *h = handle;
     *rows = NULL;
     *n = 0;
@@ -161,7 +169,7 @@ int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t
     if (exclusive)
         rc = fence_stamp(h, req->route, now, &stamp, d);
     if (rc == OUTBOX_OK)
-        rc = select_candidates(h, req, now, key_rule, &ids, d);
+        rc = select_candidates(h, req, now, flags, &ids, d);
     if (rc == OUTBOX_OK && !exclusive) {
         /* Long enough for another claimer to pick the same candidates. */
         struct timespec pause = {0, 3 * 1000 * 1000};

@@ -12,7 +12,7 @@ static outbox_store_vtable_t vtable;
 static int unordered_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
                            size_t *n, outbox_fence_t *fence, outbox_diag_t *d)
 {
-    return broken_claim(handle, req, rows, n, fence, d, 1, 0);
+    return broken_claim(handle, req, rows, n, fence, d, BROKEN_CORRECT & ~BROKEN_KEY_RULE);
 }
 
 static void build(void)
