@@ -108,6 +108,24 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
                                cfg->batch);
     if (cfg->max_attempts < 1)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: max_attempts must be at least 1");
+    /* Each is added to a clock reading (poll and pause to the monotonic
+     * clock, a retry delay to the wall clock, the lease subtracted from
+     * it); bounded, that never overflows. */
+    const struct {
+        const char *name;
+        int64_t us;
+    } durations[] = {
+        {"lease_us", cfg->lease_us},
+        {"poll_us", cfg->poll_us},
+        {"backoff_base_us", cfg->backoff_base_us},
+        {"backoff_cap_us", cfg->backoff_cap_us},
+    };
+    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
+        if (durations[i].us > OUTBOX_DURATION_MAX_US)
+            return outbox_diag_set(d, OUTBOX_EINVAL,
+                                   "relay config: %s is %lld, at most 36500 days (%lld us)",
+                                   durations[i].name, (long long)durations[i].us,
+                                   (long long)OUTBOX_DURATION_MAX_US);
     if (cfg->lease_us <= 0 || cfg->poll_us <= 0)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: lease and poll must be above 0");
     if (cfg->backoff_base_us < 0 || cfg->backoff_cap_us < cfg->backoff_base_us)

@@ -469,8 +469,9 @@ int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d)
                                "us, ms, s, m, h or d, e.g. 500ms",
                                shown);
     }
-    if (overflow || n > INT64_MAX / factor)
-        return outbox_diag_set(d, OUTBOX_EINVAL, "duration \"%s\" is too large", shown);
+    if (overflow || n > OUTBOX_DURATION_MAX_US / factor)
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "duration \"%s\" is too large: at most 36500d (100 years)", shown);
     if (us)
         *us = n * factor;
     return OUTBOX_OK;

@@ -589,6 +589,55 @@ START_TEST(bad_config_refused)
 }
 END_TEST
 
+/* Every duration of the config is added to a clock somewhere (poll and
+ * pause to the monotonic clock, a retry delay to the wall clock, the lease
+ * subtracted from it), so each is bounded like a parsed duration. */
+START_TEST(durations_above_limit_refused)
+{
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    static const char *const names[] = {"lease_us", "poll_us", "backoff_base_us", "backoff_cap_us"};
+    for (int m = 0; m < 4; m++) {
+        for (int over = 0; over < 2; over++) {
+            outbox_relay_config_t cfg;
+            outbox_relay_config_init(&cfg);
+            cfg.route = "r";
+            cfg.until_idle = 1;
+            int64_t v = over ? OUTBOX_DURATION_MAX_US + 1 : OUTBOX_DURATION_MAX_US;
+            if (m == 0)
+                cfg.lease_us = v;
+            else if (m == 1)
+                cfg.poll_us = v;
+            else if (m == 2)
+                cfg.backoff_base_us = cfg.backoff_cap_us = v;
+            else
+                cfg.backoff_cap_us = v;
+            outbox_relay_t *r = NULL;
+            int rc = outbox_relay_new(store, sink, &cfg, &r, &d);
+            if (!over) {
+                ck_assert_msg(rc == OUTBOX_OK, "%s at the limit: %s", names[m], d.message);
+                ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+                outbox_relay_free(r);
+                continue;
+            }
+            ck_assert_msg(rc == OUTBOX_EINVAL, "%s above the limit accepted", names[m]);
+            ck_assert_ptr_null(r);
+            ck_assert_msg(strstr(d.message, names[m]) && strstr(d.message, "at most 36500 days"),
+                          "%s", d.message);
+        }
+    }
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = "r";
+    cfg.poll_us = INT64_MAX;
+    outbox_relay_t *r = NULL;
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "poll_us"), "%s", d.message);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("relay");
@@ -608,6 +657,7 @@ int main(void)
     tcase_add_test(tc, graceful_stop_leaves_nothing_processing);
     tcase_add_test(tc, sigkill_mid_run_loses_nothing);
     tcase_add_test(tc, bad_config_refused);
+    tcase_add_test(tc, durations_above_limit_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,6 +1,7 @@
 /* URIs, durations and relation names: every accepted form and every
  * refusal with the message an operator would see. */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "outbox_int.h"
@@ -341,9 +342,34 @@ START_TEST(test_durations_good)
     ck_assert_int_eq(duration_ok("7d"), INT64_C(604800000000));
     ck_assert_int_eq(duration_ok("0s"), 0);
     ck_assert_int_eq(duration_ok("007ms"), 7000);
-    ck_assert_int_eq(duration_ok("9223372036854775807us"), INT64_MAX);
-    ck_assert_int_eq(duration_ok("106751991d"), INT64_C(106751991) * 86400 * 1000000);
     ck_assert_int_eq(outbox_parse_duration("1s", NULL, NULL), OUTBOX_OK);
+}
+END_TEST
+
+/* Every parsed duration can be added to a clock reading (and a second one
+ * on top) without overflowing int64: at most OUTBOX_DURATION_MAX_US, which
+ * is 36500 days, in whatever unit it is written. */
+START_TEST(test_durations_bounded)
+{
+    ck_assert_int_eq(OUTBOX_DURATION_MAX_US, INT64_C(36500) * 86400 * 1000000);
+    ck_assert_int_eq(duration_ok("36500d"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("876000h"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("52560000m"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("3153600000s"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("3153600000000ms"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("3153600000000000us"), OUTBOX_DURATION_MAX_US);
+    const char *const above[] = {
+        "36501d", "876001h", "3153600001s", "3153600000001ms", "3153600000000001us",
+        "9223372036854775807us", "106751991d", "9223372036854775807ms",
+    };
+    for (size_t i = 0; i < sizeof above / sizeof above[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "duration \"%s\" is too large: at most 36500d (100 years)",
+                 above[i]);
+        duration_bad(above[i], want);
+    }
+    /* Far beyond int64 still says what the limit is. */
+    duration_bad("99999999999999999999999999s", "at most 36500d");
 }
 END_TEST
 
@@ -410,6 +436,7 @@ static Suite *uri_suite(void)
     tc = tcase_create("duration");
     tcase_add_test(tc, test_durations_good);
     tcase_add_test(tc, test_durations_bad);
+    tcase_add_test(tc, test_durations_bounded);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("relation");
