@@ -64,18 +64,100 @@ static bool find_password(const char *src, size_t *from, size_t *to)
     return true;
 }
 
+static char lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+static bool contains_word(const char *name, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++) {
+        size_t k = 0;
+        while (k < w && lower(name[i + k]) == word[k])
+            k++;
+        if (k == w)
+            return true;
+    }
+    return false;
+}
+
+/* A parameter whose value is a secret: libpq's password and sslpassword,
+ * and what other drivers call their secrets (sasl_password, token, ...). */
+static bool secret_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (contains_word(name, n, words[i]))
+            return true;
+    return (n == 4 && contains_word(name, n, "pass")) || (n == 3 && contains_word(name, n, "pwd"));
+}
+
+static bool name_char(char c)
+{
+    return is_alpha(c) || is_digit(c) || c == '_' || c == '-';
+}
+
+/* The next secret parameter value at or after src[*pos], as NAME=VALUE in
+ * a query (?a=1&password=x) or a key=value string (host=h password='x y'):
+ * its bounds in *from, *to. */
+static bool find_secret_param(const char *src, size_t *pos, size_t *from, size_t *to)
+{
+    for (size_t i = *pos; src[i]; i++) {
+        if (!name_char(src[i]) || (i > 0 && !strchr("?&; \t", src[i - 1])))
+            continue;
+        size_t end = i;
+        while (name_char(src[end]))
+            end++;
+        size_t v = end;
+        while (src[v] == ' ')
+            v++;
+        if (src[v] != '=' || !secret_name(src + i, end - i)) {
+            i = end - 1;
+            continue;
+        }
+        v++;
+        while (src[v] == ' ')
+            v++;
+        size_t w = v;
+        if (src[w] == '\'') {
+            for (w++; src[w] && src[w] != '\''; w++)
+                if (src[w] == '\\' && src[w + 1])
+                    w++;
+            if (src[w])
+                w++;
+        } else {
+            w += strcspn(src + w, "&;# \t");
+        }
+        *pos = w;
+        if (w == v)
+            continue;
+        *from = v;
+        *to = w;
+        return true;
+    }
+    return false;
+}
+
 /* src made fit for a one-line message: control bytes become '?', long text
- * is cut with "...", and with mask_password a URI password becomes "***". */
+ * is cut with "...", and with mask_password every password or other secret
+ * of a URI (user info, secret parameters) becomes "***". */
 static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
 {
-    size_t mask_from = 0, mask_to = 0;
-    bool mask = mask_password && find_password(src, &mask_from, &mask_to);
-    size_t w = 0, i = 0;
+    /* Secrets in the order they appear: the user info's first, parameters after. */
+    size_t from[8], to[8], n = 0, pos = 0;
+    if (mask_password && find_password(src, &from[0], &to[0])) {
+        n = 1;
+        pos = to[0];
+    }
+    while (mask_password && n < 8 && find_secret_param(src, &pos, &from[n], &to[n]))
+        n++;
+    size_t w = 0, i = 0, next = 0;
     for (; src[i] && w < EXCERPT_MAX; i++) {
-        if (mask && i == mask_from) {
+        if (next < n && i == from[next]) {
             memcpy(dst + w, "***", 3);
             w += 3;
-            i = mask_to - 1;
+            i = to[next++] - 1;
             continue;
         }
         unsigned char c = (unsigned char)src[i];
@@ -333,8 +415,12 @@ static int parse_query(builder_t *b, const char *q, outbox_uri_owned_t *out)
                 return uri_error(b, OUTBOX_EINVAL, "empty parameter name in the query");
             outbox_uri_param_t *param = &out->params[k++];
             int rc = put_string(b, p, klen, true, "query", &param->key);
+            /* A bad escape in a secret's value is not echoed. */
+            const char *what = rc == OUTBOX_OK && secret_name(param->key, strlen(param->key))
+                                   ? "password"
+                                   : "query";
             if (rc == OUTBOX_OK)
-                rc = eq ? put_string(b, eq + 1, seg - klen - 1, true, "query", &param->value)
+                rc = eq ? put_string(b, eq + 1, seg - klen - 1, true, what, &param->value)
                         : put_string(b, "", 0, false, "query", &param->value);
             if (rc != OUTBOX_OK)
                 return rc;

@@ -272,6 +272,34 @@ START_TEST(test_passwords_never_in_messages)
     ck_assert_ptr_nonnull(strstr(d.message, "bad percent escape in the password"));
     ck_assert_ptr_null(strstr(d.message, "cret"));
     ck_assert_ptr_null(strstr(d.message, "%zz"));
+
+    /* A password can also be a parameter (libpq takes ?password=, and
+     * key=value strings password=), and other secrets are named alike. */
+    static const struct {
+        const char *uri, *shown;
+    } params[] = {
+        {"postgresql://h/db?password=s3cret&x=%zz", "postgresql://h/db?password=***&x=%zz"},
+        {"postgresql://h/db?x=%zz&PassWord=s3cret", "postgresql://h/db?x=%zz&PassWord=***"},
+        {"kafka://b?sasl_password=s3cret&x=%zz", "kafka://b?sasl_password=***&x=%zz"},
+        {"http://h/p?token=s3cret&x=%zz", "http://h/p?token=***&x=%zz"},
+        {"redis://h?auth_secret=s3cret&x=%zz", "redis://h?auth_secret=***&x=%zz"},
+        {"postgres:host=h password=s3cret x=%zz", "postgres:host=h password=*** x=%zz"},
+        {"postgres:host=h password = s3cret x=%zz", "postgres:host=h password = *** x=%zz"},
+        {"postgres:host=h password='s3 cr\\'et' x=%zz", "postgres:host=h password=*** x=%zz"},
+        {"postgresql://u:s3cret@h/db?password=s3cret&x=%zz", "postgresql://u:***@h/db?password=***&x=%zz"},
+    };
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        ck_assert_int_eq(outbox_uri_parse(params[i].uri, &u, &d), OUTBOX_EINVAL);
+        ck_assert_msg(strstr(d.message, "s3") == NULL, "%s: %s", params[i].uri, d.message);
+        ck_assert_msg(strstr(d.message, params[i].shown) != NULL, "%s: %s", params[i].uri, d.message);
+    }
+    /* A bad escape inside a secret parameter is not echoed either. */
+    ck_assert_int_eq(outbox_uri_parse("postgresql://h/db?password=se%zzcret", &u, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "cret") == NULL && strstr(d.message, "%zz") == NULL, "%s", d.message);
+    ck_assert_ptr_nonnull(strstr(d.message, "bad percent escape in the password"));
+    /* Names that only look alike are shown. */
+    ck_assert_int_eq(outbox_uri_parse("postgresql://h/db?passfile=/x&x=%zz", &u, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "passfile=/x") != NULL, "%s", d.message);
 }
 END_TEST
 
