@@ -202,7 +202,13 @@ OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
 OUTBOX_API const char *outbox_relay_message(const outbox_relay_t *r);
 OUTBOX_API void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out);
 
-/* Where the core's log lines go (default: nowhere). */
+/* Where the core's log lines go (default: nowhere). fn gets one line at a
+ * time, without a newline or timestamp, and an OUTBOX_LOG_* level; calls are
+ * serialised. A relay logs at info when it starts and stops (with its
+ * counters) and when its sink answers again after an outage, a warning
+ * when the sink goes down, and at debug each batch (claimed, published,
+ * retried, dead, released, milliseconds) and each further batch an outage
+ * releases. Its lines name drivers and relations, never URIs. */
 OUTBOX_API void outbox_set_logger(void (*fn)(void *ctx, int level, const char *line), void *ctx);
 
 /* ---------------------------------------------------------------- HLC */

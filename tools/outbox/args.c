@@ -84,7 +84,10 @@ int cli_next(cli_parser_t *p, const cli_option_t *table)
 bool cli_store_option(cli_store_args_t *a, int id, const char *value)
 {
     switch (id) {
-    case OPT_STORE: a->uri = value; return true;
+    case OPT_STORE:
+        a->uri = value;
+        cli_note_secrets(value);
+        return true;
     case OPT_RELATION: a->relation = value; return true;
     case OPT_HLC: a->schema_flags |= OUTBOX_SCHEMA_HLC; return true;
     case OPT_TRACEPARENT: a->schema_flags |= OUTBOX_SCHEMA_TRACEPARENT; return true;

@@ -109,9 +109,22 @@ int cli_error(const char *fmt, ...) OUTBOX_PRINTF(1, 2);
 /* The same with a library diagnostic: "outbox: <what>: <d->message>". */
 int cli_diag_error(const char *what, int code, const char *message);
 
-/* Sends the core's log to stderr. */
+/* Sends the core's log to stderr, one line each:
+ * "outbox: 2026-11-30T06:35:13.123Z LEVEL: text" (UTC). Debug lines only
+ * when verbose; with quiet, only warnings and errors. */
 void cli_logging_init(void);
 void cli_set_verbose(bool on);
+void cli_set_quiet(bool on);
+/* A line of the tool's own in the same log. */
+void cli_log(int level, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+
+/* Remembers the passwords and other secrets of uri (user info, password=,
+ * token=, ... parameters, in a URI or a key=value string), so that no line
+ * the tool prints shows them: each becomes "***". */
+void cli_note_secrets(const char *uri);
+void cli_forget_secrets(void);
+/* uri with its secrets masked, for showing it; malloc'd, NULL on ENOMEM. */
+char *cli_mask_uri(const char *uri);
 
 /* Wall clock, microseconds since the epoch. */
 int64_t cli_now_us(void);

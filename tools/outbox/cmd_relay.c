@@ -149,11 +149,17 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
     switch (id) {
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
-    case OPT_SINK: a->sink = v; return true;
+    case OPT_SINK:
+        a->sink = v;
+        cli_note_secrets(v);
+        return true;
     case OPT_SOURCE: a->cfg.source = v; return true;
     case OPT_DESTINATION: a->cfg.destination = v; return true;
     case OPT_UNTIL_IDLE: a->cfg.until_idle = 1; return true;
-    case OPT_QUIET: a->quiet = true; return true;
+    case OPT_QUIET:
+        a->quiet = true;
+        cli_set_quiet(true);
+        return true;
     case OPT_BATCH:
         if (!cli_parse_uint("--batch", v, 1, RELAY_MAX_BATCH, &n))
             return false;
@@ -270,6 +276,23 @@ static void forget_workers(void)
     pthread_sigmask(SIG_SETMASK, &prev, NULL);
 }
 
+/* The command's own start line: what the relays' own lines cannot say (the
+ * URIs, masked, and how many workers). */
+static void log_start(const worker_t *ws, const relay_args_t *a)
+{
+    size_t n = 0;
+    while (n < a->workers && ws[n].relay)
+        n++;
+    char *store = cli_mask_uri(a->store.uri);
+    char *sink = cli_mask_uri(a->sink);
+    const outbox_driver_t *drv = outbox_store_driver(ws[0].store);
+    cli_log(OUTBOX_LOG_INFO, "relay %s: starting %zu worker%s: store %s (%s), sink %s, batch %zu",
+            a->cfg.route, n, n == 1 ? "" : "s", store ? store : "?", drv ? drv->name : "?",
+            sink ? sink : "?", a->cfg.batch);
+    free(store);
+    free(sink);
+}
+
 static void print_summary(const worker_t *ws, size_t n, const char *route)
 {
     outbox_relay_counters_t sum = {0};
@@ -313,6 +336,7 @@ static int run(const relay_args_t *a)
         ex = worker_open(&ws[i], a);
 
     if (ex == CLI_EXIT_OK) {
+        log_start(ws, a);
         ex = start_workers(ws, a->workers);
         join_workers(ws, a->workers);
         for (size_t i = 0; i < a->workers && ex == CLI_EXIT_OK; i++)

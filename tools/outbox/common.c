@@ -5,27 +5,249 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli.h"
 
 static atomic_bool verbose;
+static atomic_bool quiet;
 
-/* Writes "outbox: " + text + "\n" as one write, with control characters
- * (a newline in a library message or a user's value) made visible, so a
- * message is always exactly one line. */
-static void put_line(const char *prefix, const char *text)
+/* ------------------------------------------------------------ secrets */
+
+/* Passwords and other secrets of the URIs on the command line. Every line
+ * the tool prints has them replaced by "***", whatever part of the library
+ * or which driver the text comes from. Registered while the arguments are
+ * parsed, before any other thread runs; read-only afterwards. */
+#define CLI_MAX_SECRETS 32
+static char *secrets[CLI_MAX_SECRETS];
+static size_t n_secrets;
+
+static bool is_alpha(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static bool name_char(char c)
+{
+    return is_alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+static bool contains_word(const char *name, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (strncasecmp(name + i, word, w) == 0)
+            return true;
+    return false;
+}
+
+/* The parameter names whose values the library's messages mask too. */
+static bool secret_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (contains_word(name, n, words[i]))
+            return true;
+    return (n == 4 && strncasecmp(name, "pass", 4) == 0) || (n == 3 && strncasecmp(name, "pwd", 3) == 0);
+}
+
+typedef struct span {
+    size_t from, to;
+} span_t;
+
+/* Where the secrets of uri are, in order: the password of a
+ * "//user:password@host" authority, then every NAME=VALUE whose NAME is a
+ * secret's (?password=..., or host=h password='x y' in a key=value string). */
+static size_t secret_spans(const char *uri, span_t *out, size_t max)
+{
+    size_t n = 0, pos = 0;
+    const char *a = strstr(uri, "//");
+    if (a && max > 0) {
+        a += 2;
+        size_t alen = strcspn(a, "/?#");
+        const char *at = NULL;
+        for (size_t i = 0; i < alen; i++)
+            if (a[i] == '@')
+                at = a + i;
+        const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
+        if (colon && colon + 1 < at) {
+            out[n++] = (span_t){(size_t)(colon + 1 - uri), (size_t)(at - uri)};
+            pos = (size_t)(at - uri);
+        }
+    }
+    for (size_t i = pos; uri[i] && n < max; i++) {
+        if (!name_char(uri[i]) || (i > 0 && !strchr("?&; \t", uri[i - 1])))
+            continue;
+        size_t end = i;
+        while (name_char(uri[end]))
+            end++;
+        size_t v = end;
+        while (uri[v] == ' ')
+            v++;
+        if (uri[v] != '=' || !secret_name(uri + i, end - i)) {
+            i = end - 1;
+            continue;
+        }
+        for (v++; uri[v] == ' ';)
+            v++;
+        size_t w = v;
+        if (uri[w] == '\'') {
+            for (w++; uri[w] && uri[w] != '\''; w++)
+                if (uri[w] == '\\' && uri[w + 1])
+                    w++;
+            if (uri[w])
+                w++;
+        } else {
+            w += strcspn(uri + w, "&;# \t");
+        }
+        if (w > v)
+            out[n++] = (span_t){v, w};
+        i = w > i ? w - 1 : i;
+    }
+    return n;
+}
+
+static void add_secret(const char *s, size_t len)
+{
+    if (len == 0 || n_secrets == CLI_MAX_SECRETS)
+        return;
+    for (size_t i = 0; i < n_secrets; i++)
+        if (strlen(secrets[i]) == len && memcmp(secrets[i], s, len) == 0)
+            return;
+    char *copy = strndup(s, len);
+    if (copy)
+        secrets[n_secrets++] = copy;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A secret as written, percent-decoded, and unquoted: a message may show
+ * any of them. */
+static void add_secret_forms(const char *s, size_t len)
+{
+    add_secret(s, len);
+    char *plain = malloc(len + 1);
+    if (!plain)
+        return;
+    size_t w = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '%' && i + 2 < len && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+            plain[w++] = (char)(hex_value(s[i + 1]) << 4 | hex_value(s[i + 2]));
+            i += 2;
+        } else {
+            plain[w++] = s[i];
+        }
+    }
+    add_secret(plain, w);
+    if (len >= 2 && s[0] == '\'') {
+        w = 0;
+        for (size_t i = 1; i < len && s[i] != '\''; i++)
+            plain[w++] = s[i] == '\\' && i + 1 < len ? s[++i] : s[i];
+        add_secret(plain, w);
+    }
+    free(plain);
+}
+
+void cli_note_secrets(const char *uri)
+{
+    if (!uri)
+        return;
+    span_t spans[CLI_MAX_SECRETS];
+    size_t n = secret_spans(uri, spans, CLI_MAX_SECRETS);
+    for (size_t i = 0; i < n; i++)
+        add_secret_forms(uri + spans[i].from, spans[i].to - spans[i].from);
+}
+
+void cli_forget_secrets(void)
+{
+    for (size_t i = 0; i < n_secrets; i++)
+        free(secrets[i]);
+    n_secrets = 0;
+}
+
+char *cli_mask_uri(const char *uri)
+{
+    span_t spans[CLI_MAX_SECRETS];
+    size_t n = secret_spans(uri, spans, CLI_MAX_SECRETS);
+    char *out = malloc(strlen(uri) + 3 * n + 1);
+    if (!out)
+        return NULL;
+    size_t w = 0, next = 0;
+    for (size_t i = 0; uri[i];) {
+        if (next < n && i == spans[next].from) {
+            memcpy(out + w, "***", 3);
+            w += 3;
+            i = spans[next++].to;
+        } else {
+            out[w++] = uri[i++];
+        }
+    }
+    out[w] = '\0';
+    return out;
+}
+
+/* text with every registered secret replaced by "***"; malloc'd. */
+static char *redact(const char *text)
 {
     size_t n = strlen(text);
+    /* Each replacement turns at least one byte into three. */
+    char *out = malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t hit = 0;
+        for (size_t k = 0; k < n_secrets; k++) {
+            size_t len = strlen(secrets[k]);
+            if (len > hit && len <= n - i && memcmp(text + i, secrets[k], len) == 0)
+                hit = len;
+        }
+        if (hit) {
+            memcpy(out + w, "***", 3);
+            w += 3;
+            i += hit;
+        } else {
+            out[w++] = text[i++];
+        }
+    }
+    out[w] = '\0';
+    return out;
+}
+
+/* ------------------------------------------------------------- output */
+
+/* Writes prefix + text + "\n" as one write, with the URIs' secrets masked
+ * and control characters (a newline in a library message or a user's
+ * value) made visible, so a message is always exactly one line. */
+static void put_line(const char *prefix, const char *text)
+{
+    char *clean = redact(text);
+    if (!clean) {
+        fputs(prefix, stderr);
+        fputs("out of memory\n", stderr);
+        return;
+    }
+    size_t n = strlen(clean);
     char *line = malloc(strlen(prefix) + 4 * n + 2);
     if (!line) {
+        free(clean);
         fputs(prefix, stderr);
         fputs("out of memory\n", stderr);
         return;
     }
     char *w = line + strlen(strcpy(line, prefix));
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)text[i];
+        unsigned char c = (unsigned char)clean[i];
         if (c < 0x20 || c == 0x7f)
             w += sprintf(w, "\\x%02x", c);
         else
@@ -35,6 +257,7 @@ static void put_line(const char *prefix, const char *text)
     *w = '\0';
     fputs(line, stderr);
     free(line);
+    free(clean);
 }
 
 int cli_error(const char *fmt, ...)
@@ -70,14 +293,40 @@ static const char *level_name(int level)
     }
 }
 
+/* "outbox: 2026-11-30T06:35:13.123Z info: " */
+static void log_prefix(int level, char *buf, size_t size)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, size, "outbox: %s.%03ldZ %s: ", when, ts.tv_nsec / 1000000, level_name(level));
+}
+
 static void log_to_stderr(void *ctx, int level, const char *line)
 {
     (void)ctx;
     if (level >= OUTBOX_LOG_DEBUG && !atomic_load(&verbose))
         return;
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "outbox: %s: ", level_name(level));
+    if (level >= OUTBOX_LOG_INFO && atomic_load(&quiet))
+        return;
+    char prefix[80];
+    log_prefix(level, prefix, sizeof prefix);
     put_line(prefix, line);
+}
+
+void cli_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = NULL;
+    int rc = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    log_to_stderr(NULL, level, rc < 0 ? "out of memory" : msg);
+    if (rc >= 0)
+        free(msg);
 }
 
 void cli_logging_init(void)
@@ -88,6 +337,11 @@ void cli_logging_init(void)
 void cli_set_verbose(bool on)
 {
     atomic_store(&verbose, on);
+}
+
+void cli_set_quiet(bool on)
+{
+    atomic_store(&quiet, on);
 }
 
 int64_t cli_now_us(void)

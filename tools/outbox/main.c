@@ -61,8 +61,12 @@ int main(int argc, char **argv)
     if (i >= argc)
         return cli_error("no command given (try outbox --help)");
 
-    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
-        if (strcmp(argv[i], commands[c].name) == 0)
-            return commands[c].run(argc - i, argv + i);
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        if (strcmp(argv[i], commands[c].name) == 0) {
+            int ex = commands[c].run(argc - i, argv + i);
+            cli_forget_secrets();
+            return ex;
+        }
+    }
     return cli_error("unknown command \"%s\" (try outbox --help)", argv[i]);
 }
