@@ -9,15 +9,14 @@ S=sqlite://$db
 expect 0 stage --store "$S" --route keep --type t --count 2
 
 # Command line.
-expect_error 'no command given' 
 expect_error 'unknown command "frobnicate"' frobnicate
 expect_error 'unknown option --bogus' --bogus stats
 expect_error '^outbox: stage: --route is required$' stage --store "$S" --type t
 expect_error '^outbox: relay: --route is required$' relay --store "$S" --sink stdout:
 expect_error '^outbox: relay: --sink is required$' relay --store "$S" --route r
 expect_error '^outbox: stats: --store is required$' stats
-expect_error '^outbox: unknown option --foo for stage$' stage --store "$S" --route r --type t --foo
-expect_error '^outbox: unknown option --foo for relay$' relay --foo
+expect_error '^outbox: unknown option --foo for stage; usage: outbox stage ' stage --store "$S" --route r --type t --foo
+expect_error '^outbox: unknown option --foo for relay; usage: outbox relay ' relay --foo
 expect_error 'unknown option -x for stats' stats -x
 expect_error 'unknown option --rout for stage' stage --store "$S" --rout r --type t
 expect_error 'unexpected argument "extra"' stats --store "$S" extra

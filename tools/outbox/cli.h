@@ -63,6 +63,7 @@ typedef struct cli_option {
 
 typedef struct cli_parser {
     const char *cmd;  /* "stage", "schema check": names the command in messages */
+    const char *usage; /* the command's --help text, whose usage line errors quote */
     int argc;
     char **argv;
     int next;
@@ -70,7 +71,10 @@ typedef struct cli_parser {
 } cli_parser_t;
 
 /* argv[0] is the subcommand word itself; parsing starts after it. */
-void cli_parser_init(cli_parser_t *p, const char *cmd, int argc, char **argv);
+void cli_parser_init(cli_parser_t *p, const char *cmd, const char *usage, int argc, char **argv);
+/* Prints "unknown option OPT for CMD; usage: outbox CMD ..." (the line of
+ * usage for cmd); returns CLI_EXIT_ERROR. */
+int cli_unknown_option(const char *cmd, const char *usage, const char *opt);
 /* The next option of table (terminated by a NULL name): its id, CLI_DONE,
  * CLI_HELP (--help or -h) or CLI_ERROR. --verbose is accepted everywhere
  * and handled here. Accepts "--name value" and "--name=value". */
@@ -131,9 +135,15 @@ int64_t cli_now_us(void);
 
 /* ------------------------------------------------------------- stores */
 
-/* Checks the relation, then opens the store. Prints the error. */
+/* Checks the relation, then opens the store. Prints the error, with the
+ * command that fixes it where there is one (a missing table or database
+ * file: schema apply). Only with may_create (schema apply) may a missing
+ * SQLite database file be created. */
 int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
-                   outbox_store_t **out);
+                   bool may_create, outbox_store_t **out);
+
+/* 1 when uri starts with a scheme and ':'. */
+bool cli_has_scheme(const char *uri);
 
 /* ---------------------------------------------------------- subcommands */
 

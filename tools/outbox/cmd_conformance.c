@@ -102,7 +102,7 @@ int cli_cmd_conformance(int argc, char **argv)
 {
     const char *cmd = "conformance";
     cli_parser_t p;
-    cli_parser_init(&p, cmd, argc, argv);
+    cli_parser_init(&p, cmd, usage, argc, argv);
     conformance_args_t a = {0};
     for (int id; (id = cli_next(&p, options)) != CLI_DONE;) {
         switch (id) {

@@ -197,6 +197,12 @@ static bool check_args(const relay_args_t *a)
         !cli_nonempty("relay", "--destination", a->cfg.destination) ||
         !cli_relation_ok(a->store.relation))
         return false;
+    /* The library would offer a store URI as the example. */
+    if (!cli_has_scheme(a->sink)) {
+        cli_error("relay: --sink: missing scheme in URI \"%.160s\": expected a sink URI such as %s",
+                  a->sink, OUTBOX_CLI_SINK_URIS);
+        return false;
+    }
     if (a->base_given && a->cap_given && a->cfg.backoff_cap_us < a->cfg.backoff_base_us) {
         cli_error("relay: --backoff-cap must not be shorter than --backoff-base");
         return false;
@@ -208,7 +214,7 @@ static bool check_args(const relay_args_t *a)
 
 static int worker_open(worker_t *w, const relay_args_t *a)
 {
-    int ex = cli_open_store("relay", &a->store, 0, &w->store);
+    int ex = cli_open_store("relay", &a->store, 0, false, &w->store);
     if (ex != CLI_EXIT_OK)
         return ex;
     outbox_diag_t d = {0};
@@ -359,7 +365,7 @@ int cli_cmd_relay(int argc, char **argv)
     outbox_relay_config_init(&a.cfg);
     a.cfg.struct_size = sizeof a.cfg;
     cli_parser_t p;
-    cli_parser_init(&p, "relay", argc, argv);
+    cli_parser_init(&p, "relay", usage, argc, argv);
     int id;
     while ((id = cli_next(&p, options)) > 0)
         if (!parse_option(&a, id, p.value))

@@ -1,11 +1,14 @@
 /* What every subcommand needs: error lines, the core's log on stderr, the
  * clock, and opening a store. */
+#include <errno.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -353,12 +356,153 @@ int64_t cli_now_us(void)
 
 /* ------------------------------------------------------------- stores */
 
+bool cli_has_scheme(const char *uri)
+{
+    if (!uri || !is_alpha(uri[0]))
+        return false;
+    size_t i = 1;
+    while (is_alpha(uri[i]) || (uri[i] >= '0' && uri[i] <= '9') || uri[i] == '+' || uri[i] == '-' ||
+           uri[i] == '.')
+        i++;
+    return uri[i] == ':';
+}
+
+/* text as one word for a POSIX shell, for a command to copy: as it is when
+ * it holds nothing a shell would read otherwise, else single-quoted. */
+static char *shell_word(const char *text)
+{
+    static const char safe[] = "_@%+=:,./-~";
+    bool plain = text[0] != '\0';
+    for (const char *c = text; *c && plain; c++)
+        plain = is_alpha(*c) || (*c >= '0' && *c <= '9') || strchr(safe, *c);
+    size_t n = strlen(text);
+    char *out = malloc(4 * n + 3);
+    if (!out)
+        return NULL;
+    if (plain)
+        return strcpy(out, text);
+    char *w = out;
+    *w++ = '\'';
+    for (const char *c = text; *c; c++) {
+        if (*c == '\'') {
+            memcpy(w, "'\\''", 4);
+            w += 4;
+        } else {
+            *w++ = *c;
+        }
+    }
+    *w++ = '\'';
+    *w = '\0';
+    return out;
+}
+
+/* "outbox schema apply --store URI [--relation R] --yes-i-know" and the
+ * like, with the URI masked and quoted for a shell. */
+static char *fix_command(const char *action, const cli_store_args_t *a, const char *tail)
+{
+    char *masked = cli_mask_uri(a->uri);
+    char *uri = masked ? shell_word(masked) : NULL;
+    char *cmd = NULL;
+    if (uri && asprintf(&cmd, "outbox %s --store %s%s%s%s", action, uri, a->relation ? " --relation " : "",
+                        a->relation ? a->relation : "", tail) < 0)
+        cmd = NULL;
+    free(uri);
+    free(masked);
+    return cmd;
+}
+
+/* The database file a sqlite: URI names, percent-decoded; NULL when uri is
+ * not such a URI or names no file (the driver then says what is wrong). */
+static char *sqlite_path(const char *uri)
+{
+    if (strncasecmp(uri, "sqlite:", 7) != 0)
+        return NULL;
+    const char *p = uri + 7;
+    if (p[0] == '/' && p[1] == '/') {
+        if (p[2] != '/')
+            return NULL; /* a host part: refused by the driver */
+        p += 2;
+    }
+    size_t n = strcspn(p, "?");
+    char *path = malloc(n + 1);
+    if (!path)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '%') {
+            int hi = i + 2 < n ? hex_value(p[i + 1]) : -1, lo = i + 2 < n ? hex_value(p[i + 2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+                free(path);
+                return NULL;
+            }
+            path[w++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            path[w++] = p[i];
+        }
+    }
+    path[w] = '\0';
+    if (w == 0 || strcmp(path, ":memory:") == 0) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* A SQLite database named by the store URI must exist, except for schema
+ * apply, which creates it in a directory that must. The driver would
+ * create the file for any schema-only open (schema check as well) and
+ * otherwise only say "unable to open database file". */
+static int check_sqlite_file(const char *cmd, const cli_store_args_t *a, bool may_create)
+{
+    char *path = sqlite_path(a->uri);
+    if (!path)
+        return CLI_EXIT_OK;
+    int ex = CLI_EXIT_OK;
+    struct stat st;
+    if (may_create) {
+        char *copy = strdup(path);
+        const char *dir = copy ? dirname(copy) : ".";
+        if (stat(dir, &st) != 0 && errno == ENOENT)
+            ex = cli_error("%s: directory %s does not exist", cmd, dir);
+        free(copy);
+    } else if (stat(path, &st) != 0 && errno == ENOENT) {
+        char *fix = fix_command("schema apply", a, " --yes-i-know");
+        ex = cli_error("%s: database file %s does not exist: create it with `%s`", cmd, path,
+                       fix ? fix : "outbox schema apply");
+        free(fix);
+    }
+    free(path);
+    return ex;
+}
+
+/* The store's refusal, and what to run about it: a missing table is made by
+ * schema apply; anything else about the schema, schema check lists. */
+static int schema_error(const char *cmd, const cli_store_args_t *a, int rc, const char *message)
+{
+    const char *why = message && message[0] ? message : outbox_strerror(rc);
+    bool missing = strstr(why, "not found") || strstr(why, "does not exist");
+    char *fix = missing ? fix_command("schema apply", a, " --yes-i-know") : fix_command("schema check", a, "");
+    int ex;
+    if (!fix)
+        ex = cli_error("%s: %s", cmd, why);
+    else if (missing)
+        ex = cli_error("%s: %s: create it with `%s`", cmd, why, fix);
+    else
+        ex = cli_error("%s: %s: `%s` lists what is missing", cmd, why, fix);
+    free(fix);
+    return ex;
+}
+
 int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
-                   outbox_store_t **out)
+                   bool may_create, outbox_store_t **out)
 {
     *out = NULL;
     if (!cli_require(cmd, "--store", a->uri) || !cli_relation_ok(a->relation))
         return CLI_EXIT_ERROR;
+    int ex = check_sqlite_file(cmd, a, may_create);
+    if (ex != CLI_EXIT_OK)
+        return ex;
     outbox_store_options_t opts = {
         .struct_size = sizeof opts,
         .relation = a->relation,
@@ -368,6 +512,8 @@ int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_fla
     int rc = outbox_store_open(a->uri, &opts, out, &d);
     if (rc != OUTBOX_OK) {
         *out = NULL;
+        if (rc == OUTBOX_ESCHEMA && !(open_flags & OUTBOX_OPEN_SCHEMA_ONLY))
+            return schema_error(cmd, a, rc, d.message);
         return cli_diag_error(cmd, rc, d.message);
     }
     return CLI_EXIT_OK;

@@ -59,5 +59,9 @@ grep -Eq "^outbox: $TS info: relay r2: starting 1 worker: store $(printf '%s' "$
     pass "start line: $(grep 'starting' "$TMP/relay2.err")" || fail "start line with ?password=: $(cat "$TMP/relay2.err")"
 grep -q "info: relay r3: starting 1 worker: store postgres:host=.* password=\*\*\* dbname=" "$TMP/relay3.err" &&
     pass "start line: $(grep 'starting' "$TMP/relay3.err")" || fail "start line with password='...': $(cat "$TMP/relay3.err")"
+# The missing table's error says how to make it, with the password masked.
+# (quoted: a shell would expand the *)
+grep -qF "create it with \`outbox schema apply --store '$shown_info' --relation nope_$SCH --yes-i-know\`" "$TMP/err1.err" &&
+    pass "missing table: $(cat "$TMP/err1.err")" || fail "missing table: $(cat "$TMP/err1.err")"
 check "published" 9 "$(q "SELECT count(*) FROM $REL WHERE status = 'published'")"
 finish
