@@ -437,12 +437,15 @@ static void format_duration(int64_t us, char buf[32])
         int64_t us;
     } units[] = {{"d", INT64_C(86400000000)}, {"h", INT64_C(3600000000)}, {"m", INT64_C(60000000)},
                  {"s", 1000000}, {"ms", 1000}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (us != 0 && us % units[i].us == 0) {
-            snprintf(buf, 32, "%lld%s", (long long)(us / units[i].us), units[i].unit);
-            return;
+    const char *unit = us == 0 ? "s" : "us";
+    int64_t n = us;
+    for (size_t i = 0; i < sizeof units / sizeof units[0] && us != 0; i++)
+        if (us % units[i].us == 0) {
+            unit = units[i].unit;
+            n = us / units[i].us;
+            break;
         }
-    snprintf(buf, 32, us == 0 ? "0s" : "%lldus", (long long)us);
+    snprintf(buf, 32, "%lld%s", (long long)n, unit);
 }
 
 static void log_start(const outbox_relay_t *r)

@@ -144,20 +144,21 @@ static bool find_secret_param(const char *src, size_t *pos, size_t *from, size_t
  * of a URI (user info, secret parameters) becomes "***". */
 static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
 {
-    /* Secrets in the order they appear: the user info's first, parameters after. */
-    size_t from[8], to[8], n = 0, pos = 0;
-    if (mask_password && find_password(src, &from[0], &to[0])) {
-        n = 1;
-        pos = to[0];
-    }
-    while (mask_password && n < 8 && find_secret_param(src, &pos, &from[n], &to[n]))
-        n++;
-    size_t w = 0, i = 0, next = 0;
+    /* The next secret at or after i: the user info's first, then the
+     * parameters', found one at a time as the copy reaches them. */
+    size_t from = 0, to = 0, pos = 0;
+    bool secret = mask_password && find_password(src, &from, &to);
+    if (secret)
+        pos = to;
+    else if (mask_password)
+        secret = find_secret_param(src, &pos, &from, &to);
+    size_t w = 0, i = 0;
     for (; src[i] && w < EXCERPT_MAX; i++) {
-        if (next < n && i == from[next]) {
+        if (secret && i == from) {
             memcpy(dst + w, "***", 3);
             w += 3;
-            i = to[next++] - 1;
+            i = to - 1;
+            secret = find_secret_param(src, &pos, &from, &to);
             continue;
         }
         unsigned char c = (unsigned char)src[i];

@@ -65,6 +65,9 @@ for sink in stdout file null "$TMP/x.jsonl" "x.jsonl"; do
         relay --store "sqlite://$DB" --route r --sink "$sink" --until-idle
     grep -q sqlite "$ERR" && fail "--sink $sink: the example is a store's: $(cat "$ERR")"
 done
+# A scheme that is there but invalid is the library's to explain.
+expect_error '^outbox: relay: --sink: invalid scheme "1abc" in URI "1abc:x"' \
+    relay --store "sqlite://$DB" --route r --sink 1abc:x --until-idle
 # A store keeps a store example.
 expect_error 'missing scheme in URI "nope": expected e.g. sqlite:' stats --store nope
 
@@ -108,6 +111,7 @@ expect 0 help && cmp -s "$OUT" "$TMP/want" && pass "outbox help = outbox --help"
 expect 0 help schema apply && grep -q '^usage: outbox schema' "$OUT" && pass "outbox help schema apply" ||
     fail "outbox help schema apply: $(head -n 3 "$OUT")"
 expect_error '^outbox: help: unknown command "frobnicate" \(try outbox --help\)$' help frobnicate
+expect 0 help help && cmp -s "$OUT" "$TMP/want" && pass "outbox help help = outbox --help" || fail "outbox help help"
 
 # --- a bare outbox --------------------------------------------------------------
 run

@@ -297,6 +297,12 @@ START_TEST(test_passwords_never_in_messages)
     ck_assert_int_eq(outbox_uri_parse("postgresql://h/db?password=se%zzcret", &u, &d), OUTBOX_EINVAL);
     ck_assert_msg(strstr(d.message, "cret") == NULL && strstr(d.message, "%zz") == NULL, "%s", d.message);
     ck_assert_ptr_nonnull(strstr(d.message, "bad percent escape in the password"));
+    /* However many there are. */
+    char many[600] = "postgresql://h/db?x=%zz";
+    for (int i = 0; i < 20; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "&password=s3c%d", i);
+    ck_assert_int_eq(outbox_uri_parse(many, &u, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "s3c") == NULL, "%s", d.message);
     /* Names that only look alike are shown. */
     ck_assert_int_eq(outbox_uri_parse("postgresql://h/db?passfile=/x&x=%zz", &u, &d), OUTBOX_EINVAL);
     ck_assert_msg(strstr(d.message, "passfile=/x") != NULL, "%s", d.message);

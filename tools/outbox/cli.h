@@ -142,8 +142,9 @@ int64_t cli_now_us(void);
 int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
                    bool may_create, outbox_store_t **out);
 
-/* 1 when uri starts with a scheme and ':'. */
-bool cli_has_scheme(const char *uri);
+/* 1 when uri has no scheme at all: no ':' before its first '/' or '?'
+ * ("stdout", "/tmp/x.jsonl"). A malformed scheme is not missing. */
+bool cli_lacks_scheme(const char *uri);
 
 /* ---------------------------------------------------------- subcommands */
 

@@ -198,7 +198,7 @@ static bool check_args(const relay_args_t *a)
         !cli_relation_ok(a->store.relation))
         return false;
     /* The library would offer a store URI as the example. */
-    if (!cli_has_scheme(a->sink)) {
+    if (cli_lacks_scheme(a->sink)) {
         cli_error("relay: --sink: missing scheme in URI \"%.160s\": expected a sink URI such as %s",
                   a->sink, OUTBOX_CLI_SINK_URIS);
         return false;

@@ -22,8 +22,7 @@ static atomic_bool quiet;
  * the tool prints has them replaced by "***", whatever part of the library
  * or which driver the text comes from. Registered while the arguments are
  * parsed, before any other thread runs; read-only afterwards. */
-#define CLI_MAX_SECRETS 32
-static char *secrets[CLI_MAX_SECRETS];
+static char **secrets;
 static size_t n_secrets;
 
 static bool is_alpha(char c)
@@ -59,14 +58,14 @@ typedef struct span {
     size_t from, to;
 } span_t;
 
-/* Where the secrets of uri are, in order: the password of a
+/* The next secret of uri at or after *pos, in order: the password of a
  * "//user:password@host" authority, then every NAME=VALUE whose NAME is a
- * secret's (?password=..., or host=h password='x y' in a key=value string). */
-static size_t secret_spans(const char *uri, span_t *out, size_t max)
+ * secret's (?password=..., or host=h password='x y' in a key=value string).
+ * Start with *pos = 0; it moves past what is returned. */
+static bool next_secret(const char *uri, size_t *pos, span_t *out)
 {
-    size_t n = 0, pos = 0;
-    const char *a = strstr(uri, "//");
-    if (a && max > 0) {
+    const char *a = *pos == 0 ? strstr(uri, "//") : NULL;
+    if (a) {
         a += 2;
         size_t alen = strcspn(a, "/?#");
         const char *at = NULL;
@@ -75,11 +74,12 @@ static size_t secret_spans(const char *uri, span_t *out, size_t max)
                 at = a + i;
         const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
         if (colon && colon + 1 < at) {
-            out[n++] = (span_t){(size_t)(colon + 1 - uri), (size_t)(at - uri)};
-            pos = (size_t)(at - uri);
+            *out = (span_t){(size_t)(colon + 1 - uri), (size_t)(at - uri)};
+            *pos = out->to;
+            return true;
         }
     }
-    for (size_t i = pos; uri[i] && n < max; i++) {
+    for (size_t i = *pos; uri[i]; i++) {
         if (!name_char(uri[i]) || (i > 0 && !strchr("?&; \t", uri[i - 1])))
             continue;
         size_t end = i;
@@ -92,7 +92,8 @@ static size_t secret_spans(const char *uri, span_t *out, size_t max)
             i = end - 1;
             continue;
         }
-        for (v++; uri[v] == ' ';)
+        v++;
+        while (uri[v] == ' ')
             v++;
         size_t w = v;
         if (uri[w] == '\'') {
@@ -104,20 +105,28 @@ static size_t secret_spans(const char *uri, span_t *out, size_t max)
         } else {
             w += strcspn(uri + w, "&;# \t");
         }
-        if (w > v)
-            out[n++] = (span_t){v, w};
+        if (w > v) {
+            *out = (span_t){v, w};
+            *pos = w;
+            return true;
+        }
         i = w > i ? w - 1 : i;
     }
-    return n;
+    *pos = strlen(uri);
+    return false;
 }
 
 static void add_secret(const char *s, size_t len)
 {
-    if (len == 0 || n_secrets == CLI_MAX_SECRETS)
+    if (len == 0)
         return;
     for (size_t i = 0; i < n_secrets; i++)
         if (strlen(secrets[i]) == len && memcmp(secrets[i], s, len) == 0)
             return;
+    char **grown = realloc(secrets, (n_secrets + 1) * sizeof *secrets);
+    if (!grown)
+        return;
+    secrets = grown;
     char *copy = strndup(s, len);
     if (copy)
         secrets[n_secrets++] = copy;
@@ -163,39 +172,37 @@ static void add_secret_forms(const char *s, size_t len)
 
 void cli_note_secrets(const char *uri)
 {
-    if (!uri)
-        return;
-    span_t spans[CLI_MAX_SECRETS];
-    size_t n = secret_spans(uri, spans, CLI_MAX_SECRETS);
-    for (size_t i = 0; i < n; i++)
-        add_secret_forms(uri + spans[i].from, spans[i].to - spans[i].from);
+    size_t pos = 0;
+    span_t sp;
+    while (uri && next_secret(uri, &pos, &sp))
+        add_secret_forms(uri + sp.from, sp.to - sp.from);
 }
 
 void cli_forget_secrets(void)
 {
     for (size_t i = 0; i < n_secrets; i++)
         free(secrets[i]);
+    free(secrets);
+    secrets = NULL;
     n_secrets = 0;
 }
 
 char *cli_mask_uri(const char *uri)
 {
-    span_t spans[CLI_MAX_SECRETS];
-    size_t n = secret_spans(uri, spans, CLI_MAX_SECRETS);
-    char *out = malloc(strlen(uri) + 3 * n + 1);
+    /* A secret is at least one byte and becomes three. */
+    char *out = malloc(3 * strlen(uri) + 1);
     if (!out)
         return NULL;
-    size_t w = 0, next = 0;
-    for (size_t i = 0; uri[i];) {
-        if (next < n && i == spans[next].from) {
-            memcpy(out + w, "***", 3);
-            w += 3;
-            i = spans[next++].to;
-        } else {
-            out[w++] = uri[i++];
-        }
+    size_t w = 0, i = 0, pos = 0;
+    span_t sp;
+    while (next_secret(uri, &pos, &sp)) {
+        memcpy(out + w, uri + i, sp.from - i);
+        w += sp.from - i;
+        memcpy(out + w, "***", 3);
+        w += 3;
+        i = sp.to;
     }
-    out[w] = '\0';
+    strcpy(out + w, uri + i);
     return out;
 }
 
@@ -356,15 +363,10 @@ int64_t cli_now_us(void)
 
 /* ------------------------------------------------------------- stores */
 
-bool cli_has_scheme(const char *uri)
+bool cli_lacks_scheme(const char *uri)
 {
-    if (!uri || !is_alpha(uri[0]))
-        return false;
-    size_t i = 1;
-    while (is_alpha(uri[i]) || (uri[i] >= '0' && uri[i] <= '9') || uri[i] == '+' || uri[i] == '-' ||
-           uri[i] == '.')
-        i++;
-    return uri[i] == ':';
+    const char *colon = strchr(uri, ':');
+    return !colon || colon == uri || (size_t)(colon - uri) >= strcspn(uri, "/?");
 }
 
 /* text as one word for a POSIX shell, for a command to copy: as it is when

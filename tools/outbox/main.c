@@ -49,7 +49,7 @@ static int (*find_command(const char *name))(int, char **)
 /* outbox help [COMMAND ...]: the same as outbox [COMMAND] --help. */
 static int help(int argc, char **argv)
 {
-    if (argc < 2) {
+    if (argc < 2 || strcmp(argv[1], "help") == 0) {
         fputs(usage, stdout);
         return CLI_EXIT_OK;
     }
