@@ -21,9 +21,12 @@ int64_t outbox_monotonic_us(void)
 
 void outbox_sleep_us(int64_t us, const atomic_int *stop)
 {
-    /* Sleep in slices so a stop request is seen within 20 ms. */
+    /* Sleep in slices so a stop request is seen within 20 ms. Callers pass
+     * bounded durations (OUTBOX_DURATION_MAX_US); the end saturates anyway,
+     * so a bad one sleeps long instead of overflowing. */
     const int64_t slice = 20000;
-    int64_t end = outbox_monotonic_us() + us;
+    int64_t start = outbox_monotonic_us();
+    int64_t end = us > INT64_MAX - start ? INT64_MAX : start + us;
     for (;;) {
         if (stop != NULL && atomic_load(stop))
             return;

@@ -29,6 +29,10 @@ struct outbox_relay {
     atomic_int stop;
     int outage_streak;
     int64_t pause_us; /* set by a step that hit an outage */
+    /* The outage being reported: when its first batch was released
+     * (monotonic; 0 = none), and how many batches it has released. */
+    int64_t outage_since_us;
+    uint64_t outage_batches;
     outbox_relay_counters_t counters;
     outbox_diag_t diag;
 };
@@ -109,6 +113,24 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
                                cfg->batch);
     if (cfg->max_attempts < 1)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: max_attempts must be at least 1");
+    /* Each is added to a clock reading (poll and pause to the monotonic
+     * clock, a retry delay to the wall clock, the lease subtracted from
+     * it); bounded, that never overflows. */
+    const struct {
+        const char *name;
+        int64_t us;
+    } durations[] = {
+        {"lease_us", cfg->lease_us},
+        {"poll_us", cfg->poll_us},
+        {"backoff_base_us", cfg->backoff_base_us},
+        {"backoff_cap_us", cfg->backoff_cap_us},
+    };
+    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
+        if (durations[i].us > OUTBOX_DURATION_MAX_US)
+            return outbox_diag_set(d, OUTBOX_EINVAL,
+                                   "relay config: %s is %lld, at most 36500 days (%lld us)",
+                                   durations[i].name, (long long)durations[i].us,
+                                   (long long)OUTBOX_DURATION_MAX_US);
     if (cfg->lease_us <= 0 || cfg->poll_us <= 0)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: lease and poll must be above 0");
     if (cfg->backoff_base_us < 0 || cfg->backoff_cap_us < cfg->backoff_base_us)
@@ -360,8 +382,6 @@ static int publish_batch(outbox_relay_t *r, batch_t *b)
         for (size_t k = 0; k < m; k++)
             retry += b->results[k].status == OUTBOX_PUBLISH_RETRY;
         if (retry == m) {
-            outbox_log(OUTBOX_LOG_WARN, "relay %s: sink unavailable (%s); releasing %zu rows",
-                       r->route, b->results[0].message, m + later);
             release_undecided(b);
             return 1;
         }
@@ -408,6 +428,121 @@ static int settle_batch(outbox_relay_t *r, batch_t *b)
     return OUTBOX_OK;
 }
 
+/* ------------------------------------------------------------- the log
+ *
+ * What an operator reads: info lines when a relay starts and stops and
+ * when the sink comes back, one warning when it goes down (the rest of an
+ * outage is debug, so a long one does not flood the log), a debug line per
+ * batch. The lines name drivers, never URIs, so no password can slip in. */
+
+/* us in the largest unit that shows it exactly: "30s", "100ms", "1500us". */
+static void format_duration(int64_t us, char buf[32])
+{
+    static const struct {
+        const char *unit;
+        int64_t us;
+    } units[] = {{"d", INT64_C(86400000000)}, {"h", INT64_C(3600000000)}, {"m", INT64_C(60000000)},
+                 {"s", 1000000}, {"ms", 1000}};
+    const char *unit = us == 0 ? "s" : "us";
+    int64_t n = us;
+    for (size_t i = 0; i < sizeof units / sizeof units[0] && us != 0; i++)
+        if (us % units[i].us == 0) {
+            unit = units[i].unit;
+            n = us / units[i].us;
+            break;
+        }
+    snprintf(buf, 32, "%lld%s", (long long)n, unit);
+}
+
+static void log_start(const outbox_relay_t *r)
+{
+    char lease[32], poll[32];
+    format_duration(r->cfg.lease_us, lease);
+    format_duration(r->cfg.poll_us, poll);
+    const outbox_driver_t *drv = outbox_store_driver(r->store);
+    outbox_log(OUTBOX_LOG_INFO,
+               "relay %s: started: store %s (%s), batch %zu, max attempts %d, lease %s, poll %s%s",
+               r->route, drv && drv->name ? drv->name : "?", outbox_store_relation(r->store),
+               r->cfg.batch, r->cfg.max_attempts, lease, poll, r->cfg.hlc_order ? ", hlc order" : "");
+}
+
+static void log_stop(const outbox_relay_t *r, const char *why)
+{
+    const outbox_relay_counters_t *c = &r->counters;
+    outbox_log(OUTBOX_LOG_INFO,
+               "relay %s: stopped (%s): claimed %llu, published %llu, retried %llu, dead %llu, "
+               "released %llu",
+               r->route, why, (unsigned long long)c->claimed, (unsigned long long)c->published,
+               (unsigned long long)c->retried, (unsigned long long)c->dead,
+               (unsigned long long)c->released);
+}
+
+static size_t count_kind(const batch_t *b, int kind)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        n += b->items[i].kind == kind;
+    return n;
+}
+
+/* The batch the breaker just released: a warning if it starts an outage. */
+static void log_outage(outbox_relay_t *r, const batch_t *b)
+{
+    const char *why = b->results[0].message[0] ? b->results[0].message : "every message was retried";
+    long long pause_ms = (long long)((r->pause_us + 999) / 1000);
+    size_t released = count_kind(b, OUTBOX_SETTLE_RELEASE);
+    if (r->outage_since_us == 0) {
+        r->outage_since_us = outbox_monotonic_us();
+        r->outage_batches = 1;
+        outbox_log(OUTBOX_LOG_WARN, "relay %s: sink unavailable (%s): released %zu rows, pausing %lld ms",
+                   r->route, why, released, pause_ms);
+    } else {
+        r->outage_batches++;
+        outbox_log(OUTBOX_LOG_DEBUG,
+                   "relay %s: sink still unavailable (%s): released %zu rows, pausing %lld ms", r->route,
+                   why, released, pause_ms);
+    }
+}
+
+/* A batch the breaker did not release: if the sink gave a verdict on any
+ * row (rows dead-lettered for attempts spent before this claim had none),
+ * an outage being reported is over. */
+static void log_recovery(outbox_relay_t *r, const batch_t *b)
+{
+    if (r->outage_since_us == 0)
+        return;
+    size_t answered = count_kind(b, OUTBOX_SETTLE_PUBLISHED) + count_kind(b, OUTBOX_SETTLE_RESCHEDULE);
+    for (size_t i = 0; i < b->n; i++)
+        answered += b->items[i].kind == OUTBOX_SETTLE_DEAD && b->rows[i].attempts <= r->cfg.max_attempts;
+    if (answered == 0)
+        return;
+    long long ms = (long long)((outbox_monotonic_us() - r->outage_since_us) / 1000);
+    outbox_log(OUTBOX_LOG_INFO, "relay %s: sink recovered after %lld ms (%llu batch%s released)", r->route,
+               ms, (unsigned long long)r->outage_batches, r->outage_batches == 1 ? "" : "es");
+    r->outage_since_us = 0;
+    r->outage_batches = 0;
+}
+
+static void log_batch(const outbox_relay_t *r, size_t claimed, const outbox_relay_counters_t *before,
+                      int64_t started_us)
+{
+    const outbox_relay_counters_t *c = &r->counters;
+    char fence[48] = "";
+    if (c->fence_lost > before->fence_lost)
+        snprintf(fence, sizeof fence, ", fence lost %llu",
+                 (unsigned long long)(c->fence_lost - before->fence_lost));
+    outbox_log(OUTBOX_LOG_DEBUG,
+               "relay %s: batch: claimed %zu, published %llu, retried %llu, dead %llu, released %llu%s, "
+               "%lld ms",
+               r->route, claimed, (unsigned long long)(c->published - before->published),
+               (unsigned long long)(c->retried - before->retried),
+               (unsigned long long)(c->dead - before->dead),
+               (unsigned long long)(c->released - before->released), fence,
+               (long long)((outbox_monotonic_us() - started_us) / 1000));
+}
+
+/* ------------------------------------------------------------ the loop */
+
 int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
 {
     if (claimed != NULL)
@@ -418,6 +553,8 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
     r->pause_us = 0;
     if (atomic_load(&r->stop))
         return OUTBOX_OK;
+    int64_t started_us = outbox_monotonic_us();
+    outbox_relay_counters_t before = r->counters;
     batch_t b = {0};
     outbox_claim_req_t req = {
         .struct_size = sizeof req,
@@ -450,11 +587,15 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         r->outage_streak++;
         int64_t pause = outbox_backoff_us(r->cfg.backoff_base_us, r->cfg.backoff_cap_us, r->outage_streak);
         r->pause_us = pause > r->cfg.poll_us ? pause : r->cfg.poll_us;
+        log_outage(r, &b);
     } else {
         r->outage_streak = 0;
+        log_recovery(r, &b);
     }
     release_undecided(&b);
     rc = settle_batch(r, &b);
+    if (rc == OUTBOX_OK)
+        log_batch(r, b.n, &before, started_us);
     batch_free(&b);
     return rc;
 }
@@ -472,10 +613,9 @@ static void idle_wait(outbox_relay_t *r)
     outbox_store_wait(r->store, r->route, (int)ms);
 }
 
-int outbox_relay_run(outbox_relay_t *r)
+/* The loop of outbox_relay_run; *why says why it ended well. */
+static int run_loop(outbox_relay_t *r, const char **why)
 {
-    if (r == NULL)
-        return OUTBOX_EINVAL;
     int errors = 0;
     while (!atomic_load(&r->stop)) {
         size_t claimed = 0;
@@ -493,10 +633,23 @@ int outbox_relay_run(outbox_relay_t *r)
         if (r->pause_us > 0) {
             outbox_sleep_us(r->pause_us, &r->stop);
         } else if (claimed == 0) {
-            if (r->cfg.until_idle)
+            if (r->cfg.until_idle) {
+                *why = "nothing left to claim";
                 return OUTBOX_OK;
+            }
             idle_wait(r);
         }
     }
     return OUTBOX_OK;
+}
+
+int outbox_relay_run(outbox_relay_t *r)
+{
+    if (r == NULL)
+        return OUTBOX_EINVAL;
+    log_start(r);
+    const char *why = "stop requested";
+    int rc = run_loop(r, &why);
+    log_stop(r, rc == OUTBOX_OK ? why : "on an error");
+    return rc;
 }

@@ -44,7 +44,9 @@ static int hex_value(char c)
 /* Secrets in echoed input, so error messages, which get logged, never
  * carry them. Masking errs on the side of hiding too much: a message that
  * hides a host is a nuisance, one that shows a password is a leak. */
-#define MASKS_MAX 8
+/* Enough for every secret an excerpt can show: masks are found in text order
+ * and the shortest secret parameter ("pwd=x&") takes 6 bytes. */
+#define MASKS_MAX (EXCERPT_MAX / 6 + 2)
 
 typedef struct mask {
     size_t from, to; /* [from, to) of src becomes "***" */
@@ -83,23 +85,49 @@ static bool find_password(const char *src, mask_t *m)
     return true;
 }
 
-/* A key ending in "password" (password, sslpassword, ...) at key, as a URI
- * parameter or a libpq key=value pair: how long it is with its '=', or 0. */
+static bool contains_word(const char *name, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++) {
+        size_t k = 0;
+        while (k < w && lower(name[i + k]) == word[k])
+            k++;
+        if (k == w)
+            return true;
+    }
+    return false;
+}
+
+/* A parameter whose value is a secret: libpq's password and sslpassword,
+ * and what other drivers call their secrets (sasl_password, token, ...). */
+static bool secret_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (contains_word(name, n, words[i]))
+            return true;
+    return (n == 4 && contains_word(name, n, "pass")) || (n == 3 && contains_word(name, n, "pwd"));
+}
+
+/* A secret parameter's key (see secret_name) at key, as a URI parameter
+ * or a libpq key=value pair: the offset of its value, or 0. */
 static size_t password_key(const char *src, size_t key)
 {
     if (key > 0 && !strchr("?&; :", src[key - 1]))
         return 0;
     size_t n = 0;
-    while (is_alpha(src[key + n]) || src[key + n] == '_')
+    while (is_alpha(src[key + n]) || is_digit(src[key + n]) || src[key + n] == '_' ||
+           src[key + n] == '-')
         n++;
-    static const char word[] = "password";
-    size_t w = sizeof word - 1;
-    if (n < w || src[key + n] != '=')
+    size_t v = n;
+    while (src[key + v] == ' ')
+        v++;
+    if (n == 0 || src[key + v] != '=' || !secret_name(src + key, n))
         return 0;
-    for (size_t i = 0; i < w; i++)
-        if (lower(src[key + n - w + i]) != word[i])
-            return 0;
-    return n + 1;
+    v++;
+    while (src[key + v] == ' ')
+        v++;
+    return v; /* libpq allows spaces around '=' */
 }
 
 /* Values of password parameters: up to '&' or a space, or a quoted libpq
@@ -429,8 +457,12 @@ static int parse_query(builder_t *b, const char *q, outbox_uri_owned_t *out)
                 return uri_error(b, OUTBOX_EINVAL, "empty parameter name in the query");
             outbox_uri_param_t *param = &out->params[k++];
             int rc = put_string(b, p, klen, true, "query", &param->key);
+            /* A bad escape in a secret's value is not echoed. */
+            const char *what = rc == OUTBOX_OK && secret_name(param->key, strlen(param->key))
+                                   ? "password"
+                                   : "query";
             if (rc == OUTBOX_OK)
-                rc = eq ? put_string(b, eq + 1, seg - klen - 1, true, "query", &param->value)
+                rc = eq ? put_string(b, eq + 1, seg - klen - 1, true, what, &param->value)
                         : put_string(b, "", 0, false, "query", &param->value);
             if (rc != OUTBOX_OK)
                 return rc;
@@ -565,8 +597,9 @@ int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d)
                                "us, ms, s, m, h or d, e.g. 500ms",
                                shown);
     }
-    if (overflow || n > INT64_MAX / factor)
-        return outbox_diag_set(d, OUTBOX_EINVAL, "duration \"%s\" is too large", shown);
+    if (overflow || n > OUTBOX_DURATION_MAX_US / factor)
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "duration \"%s\" is too large: at most 36500d (100 years)", shown);
     if (us)
         *us = n * factor;
     return OUTBOX_OK;

@@ -168,6 +168,7 @@ typedef struct outbox_relay_config {
     const char *route;        /* required */
     size_t batch;             /* default 100 */
     int max_attempts;         /* default 10 */
+    /* Durations: each at most OUTBOX_DURATION_MAX_US. */
     int64_t lease_us;         /* default 30 s */
     int64_t poll_us;          /* default 100 ms */
     int64_t backoff_base_us;  /* default 1 s; 0 = retry at once */
@@ -201,7 +202,13 @@ OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
 OUTBOX_API const char *outbox_relay_message(const outbox_relay_t *r);
 OUTBOX_API void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out);
 
-/* Where the core's log lines go (default: nowhere). */
+/* Where the core's log lines go (default: nowhere). fn gets one line at a
+ * time, without a newline or timestamp, and an OUTBOX_LOG_* level; calls are
+ * serialised. A relay logs at info when it starts and stops (with its
+ * counters) and when its sink answers again after an outage, a warning
+ * when the sink goes down, and at debug each batch (claimed, published,
+ * retried, dead, released, milliseconds) and each further batch an outage
+ * releases. Its lines name drivers and relations, never URIs. */
 OUTBOX_API void outbox_set_logger(void (*fn)(void *ctx, int level, const char *line), void *ctx);
 
 /* ---------------------------------------------------------------- HLC */
@@ -227,7 +234,17 @@ OUTBOX_API int outbox_uuid_v7(char buf[OUTBOX_UUID_STRLEN + 1]);
 /* 1 when s is a canonical UUID (any version), 0 otherwise. */
 OUTBOX_API int outbox_uuid_valid(const char *s);
 
-/* "500ms", "30s", "5m", "2h", "7d", "250us" -> microseconds. */
+/* The longest duration the library takes, parsed or in a config: 36500
+ * days (100 years of 365 days), in microseconds. A duration is added to a
+ * clock reading (a poll or a retry delay to now, a lease subtracted from
+ * it), sometimes with a second one on top; bounded like this the sum stays
+ * below INT64_MAX by a factor of more than a thousand, a timestamp of any
+ * store holds it, and no lease, poll, backoff or purge age anyone means is
+ * longer. */
+#define OUTBOX_DURATION_MAX_US (INT64_C(36500) * 86400 * 1000000)
+
+/* "500ms", "30s", "5m", "2h", "7d", "250us" -> microseconds, at most
+ * OUTBOX_DURATION_MAX_US. */
 OUTBOX_API int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d);
 
 /* 1 when text[0..len) is one valid JSON value (RFC 8259), 0 otherwise. */

@@ -9,15 +9,14 @@ S=sqlite://$db
 expect 0 stage --store "$S" --route keep --type t --count 2
 
 # Command line.
-expect_error 'no command given' 
 expect_error 'unknown command "frobnicate"' frobnicate
 expect_error 'unknown option --bogus' --bogus stats
 expect_error '^outbox: stage: --route is required$' stage --store "$S" --type t
 expect_error '^outbox: relay: --route is required$' relay --store "$S" --sink stdout:
 expect_error '^outbox: relay: --sink is required$' relay --store "$S" --route r
 expect_error '^outbox: stats: --store is required$' stats
-expect_error '^outbox: unknown option --foo for stage$' stage --store "$S" --route r --type t --foo
-expect_error '^outbox: unknown option --foo for relay$' relay --foo
+expect_error '^outbox: unknown option --foo for stage; usage: outbox stage ' stage --store "$S" --route r --type t --foo
+expect_error '^outbox: unknown option --foo for relay; usage: outbox relay ' relay --foo
 expect_error 'unknown option -x for stats' stats -x
 expect_error 'unknown option --rout for stage' stage --store "$S" --rout r --type t
 expect_error 'unexpected argument "extra"' stats --store "$S" extra
@@ -47,6 +46,19 @@ expect_error '^outbox: --lease: duration "0s" must be greater than zero$' relay 
 expect_error '^outbox: --backoff-cap: .*negative' relay --store "$S" --route r --sink stdout: --backoff-cap=-1s
 expect_error 'backoff-cap must not be shorter than --backoff-base' relay --store "$S" --route r --sink stdout: --backoff-base 1m --backoff-cap 1s
 expect_error '^outbox: --published-before: .*"yesterday"' purge --store "$S" --published-before yesterday
+# Durations are bounded so they can be added to a clock: at most 36500d.
+# --until-idle: a relay that took one would return at once instead of
+# sleeping forever (or overflowing the clock).
+for opt in --poll --lease --backoff-base --backoff-cap; do
+    expect_error "^outbox: $opt: duration \"9223372036854775807us\" is too large: at most 36500d \(100 years\)\$" \
+        relay --store "$S" --route none --sink stdout: --until-idle "$opt" 9223372036854775807us
+    expect_error "^outbox: $opt: duration \"36501d\" is too large: at most 36500d \(100 years\)\$" \
+        relay --store "$S" --route none --sink stdout: --until-idle "$opt" 36501d
+done
+expect 0 relay --store "$S" --route none --sink stdout: --until-idle --quiet --poll 36500d --lease 36500d \
+    --backoff-base 36500d --backoff-cap 36500d && pass "36500d is accepted for every relay duration"
+expect_error '^outbox: --published-before: duration "36501d" is too large: at most 36500d \(100 years\)$' \
+    purge --store "$S" --published-before 36501d
 
 # Relation names: refused before anything is opened.
 for cmd in "stage --route r --type t" "relay --route r --sink stdout:" "stats" "replay --all-dead" \

@@ -105,16 +105,20 @@ wait_for_lines() {
 }
 
 # stop_process PID SIGNAL: sends SIGNAL, waits for PID (killed after 60 s);
-# its exit status in $RC.
+# its exit status in $RC. It polls instead of running a watchdog subshell:
+# a subshell killed before it gets going runs the EXIT trap it inherited,
+# which would remove $TMP under the rest of the test.
 stop_process() {
-    local pid=$1 dog
+    local pid=$1 state=
     kill -"$2" "$pid"
-    (sleep 60 && kill -KILL "$pid") >/dev/null 2>&1 &
-    dog=$!
+    for _ in $(seq 1 1200); do
+        read -r _ _ state _ <"/proc/$pid/stat" 2>/dev/null || break
+        [ "$state" = Z ] && break
+        sleep 0.05
+    done
+    [ "$state" = Z ] || kill -KILL "$pid" 2>/dev/null
     wait "$pid"
     RC=$?
-    kill "$dog" 2>/dev/null
-    wait "$dog" 2>/dev/null
 }
 
 finish() {

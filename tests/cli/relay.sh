@@ -134,7 +134,7 @@ if [ -w /dev/full ]; then
     # Signal only once the relay has met the outage, which is after its
     # handlers are installed.
     for _ in $(seq 1 300); do
-        grep -q '^outbox: warning: ' "$TMP/full.err" && break
+        grep -q '^outbox: [0-9T:.-]*Z warning: relay r: sink unavailable' "$TMP/full.err" && break
         sleep 0.1
     done
     stop_process "$pid" TERM

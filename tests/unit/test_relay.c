@@ -831,6 +831,174 @@ START_TEST(bad_config_refused)
 }
 END_TEST
 
+/* The relay's log: what an operator reads. */
+typedef struct logged {
+    int level;
+    char line[512];
+} logged_t;
+
+static logged_t log_lines[64];
+static int n_log_lines;
+
+static void capture_log(void *ctx, int level, const char *line)
+{
+    (void)ctx;
+    if (n_log_lines < 64) {
+        log_lines[n_log_lines].level = level;
+        snprintf(log_lines[n_log_lines].line, sizeof log_lines[0].line, "%s", line);
+        n_log_lines++;
+    }
+}
+
+/* How many captured lines of level start with prefix; the last in *last. */
+static int logged_count(int level, const char *prefix, const char **last)
+{
+    int n = 0;
+    for (int i = 0; i < n_log_lines; i++)
+        if (log_lines[i].level == level && strncmp(log_lines[i].line, prefix, strlen(prefix)) == 0) {
+            n++;
+            if (last != NULL)
+                *last = log_lines[i].line;
+        }
+    return n;
+}
+
+static void dump_log(void)
+{
+    for (int i = 0; i < n_log_lines; i++)
+        fprintf(stderr, "log %d: %s\n", log_lines[i].level, log_lines[i].line);
+}
+
+START_TEST(log_tells_start_outage_recovery_batches_and_stop)
+{
+    for (int i = 0; i < 5; i++)
+        stage("r", NULL, NULL);
+    calls_down = 3;
+    test_sink_reset(down_then_up);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.batch = 7;
+    cfg.backoff_base_us = 1000;
+    cfg.backoff_cap_us = 2000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    n_log_lines = 0;
+    outbox_set_logger(capture_log, NULL);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_set_logger(NULL, NULL);
+    dump_log();
+
+    const char *line = NULL;
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: started: ", &line), 1);
+    ck_assert_str_eq(line, "relay r: started: store sqlite (outbox), batch 7, max attempts 10, lease 30s, "
+                           "poll 1ms");
+    /* One warning when the outage begins, debug lines while it lasts, one
+     * info line when it ends. */
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_WARN, "relay r: sink unavailable (test sink says ", &line), 1);
+    ck_assert_msg(strstr(line, "): released 5 rows, pausing "), "%s", line);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_DEBUG, "relay r: sink still unavailable (", NULL), 2);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: sink recovered after ", &line), 1);
+    ck_assert_msg(strstr(line, " ms (3 batches released)"), "%s", line);
+    /* A debug line per batch, outage rounds included. */
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_DEBUG, "relay r: batch: claimed 5, published 0, retried 0, "
+                                                    "dead 0, released 5, ", NULL), 3);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_DEBUG, "relay r: batch: claimed 5, published 5, retried 0, "
+                                                    "dead 0, released 0, ", &line), 1);
+    ck_assert_msg(strlen(line) > 3 && strcmp(line + strlen(line) - 3, " ms") == 0, "%s", line);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: stopped ", &line), 1);
+    ck_assert_str_eq(line, "relay r: stopped (nothing left to claim): claimed 20, published 5, retried 0, "
+                           "dead 0, released 15");
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_ERROR, "", NULL), 0);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+static void stop_now(void *ctx)
+{
+    outbox_relay_stop(ctx);
+}
+
+START_TEST(log_says_why_the_relay_stopped)
+{
+    stage("r", NULL, NULL);
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.until_idle = 0;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    test_sink_on_publish(stop_now, r);
+    n_log_lines = 0;
+    outbox_set_logger(capture_log, NULL);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_set_logger(NULL, NULL);
+    test_sink_on_publish(NULL, NULL);
+    dump_log();
+    const char *line = NULL;
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: stopped ", &line), 1);
+    ck_assert_str_eq(line, "relay r: stopped (stop requested): claimed 1, published 1, retried 0, dead 0, "
+                           "released 0");
+    /* A relay stopped before it runs starts and stops at once, and says so. */
+    n_log_lines = 0;
+    outbox_set_logger(capture_log, NULL);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_set_logger(NULL, NULL);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: started: ", NULL), 1);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: stopped (stop requested): ", NULL), 1);
+    ck_assert_int_eq(n_log_lines, 2);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+/* Every duration of the config is added to a clock somewhere (poll and
+ * pause to the monotonic clock, a retry delay to the wall clock, the lease
+ * subtracted from it), so each is bounded like a parsed duration. */
+START_TEST(durations_above_limit_refused)
+{
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    static const char *const names[] = {"lease_us", "poll_us", "backoff_base_us", "backoff_cap_us"};
+    for (int m = 0; m < 4; m++) {
+        for (int over = 0; over < 2; over++) {
+            outbox_relay_config_t cfg;
+            outbox_relay_config_init(&cfg);
+            cfg.route = "r";
+            cfg.until_idle = 1;
+            int64_t v = over ? OUTBOX_DURATION_MAX_US + 1 : OUTBOX_DURATION_MAX_US;
+            if (m == 0)
+                cfg.lease_us = v;
+            else if (m == 1)
+                cfg.poll_us = v;
+            else if (m == 2)
+                cfg.backoff_base_us = cfg.backoff_cap_us = v;
+            else
+                cfg.backoff_cap_us = v;
+            outbox_relay_t *r = NULL;
+            int rc = outbox_relay_new(store, sink, &cfg, &r, &d);
+            if (!over) {
+                ck_assert_msg(rc == OUTBOX_OK, "%s at the limit: %s", names[m], d.message);
+                ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+                outbox_relay_free(r);
+                continue;
+            }
+            ck_assert_msg(rc == OUTBOX_EINVAL, "%s above the limit accepted", names[m]);
+            ck_assert_ptr_null(r);
+            ck_assert_msg(strstr(d.message, names[m]) && strstr(d.message, "at most 36500 days"),
+                          "%s", d.message);
+        }
+    }
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = "r";
+    cfg.poll_us = INT64_MAX;
+    outbox_relay_t *r = NULL;
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "poll_us"), "%s", d.message);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("relay");
@@ -858,6 +1026,9 @@ int main(void)
     tcase_add_test(tc, sigkill_mid_run_loses_nothing);
     tcase_add_test(tc, file_sink_stops_key_after_reject);
     tcase_add_test(tc, bad_config_refused);
+    tcase_add_test(tc, durations_above_limit_refused);
+    tcase_add_test(tc, log_tells_start_outage_recovery_batches_and_stop);
+    tcase_add_test(tc, log_says_why_the_relay_stopped);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

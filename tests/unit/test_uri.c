@@ -1,6 +1,7 @@
 /* URIs, durations and relation names: every accepted form and every
  * refusal with the message an operator would see. */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "outbox_int.h"
@@ -271,6 +272,40 @@ START_TEST(test_passwords_never_in_messages)
     ck_assert_ptr_nonnull(strstr(d.message, "bad percent escape in the password"));
     ck_assert_ptr_null(strstr(d.message, "cret"));
     ck_assert_ptr_null(strstr(d.message, "%zz"));
+
+    /* A password can also be a parameter (libpq takes ?password=, and
+     * key=value strings password=), and other secrets are named alike. */
+    static const struct {
+        const char *uri, *shown;
+    } params[] = {
+        {"postgresql://h/db?password=s3cret&x=%zz", "postgresql://h/db?password=***&x=%zz"},
+        {"postgresql://h/db?x=%zz&PassWord=s3cret", "postgresql://h/db?x=%zz&PassWord=***"},
+        {"kafka://b?sasl_password=s3cret&x=%zz", "kafka://b?sasl_password=***&x=%zz"},
+        {"http://h/p?token=s3cret&x=%zz", "http://h/p?token=***&x=%zz"},
+        {"redis://h?auth_secret=s3cret&x=%zz", "redis://h?auth_secret=***&x=%zz"},
+        {"postgres:host=h password=s3cret x=%zz", "postgres:host=h password=*** x=%zz"},
+        {"postgres:host=h password = s3cret x=%zz", "postgres:host=h password = *** x=%zz"},
+        {"postgres:host=h password='s3 cr\\'et' x=%zz", "postgres:host=h password=*** x=%zz"},
+        {"postgresql://u:s3cret@h/db?password=s3cret&x=%zz", "postgresql://u:***@h/db?password=***&x=%zz"},
+    };
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        ck_assert_int_eq(outbox_uri_parse(params[i].uri, &u, &d), OUTBOX_EINVAL);
+        ck_assert_msg(strstr(d.message, "s3") == NULL, "%s: %s", params[i].uri, d.message);
+        ck_assert_msg(strstr(d.message, params[i].shown) != NULL, "%s: %s", params[i].uri, d.message);
+    }
+    /* A bad escape inside a secret parameter is not echoed either. */
+    ck_assert_int_eq(outbox_uri_parse("postgresql://h/db?password=se%zzcret", &u, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "cret") == NULL && strstr(d.message, "%zz") == NULL, "%s", d.message);
+    ck_assert_ptr_nonnull(strstr(d.message, "bad percent escape in the password"));
+    /* However many there are. */
+    char many[600] = "postgresql://h/db?x=%zz";
+    for (int i = 0; i < 20; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "&password=s3c%d", i);
+    ck_assert_int_eq(outbox_uri_parse(many, &u, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "s3c") == NULL, "%s", d.message);
+    /* Names that only look alike are shown. */
+    ck_assert_int_eq(outbox_uri_parse("postgresql://h/db?passfile=/x&x=%zz", &u, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "passfile=/x") != NULL, "%s", d.message);
 }
 END_TEST
 
@@ -392,9 +427,34 @@ START_TEST(test_durations_good)
     ck_assert_int_eq(duration_ok("7d"), INT64_C(604800000000));
     ck_assert_int_eq(duration_ok("0s"), 0);
     ck_assert_int_eq(duration_ok("007ms"), 7000);
-    ck_assert_int_eq(duration_ok("9223372036854775807us"), INT64_MAX);
-    ck_assert_int_eq(duration_ok("106751991d"), INT64_C(106751991) * 86400 * 1000000);
     ck_assert_int_eq(outbox_parse_duration("1s", NULL, NULL), OUTBOX_OK);
+}
+END_TEST
+
+/* Every parsed duration can be added to a clock reading (and a second one
+ * on top) without overflowing int64: at most OUTBOX_DURATION_MAX_US, which
+ * is 36500 days, in whatever unit it is written. */
+START_TEST(test_durations_bounded)
+{
+    ck_assert_int_eq(OUTBOX_DURATION_MAX_US, INT64_C(36500) * 86400 * 1000000);
+    ck_assert_int_eq(duration_ok("36500d"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("876000h"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("52560000m"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("3153600000s"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("3153600000000ms"), OUTBOX_DURATION_MAX_US);
+    ck_assert_int_eq(duration_ok("3153600000000000us"), OUTBOX_DURATION_MAX_US);
+    const char *const above[] = {
+        "36501d", "876001h", "3153600001s", "3153600000001ms", "3153600000000001us",
+        "9223372036854775807us", "106751991d", "9223372036854775807ms",
+    };
+    for (size_t i = 0; i < sizeof above / sizeof above[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "duration \"%s\" is too large: at most 36500d (100 years)",
+                 above[i]);
+        duration_bad(above[i], want);
+    }
+    /* Far beyond int64 still says what the limit is. */
+    duration_bad("99999999999999999999999999s", "at most 36500d");
 }
 END_TEST
 
@@ -462,6 +522,7 @@ static Suite *uri_suite(void)
     tc = tcase_create("duration");
     tcase_add_test(tc, test_durations_good);
     tcase_add_test(tc, test_durations_bad);
+    tcase_add_test(tc, test_durations_bounded);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("relation");

@@ -9,13 +9,48 @@
 
 #include "cli.h"
 
-void cli_parser_init(cli_parser_t *p, const char *cmd, int argc, char **argv)
+void cli_parser_init(cli_parser_t *p, const char *cmd, const char *usage, int argc, char **argv)
 {
     p->cmd = cmd;
+    p->usage = usage;
     p->argc = argc;
     p->argv = argv;
     p->next = 1;
     p->value = NULL;
+}
+
+/* The line of a --help text that shows how cmd is called, from "outbox"
+ * on: "usage: outbox stage --store URI ..." or, for a second form,
+ * "       outbox schema check ...". */
+static const char *usage_line(const char *usage, const char *cmd, size_t *len)
+{
+    size_t clen = strlen(cmd);
+    for (const char *line = usage; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        const char *o = line;
+        if (strncmp(o, "usage:", 6) == 0)
+            o += 6;
+        while (o < line + n && *o == ' ')
+            o++;
+        size_t rest = n - (size_t)(o - line);
+        if (rest >= 7 + clen && strncmp(o, "outbox ", 7) == 0 && strncmp(o + 7, cmd, clen) == 0 &&
+            (rest == 7 + clen || o[7 + clen] == ' ')) {
+            *len = rest;
+            return o;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+int cli_unknown_option(const char *cmd, const char *usage, const char *opt)
+{
+    size_t len = 0;
+    const char *line = usage ? usage_line(usage, cmd, &len) : NULL;
+    if (!line)
+        return cli_error("unknown option %s for %s (try outbox %s --help)", opt, cmd, cmd);
+    return cli_error("unknown option %s for %s; usage: %.*s", opt, cmd, (int)len, line);
 }
 
 static const cli_option_t *find_option(const cli_option_t *table, const char *name, size_t len)
@@ -42,7 +77,7 @@ int cli_next(cli_parser_t *p, const cli_option_t *table)
         }
         if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
             if (arg[0] == '-' && arg[1] != '\0') {
-                cli_error("unknown option %s for %s", arg, p->cmd);
+                cli_unknown_option(p->cmd, p->usage, arg);
                 return CLI_ERROR;
             }
             cli_error("%s: unexpected argument \"%s\"", p->cmd, arg);
@@ -54,7 +89,9 @@ int cli_next(cli_parser_t *p, const cli_option_t *table)
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const cli_option_t *o = find_option(table, name, len);
         if (!o) {
-            cli_error("unknown option --%.*s for %s", (int)len, name, p->cmd);
+            char *opt = strndup(arg, len + 2);
+            cli_unknown_option(p->cmd, p->usage, opt ? opt : arg);
+            free(opt);
             return CLI_ERROR;
         }
 
@@ -84,7 +121,10 @@ int cli_next(cli_parser_t *p, const cli_option_t *table)
 bool cli_store_option(cli_store_args_t *a, int id, const char *value)
 {
     switch (id) {
-    case OPT_STORE: a->uri = value; return true;
+    case OPT_STORE:
+        a->uri = value;
+        cli_note_secrets(value);
+        return true;
     case OPT_RELATION: a->relation = value; return true;
     case OPT_HLC: a->schema_flags |= OUTBOX_SCHEMA_HLC; return true;
     case OPT_TRACEPARENT: a->schema_flags |= OUTBOX_SCHEMA_TRACEPARENT; return true;

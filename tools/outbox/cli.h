@@ -63,6 +63,7 @@ typedef struct cli_option {
 
 typedef struct cli_parser {
     const char *cmd;  /* "stage", "schema check": names the command in messages */
+    const char *usage; /* the command's --help text, whose usage line errors quote */
     int argc;
     char **argv;
     int next;
@@ -70,7 +71,10 @@ typedef struct cli_parser {
 } cli_parser_t;
 
 /* argv[0] is the subcommand word itself; parsing starts after it. */
-void cli_parser_init(cli_parser_t *p, const char *cmd, int argc, char **argv);
+void cli_parser_init(cli_parser_t *p, const char *cmd, const char *usage, int argc, char **argv);
+/* Prints "unknown option OPT for CMD; usage: outbox CMD ..." (the line of
+ * usage for cmd); returns CLI_EXIT_ERROR. */
+int cli_unknown_option(const char *cmd, const char *usage, const char *opt);
 /* The next option of table (terminated by a NULL name): its id, CLI_DONE,
  * CLI_HELP (--help or -h) or CLI_ERROR. --verbose is accepted everywhere
  * and handled here. Accepts "--name value" and "--name=value". */
@@ -109,18 +113,38 @@ int cli_error(const char *fmt, ...) OUTBOX_PRINTF(1, 2);
 /* The same with a library diagnostic: "outbox: <what>: <d->message>". */
 int cli_diag_error(const char *what, int code, const char *message);
 
-/* Sends the core's log to stderr. */
+/* Sends the core's log to stderr, one line each:
+ * "outbox: 2026-11-30T06:35:13.123Z LEVEL: text" (UTC). Debug lines only
+ * when verbose; with quiet, only warnings and errors. */
 void cli_logging_init(void);
 void cli_set_verbose(bool on);
+void cli_set_quiet(bool on);
+/* A line of the tool's own in the same log. */
+void cli_log(int level, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+
+/* Remembers the passwords and other secrets of uri (user info, password=,
+ * token=, ... parameters, in a URI or a key=value string), so that no line
+ * the tool prints shows them: each becomes "***". */
+void cli_note_secrets(const char *uri);
+void cli_forget_secrets(void);
+/* uri with its secrets masked, for showing it; malloc'd, NULL on ENOMEM. */
+char *cli_mask_uri(const char *uri);
 
 /* Wall clock, microseconds since the epoch. */
 int64_t cli_now_us(void);
 
 /* ------------------------------------------------------------- stores */
 
-/* Checks the relation, then opens the store. Prints the error. */
+/* Checks the relation, then opens the store. Prints the error, with the
+ * command that fixes it where there is one (a missing table or database
+ * file: schema apply). Only with may_create (schema apply) may a missing
+ * SQLite database file be created. */
 int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
-                   outbox_store_t **out);
+                   bool may_create, outbox_store_t **out);
+
+/* 1 when uri has no scheme at all: no ':' before its first '/' or '?'
+ * ("stdout", "/tmp/x.jsonl"). A malformed scheme is not missing. */
+bool cli_lacks_scheme(const char *uri);
 
 /* ---------------------------------------------------------- subcommands */
 

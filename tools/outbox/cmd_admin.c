@@ -62,7 +62,7 @@ static int parse(const char *cmd, const char *usage, const cli_option_t *table, 
                  char **argv, admin_args_t *a)
 {
     cli_parser_t p;
-    cli_parser_init(&p, cmd, argc, argv);
+    cli_parser_init(&p, cmd, usage, argc, argv);
     int id;
     while ((id = cli_next(&p, table)) > 0) {
         if (cli_store_option(&a->store, id, p.value))
@@ -98,7 +98,7 @@ int cli_cmd_stats(int argc, char **argv)
     if (ex >= 0)
         return ex;
     outbox_store_t *s;
-    if ((ex = cli_open_store("stats", &a.store, OUTBOX_OPEN_READ_ONLY, &s)) != CLI_EXIT_OK)
+    if ((ex = cli_open_store("stats", &a.store, OUTBOX_OPEN_READ_ONLY, false, &s)) != CLI_EXIT_OK)
         return ex;
 
     outbox_stats_t st = {0};
@@ -142,7 +142,7 @@ int cli_cmd_replay(int argc, char **argv)
         return cli_error("--event-id: \"%s\" is not a UUID", a.event_id);
 
     outbox_store_t *s;
-    if ((ex = cli_open_store("replay", &a.store, 0, &s)) != CLI_EXIT_OK)
+    if ((ex = cli_open_store("replay", &a.store, 0, false, &s)) != CLI_EXIT_OK)
         return ex;
     uint64_t count = 0;
     int rc = outbox_replay(s, a.route, a.event_id, &count);
@@ -169,7 +169,7 @@ int cli_cmd_purge(int argc, char **argv)
         return CLI_EXIT_ERROR;
 
     outbox_store_t *s;
-    if ((ex = cli_open_store("purge", &a.store, 0, &s)) != CLI_EXIT_OK)
+    if ((ex = cli_open_store("purge", &a.store, 0, false, &s)) != CLI_EXIT_OK)
         return ex;
     uint64_t count = 0;
     int rc = outbox_purge(s, a.route, cli_now_us() - a.before_us, &count);

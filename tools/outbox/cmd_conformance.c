@@ -102,7 +102,7 @@ int cli_cmd_conformance(int argc, char **argv)
 {
     const char *cmd = "conformance";
     cli_parser_t p;
-    cli_parser_init(&p, cmd, argc, argv);
+    cli_parser_init(&p, cmd, usage, argc, argv);
     conformance_args_t a = {0};
     for (int id; (id = cli_next(&p, options)) != CLI_DONE;) {
         switch (id) {
@@ -126,6 +126,7 @@ int cli_cmd_conformance(int argc, char **argv)
         return CLI_EXIT_ERROR;
     if (a.uri == NULL)
         a.uri = getenv("OUTBOX_CONFORMANCE_URI");
+    cli_note_secrets(a.uri);
     if (a.uri == NULL || a.uri[0] == '\0') {
         cli_error("%s: no store URI (give --uri or set OUTBOX_CONFORMANCE_URI): nothing tested",
                   cmd);

@@ -37,7 +37,7 @@ static void print_problem(void *ctx, const char *path, const char *reason)
 int cli_cmd_drivers(int argc, char **argv)
 {
     cli_parser_t p;
-    cli_parser_init(&p, "drivers", argc, argv);
+    cli_parser_init(&p, "drivers", usage, argc, argv);
     int id = cli_next(&p, options);
     if (id == CLI_HELP) {
         fputs(usage, stdout);

@@ -78,10 +78,13 @@ typedef struct worker {
     char message[OUTBOX_MESSAGE_MAX];
 } worker_t;
 
-/* What the signal handler stops. Set before the handlers are installed
- * and cleared only with the signals blocked. */
+/* What the signal handler stops: the relays of stop_workers that exist so
+ * far. Set before the first store is opened and cleared only with the
+ * signals blocked. A stop that arrives before a worker's relay exists is
+ * kept in stop_requested, and the relay is stopped as soon as it is made. */
 static worker_t *volatile stop_workers;
 static volatile sig_atomic_t stop_count;
+static volatile sig_atomic_t stop_requested;
 
 static void stop_all(void)
 {
@@ -94,7 +97,35 @@ static void stop_all(void)
 static void on_signal(int sig)
 {
     (void)sig;
+    stop_requested = 1;
     stop_all();
+}
+
+static void block_stop_signals(sigset_t *prev)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, prev);
+}
+
+/* First thing the command does, before drivers are loaded and stores
+ * connected (a PostgreSQL connection takes tens of milliseconds): from here
+ * on SIGINT and SIGTERM mean a graceful stop, whenever they come. They stay
+ * installed until the process ends, so a signal during the final clean-up
+ * cannot turn a clean exit into death by signal. SIGPIPE is ignored: a
+ * reader of a stdout: sink going away is a write error (RETRY), not a
+ * reason to die with rows in processing. */
+static void install_signal_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }
 
 static void *worker_main(void *arg)
@@ -118,11 +149,17 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
     switch (id) {
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
-    case OPT_SINK: a->sink = v; return true;
+    case OPT_SINK:
+        a->sink = v;
+        cli_note_secrets(v);
+        return true;
     case OPT_SOURCE: a->cfg.source = v; return true;
     case OPT_DESTINATION: a->cfg.destination = v; return true;
     case OPT_UNTIL_IDLE: a->cfg.until_idle = 1; return true;
-    case OPT_QUIET: a->quiet = true; return true;
+    case OPT_QUIET:
+        a->quiet = true;
+        cli_set_quiet(true);
+        return true;
     case OPT_BATCH:
         if (!cli_parse_uint("--batch", v, 1, RELAY_MAX_BATCH, &n))
             return false;
@@ -160,6 +197,12 @@ static bool check_args(const relay_args_t *a)
         !cli_nonempty("relay", "--destination", a->cfg.destination) ||
         !cli_relation_ok(a->store.relation))
         return false;
+    /* The library would offer a store URI as the example. */
+    if (cli_lacks_scheme(a->sink)) {
+        cli_error("relay: --sink: missing scheme in URI \"%.160s\": expected a sink URI such as %s",
+                  a->sink, OUTBOX_CLI_SINK_URIS);
+        return false;
+    }
     if (a->base_given && a->cap_given && a->cfg.backoff_cap_us < a->cfg.backoff_base_us) {
         cli_error("relay: --backoff-cap must not be shorter than --backoff-base");
         return false;
@@ -171,7 +214,7 @@ static bool check_args(const relay_args_t *a)
 
 static int worker_open(worker_t *w, const relay_args_t *a)
 {
-    int ex = cli_open_store("relay", &a->store, 0, &w->store);
+    int ex = cli_open_store("relay", &a->store, 0, false, &w->store);
     if (ex != CLI_EXIT_OK)
         return ex;
     outbox_diag_t d = {0};
@@ -185,6 +228,10 @@ static int worker_open(worker_t *w, const relay_args_t *a)
         w->relay = NULL;
         return cli_diag_error("relay", rc, d.message);
     }
+    /* The handler stops relays that exist; this one may be younger than
+     * the signal. */
+    if (stop_requested)
+        outbox_relay_stop(w->relay);
     return CLI_EXIT_OK;
 }
 
@@ -198,27 +245,14 @@ static void worker_close(worker_t *w)
         outbox_store_close(w->store);
 }
 
-/* Starts every worker with SIGINT/SIGTERM blocked, so the handler always
- * runs on the main thread, then installs the handler. */
-static int start_workers(worker_t *ws, size_t n, struct sigaction old[2])
+/* Starts every opened worker with SIGINT/SIGTERM blocked, so the handler
+ * always runs on the main thread. */
+static int start_workers(worker_t *ws, size_t n)
 {
-    sigset_t set, prev;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, &prev);
-
-    stop_workers = ws;
-    stop_count = (sig_atomic_t)n;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old[0]);
-    sigaction(SIGTERM, &sa, &old[1]);
-
+    sigset_t prev;
+    block_stop_signals(&prev);
     int ex = CLI_EXIT_OK;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && ws[i].relay; i++) {
         int err = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
         if (err) {
             ex = cli_error("relay: cannot start worker %zu: %s", i + 1, strerror(err));
@@ -231,28 +265,45 @@ static int start_workers(worker_t *ws, size_t n, struct sigaction old[2])
     return ex;
 }
 
-static void join_workers(worker_t *ws, size_t n, const struct sigaction old[2])
+static void join_workers(worker_t *ws, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (ws[i].started)
             pthread_join(ws[i].thread, NULL);
+}
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+/* From now on the handler must not touch ws, which is about to be freed. */
+static void forget_workers(void)
+{
+    sigset_t prev;
+    block_stop_signals(&prev);
     stop_count = 0;
     stop_workers = NULL;
-    sigaction(SIGINT, &old[0], NULL);
-    sigaction(SIGTERM, &old[1], NULL);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+}
+
+/* The command's own start line: what the relays' own lines cannot say (the
+ * URIs, masked, and how many workers). */
+static void log_start(const worker_t *ws, const relay_args_t *a)
+{
+    size_t n = 0;
+    while (n < a->workers && ws[n].relay)
+        n++;
+    char *store = cli_mask_uri(a->store.uri);
+    char *sink = cli_mask_uri(a->sink);
+    const outbox_driver_t *drv = outbox_store_driver(ws[0].store);
+    cli_log(OUTBOX_LOG_INFO, "relay %s: starting %zu worker%s: store %s (%s), sink %s, batch %zu",
+            a->cfg.route, n, n == 1 ? "" : "s", store ? store : "?", drv ? drv->name : "?",
+            sink ? sink : "?", a->cfg.batch);
+    free(store);
+    free(sink);
 }
 
 static void print_summary(const worker_t *ws, size_t n, const char *route)
 {
     outbox_relay_counters_t sum = {0};
     for (size_t i = 0; i < n; i++) {
-        outbox_relay_counters_t c;
+        outbox_relay_counters_t c = {0};
         outbox_relay_counters(ws[i].relay, &c);
         sum.claimed += c.claimed;
         sum.published += c.published;
@@ -273,28 +324,34 @@ static int run(const relay_args_t *a)
     worker_t *ws = calloc(a->workers, sizeof *ws);
     if (!ws)
         return cli_error("relay: out of memory");
+    sigset_t prev;
+    block_stop_signals(&prev);
+    stop_workers = ws;
+    stop_count = (sig_atomic_t)a->workers;
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+
     int ex = worker_open(&ws[0], a);
     if (ex == CLI_EXIT_OK && a->workers > 1 &&
         !(outbox_store_capabilities(ws[0].store) & OUTBOX_STORE_CAP_CONCURRENT))
         ex = cli_error("relay: --workers %zu: the %s store does not allow concurrent claimers; "
                        "run one worker",
                        a->workers, outbox_store_driver(ws[0].store)->name);
-    for (size_t i = 1; i < a->workers && ex == CLI_EXIT_OK; i++)
+    /* Once stopped, no more connections: the workers opened so far start,
+     * see their stop at once and end cleanly. */
+    for (size_t i = 1; i < a->workers && ex == CLI_EXIT_OK && !stop_requested; i++)
         ex = worker_open(&ws[i], a);
 
     if (ex == CLI_EXIT_OK) {
-        /* A reader of a stdout: sink going away is a write error (RETRY),
-         * not a reason to die with rows in processing. */
-        signal(SIGPIPE, SIG_IGN);
-        struct sigaction old[2];
-        ex = start_workers(ws, a->workers, old);
-        join_workers(ws, a->workers, old);
+        log_start(ws, a);
+        ex = start_workers(ws, a->workers);
+        join_workers(ws, a->workers);
         for (size_t i = 0; i < a->workers && ex == CLI_EXIT_OK; i++)
             if (ws[i].rc != OUTBOX_OK)
                 ex = cli_error("relay: %s", ws[i].message);
         if (ex == CLI_EXIT_OK && !a->quiet)
             print_summary(ws, a->workers, a->cfg.route);
     }
+    forget_workers();
     for (size_t i = 0; i < a->workers; i++)
         worker_close(&ws[i]);
     free(ws);
@@ -303,11 +360,12 @@ static int run(const relay_args_t *a)
 
 int cli_cmd_relay(int argc, char **argv)
 {
+    install_signal_handlers();
     relay_args_t a = {.workers = 1};
     outbox_relay_config_init(&a.cfg);
     a.cfg.struct_size = sizeof a.cfg;
     cli_parser_t p;
-    cli_parser_init(&p, "relay", argc, argv);
+    cli_parser_init(&p, "relay", usage, argc, argv);
     int id;
     while ((id = cli_next(&p, options)) > 0)
         if (!parse_option(&a, id, p.value))

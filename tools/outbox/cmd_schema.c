@@ -67,7 +67,7 @@ static int schema_apply(const schema_args_t *a)
     if (!a->yes)
         return cli_error("schema apply changes the database; add --yes-i-know");
     outbox_store_t *s;
-    int ex = cli_open_store(a->cmd, &a->store, OUTBOX_OPEN_SCHEMA_ONLY, &s);
+    int ex = cli_open_store(a->cmd, &a->store, OUTBOX_OPEN_SCHEMA_ONLY, true, &s);
     if (ex != CLI_EXIT_OK)
         return ex;
     outbox_schema_opts_t o = schema_opts(a);
@@ -89,7 +89,7 @@ static void print_problem(void *ctx, const char *problem)
 static int schema_check(const schema_args_t *a)
 {
     outbox_store_t *s;
-    int ex = cli_open_store(a->cmd, &a->store, OUTBOX_OPEN_SCHEMA_ONLY | OUTBOX_OPEN_READ_ONLY, &s);
+    int ex = cli_open_store(a->cmd, &a->store, OUTBOX_OPEN_SCHEMA_ONLY | OUTBOX_OPEN_READ_ONLY, false, &s);
     if (ex != CLI_EXIT_OK)
         return ex;
     outbox_schema_opts_t o = schema_opts(a);
@@ -134,14 +134,14 @@ int cli_cmd_schema(int argc, char **argv)
 
     schema_args_t a = {.cmd = actions[i].cmd};
     cli_parser_t p;
-    cli_parser_init(&p, a.cmd, argc - 1, argv + 1);
+    cli_parser_init(&p, a.cmd, usage, argc - 1, argv + 1);
     int id;
     while ((id = cli_next(&p, options)) > 0) {
         if (cli_store_option(&a.store, id, p.value))
             continue;
         /* OPT_YES is the only other option; it means something to apply only. */
         if (!actions[i].needs_yes)
-            return cli_error("unknown option --yes-i-know for %s", a.cmd);
+            return cli_unknown_option(a.cmd, usage, "--yes-i-know");
         a.yes = true;
     }
     if (id == CLI_HELP) {

@@ -225,7 +225,7 @@ int cli_cmd_stage(int argc, char **argv)
 {
     stage_args_t a = {.count = 1};
     cli_parser_t p;
-    cli_parser_init(&p, "stage", argc, argv);
+    cli_parser_init(&p, "stage", usage, argc, argv);
     int id;
     while ((id = cli_next(&p, options)) > 0) {
         switch (id) {
@@ -254,7 +254,7 @@ int cli_cmd_stage(int argc, char **argv)
     int ex = pl.from_stdin ? read_stdin_payloads(&pl) : CLI_EXIT_OK;
     outbox_store_t *s = NULL;
     if (ex == CLI_EXIT_OK)
-        ex = cli_open_store("stage", &a.store, 0, &s);
+        ex = cli_open_store("stage", &a.store, 0, false, &s);
     if (ex == CLI_EXIT_OK && a.hlc)
         ex = configure_hlc(s, &a);
     size_t staged = 0;

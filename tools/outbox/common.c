@@ -1,31 +1,263 @@
 /* What every subcommand needs: error lines, the core's log on stderr, the
  * clock, and opening a store. */
+#include <errno.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
 
 static atomic_bool verbose;
+static atomic_bool quiet;
 
-/* Writes "outbox: " + text + "\n" as one write, with control characters
- * (a newline in a library message or a user's value) made visible, so a
- * message is always exactly one line. */
-static void put_line(const char *prefix, const char *text)
+/* ------------------------------------------------------------ secrets */
+
+/* Passwords and other secrets of the URIs on the command line. Every line
+ * the tool prints has them replaced by "***", whatever part of the library
+ * or which driver the text comes from. Registered while the arguments are
+ * parsed, before any other thread runs; read-only afterwards. */
+static char **secrets;
+static size_t n_secrets;
+
+static bool is_alpha(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static bool name_char(char c)
+{
+    return is_alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+static bool contains_word(const char *name, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (strncasecmp(name + i, word, w) == 0)
+            return true;
+    return false;
+}
+
+/* The parameter names whose values the library's messages mask too. */
+static bool secret_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (contains_word(name, n, words[i]))
+            return true;
+    return (n == 4 && strncasecmp(name, "pass", 4) == 0) || (n == 3 && strncasecmp(name, "pwd", 3) == 0);
+}
+
+typedef struct span {
+    size_t from, to;
+} span_t;
+
+/* The next secret of uri at or after *pos, in order: the password of a
+ * "//user:password@host" authority, then every NAME=VALUE whose NAME is a
+ * secret's (?password=..., or host=h password='x y' in a key=value string).
+ * Start with *pos = 0; it moves past what is returned. */
+static bool next_secret(const char *uri, size_t *pos, span_t *out)
+{
+    const char *a = *pos == 0 ? strstr(uri, "//") : NULL;
+    if (a) {
+        a += 2;
+        size_t alen = strcspn(a, "/?#");
+        const char *at = NULL;
+        for (size_t i = 0; i < alen; i++)
+            if (a[i] == '@')
+                at = a + i;
+        const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
+        if (colon && colon + 1 < at) {
+            *out = (span_t){(size_t)(colon + 1 - uri), (size_t)(at - uri)};
+            *pos = out->to;
+            return true;
+        }
+    }
+    for (size_t i = *pos; uri[i]; i++) {
+        if (!name_char(uri[i]) || (i > 0 && !strchr("?&; \t", uri[i - 1])))
+            continue;
+        size_t end = i;
+        while (name_char(uri[end]))
+            end++;
+        size_t v = end;
+        while (uri[v] == ' ')
+            v++;
+        if (uri[v] != '=' || !secret_name(uri + i, end - i)) {
+            i = end - 1;
+            continue;
+        }
+        v++;
+        while (uri[v] == ' ')
+            v++;
+        size_t w = v;
+        if (uri[w] == '\'') {
+            for (w++; uri[w] && uri[w] != '\''; w++)
+                if (uri[w] == '\\' && uri[w + 1])
+                    w++;
+            if (uri[w])
+                w++;
+        } else {
+            w += strcspn(uri + w, "&;# \t");
+        }
+        if (w > v) {
+            *out = (span_t){v, w};
+            *pos = w;
+            return true;
+        }
+        i = w > i ? w - 1 : i;
+    }
+    *pos = strlen(uri);
+    return false;
+}
+
+static void add_secret(const char *s, size_t len)
+{
+    if (len == 0)
+        return;
+    for (size_t i = 0; i < n_secrets; i++)
+        if (strlen(secrets[i]) == len && memcmp(secrets[i], s, len) == 0)
+            return;
+    char **grown = realloc(secrets, (n_secrets + 1) * sizeof *secrets);
+    if (!grown)
+        return;
+    secrets = grown;
+    char *copy = strndup(s, len);
+    if (copy)
+        secrets[n_secrets++] = copy;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A secret as written, percent-decoded, and unquoted: a message may show
+ * any of them. */
+static void add_secret_forms(const char *s, size_t len)
+{
+    add_secret(s, len);
+    char *plain = malloc(len + 1);
+    if (!plain)
+        return;
+    size_t w = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '%' && i + 2 < len && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+            plain[w++] = (char)(hex_value(s[i + 1]) << 4 | hex_value(s[i + 2]));
+            i += 2;
+        } else {
+            plain[w++] = s[i];
+        }
+    }
+    add_secret(plain, w);
+    if (len >= 2 && s[0] == '\'') {
+        w = 0;
+        for (size_t i = 1; i < len && s[i] != '\''; i++)
+            plain[w++] = s[i] == '\\' && i + 1 < len ? s[++i] : s[i];
+        add_secret(plain, w);
+    }
+    free(plain);
+}
+
+void cli_note_secrets(const char *uri)
+{
+    size_t pos = 0;
+    span_t sp;
+    while (uri && next_secret(uri, &pos, &sp))
+        add_secret_forms(uri + sp.from, sp.to - sp.from);
+}
+
+void cli_forget_secrets(void)
+{
+    for (size_t i = 0; i < n_secrets; i++)
+        free(secrets[i]);
+    free(secrets);
+    secrets = NULL;
+    n_secrets = 0;
+}
+
+char *cli_mask_uri(const char *uri)
+{
+    /* A secret is at least one byte and becomes three. */
+    char *out = malloc(3 * strlen(uri) + 1);
+    if (!out)
+        return NULL;
+    size_t w = 0, i = 0, pos = 0;
+    span_t sp;
+    while (next_secret(uri, &pos, &sp)) {
+        memcpy(out + w, uri + i, sp.from - i);
+        w += sp.from - i;
+        memcpy(out + w, "***", 3);
+        w += 3;
+        i = sp.to;
+    }
+    strcpy(out + w, uri + i);
+    return out;
+}
+
+/* text with every registered secret replaced by "***"; malloc'd. */
+static char *redact(const char *text)
 {
     size_t n = strlen(text);
+    /* Each replacement turns at least one byte into three. */
+    char *out = malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t hit = 0;
+        for (size_t k = 0; k < n_secrets; k++) {
+            size_t len = strlen(secrets[k]);
+            if (len > hit && len <= n - i && memcmp(text + i, secrets[k], len) == 0)
+                hit = len;
+        }
+        if (hit) {
+            memcpy(out + w, "***", 3);
+            w += 3;
+            i += hit;
+        } else {
+            out[w++] = text[i++];
+        }
+    }
+    out[w] = '\0';
+    return out;
+}
+
+/* ------------------------------------------------------------- output */
+
+/* Writes prefix + text + "\n" as one write, with the URIs' secrets masked
+ * and control characters (a newline in a library message or a user's
+ * value) made visible, so a message is always exactly one line. */
+static void put_line(const char *prefix, const char *text)
+{
+    char *clean = redact(text);
+    if (!clean) {
+        fputs(prefix, stderr);
+        fputs("out of memory\n", stderr);
+        return;
+    }
+    size_t n = strlen(clean);
     char *line = malloc(strlen(prefix) + 4 * n + 2);
     if (!line) {
+        free(clean);
         fputs(prefix, stderr);
         fputs("out of memory\n", stderr);
         return;
     }
     char *w = line + strlen(strcpy(line, prefix));
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)text[i];
+        unsigned char c = (unsigned char)clean[i];
         if (c < 0x20 || c == 0x7f)
             w += sprintf(w, "\\x%02x", c);
         else
@@ -35,6 +267,7 @@ static void put_line(const char *prefix, const char *text)
     *w = '\0';
     fputs(line, stderr);
     free(line);
+    free(clean);
 }
 
 int cli_error(const char *fmt, ...)
@@ -70,14 +303,40 @@ static const char *level_name(int level)
     }
 }
 
+/* "outbox: 2026-11-30T06:35:13.123Z info: " */
+static void log_prefix(int level, char *buf, size_t size)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, size, "outbox: %s.%03ldZ %s: ", when, ts.tv_nsec / 1000000, level_name(level));
+}
+
 static void log_to_stderr(void *ctx, int level, const char *line)
 {
     (void)ctx;
     if (level >= OUTBOX_LOG_DEBUG && !atomic_load(&verbose))
         return;
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "outbox: %s: ", level_name(level));
+    if (level >= OUTBOX_LOG_INFO && atomic_load(&quiet))
+        return;
+    char prefix[80];
+    log_prefix(level, prefix, sizeof prefix);
     put_line(prefix, line);
+}
+
+void cli_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = NULL;
+    int rc = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    log_to_stderr(NULL, level, rc < 0 ? "out of memory" : msg);
+    if (rc >= 0)
+        free(msg);
 }
 
 void cli_logging_init(void)
@@ -90,6 +349,11 @@ void cli_set_verbose(bool on)
     atomic_store(&verbose, on);
 }
 
+void cli_set_quiet(bool on)
+{
+    atomic_store(&quiet, on);
+}
+
 int64_t cli_now_us(void)
 {
     struct timespec ts;
@@ -99,12 +363,148 @@ int64_t cli_now_us(void)
 
 /* ------------------------------------------------------------- stores */
 
+bool cli_lacks_scheme(const char *uri)
+{
+    const char *colon = strchr(uri, ':');
+    return !colon || colon == uri || (size_t)(colon - uri) >= strcspn(uri, "/?");
+}
+
+/* text as one word for a POSIX shell, for a command to copy: as it is when
+ * it holds nothing a shell would read otherwise, else single-quoted. */
+static char *shell_word(const char *text)
+{
+    static const char safe[] = "_@%+=:,./-~";
+    bool plain = text[0] != '\0';
+    for (const char *c = text; *c && plain; c++)
+        plain = is_alpha(*c) || (*c >= '0' && *c <= '9') || strchr(safe, *c);
+    size_t n = strlen(text);
+    char *out = malloc(4 * n + 3);
+    if (!out)
+        return NULL;
+    if (plain)
+        return strcpy(out, text);
+    char *w = out;
+    *w++ = '\'';
+    for (const char *c = text; *c; c++) {
+        if (*c == '\'') {
+            memcpy(w, "'\\''", 4);
+            w += 4;
+        } else {
+            *w++ = *c;
+        }
+    }
+    *w++ = '\'';
+    *w = '\0';
+    return out;
+}
+
+/* "outbox schema apply --store URI [--relation R] --yes-i-know" and the
+ * like, with the URI masked and quoted for a shell. */
+static char *fix_command(const char *action, const cli_store_args_t *a, const char *tail)
+{
+    char *masked = cli_mask_uri(a->uri);
+    char *uri = masked ? shell_word(masked) : NULL;
+    char *cmd = NULL;
+    if (uri && asprintf(&cmd, "outbox %s --store %s%s%s%s", action, uri, a->relation ? " --relation " : "",
+                        a->relation ? a->relation : "", tail) < 0)
+        cmd = NULL;
+    free(uri);
+    free(masked);
+    return cmd;
+}
+
+/* The database file a sqlite: URI names, percent-decoded; NULL when uri is
+ * not such a URI or names no file (the driver then says what is wrong). */
+static char *sqlite_path(const char *uri)
+{
+    if (strncasecmp(uri, "sqlite:", 7) != 0)
+        return NULL;
+    const char *p = uri + 7;
+    if (p[0] == '/' && p[1] == '/') {
+        if (p[2] != '/')
+            return NULL; /* a host part: refused by the driver */
+        p += 2;
+    }
+    size_t n = strcspn(p, "?");
+    char *path = malloc(n + 1);
+    if (!path)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '%') {
+            int hi = i + 2 < n ? hex_value(p[i + 1]) : -1, lo = i + 2 < n ? hex_value(p[i + 2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+                free(path);
+                return NULL;
+            }
+            path[w++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            path[w++] = p[i];
+        }
+    }
+    path[w] = '\0';
+    if (w == 0 || strcmp(path, ":memory:") == 0) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* A SQLite database named by the store URI must exist, except for schema
+ * apply, which creates it in a directory that must. The driver would
+ * create the file for any schema-only open (schema check as well) and
+ * otherwise only say "unable to open database file". */
+static int check_sqlite_file(const char *cmd, const cli_store_args_t *a, bool may_create)
+{
+    char *path = sqlite_path(a->uri);
+    if (!path)
+        return CLI_EXIT_OK;
+    int ex = CLI_EXIT_OK;
+    struct stat st;
+    if (may_create) {
+        char *copy = strdup(path);
+        const char *dir = copy ? dirname(copy) : ".";
+        if (stat(dir, &st) != 0 && errno == ENOENT)
+            ex = cli_error("%s: directory %s does not exist", cmd, dir);
+        free(copy);
+    } else if (stat(path, &st) != 0 && errno == ENOENT) {
+        char *fix = fix_command("schema apply", a, " --yes-i-know");
+        ex = cli_error("%s: database file %s does not exist: create it with `%s`", cmd, path,
+                       fix ? fix : "outbox schema apply");
+        free(fix);
+    }
+    free(path);
+    return ex;
+}
+
+/* The store's refusal, and what to run about it: a missing table is made by
+ * schema apply; anything else about the schema, schema check lists. */
+static int schema_error(const char *cmd, const cli_store_args_t *a, int rc, const char *message)
+{
+    const char *why = message && message[0] ? message : outbox_strerror(rc);
+    bool missing = strstr(why, "not found") || strstr(why, "does not exist");
+    char *fix = missing ? fix_command("schema apply", a, " --yes-i-know") : fix_command("schema check", a, "");
+    int ex;
+    if (!fix)
+        ex = cli_error("%s: %s", cmd, why);
+    else if (missing)
+        ex = cli_error("%s: %s: create it with `%s`", cmd, why, fix);
+    else
+        ex = cli_error("%s: %s: `%s` lists what is missing", cmd, why, fix);
+    free(fix);
+    return ex;
+}
+
 int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
-                   outbox_store_t **out)
+                   bool may_create, outbox_store_t **out)
 {
     *out = NULL;
     if (!cli_require(cmd, "--store", a->uri) || !cli_relation_ok(a->relation))
         return CLI_EXIT_ERROR;
+    int ex = check_sqlite_file(cmd, a, may_create);
+    if (ex != CLI_EXIT_OK)
+        return ex;
     outbox_store_options_t opts = {
         .struct_size = sizeof opts,
         .relation = a->relation,
@@ -114,6 +514,8 @@ int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_fla
     int rc = outbox_store_open(a->uri, &opts, out, &d);
     if (rc != OUTBOX_OK) {
         *out = NULL;
+        if (rc == OUTBOX_ESCHEMA && !(open_flags & OUTBOX_OPEN_SCHEMA_ONLY))
+            return schema_error(cmd, a, rc, d.message);
         return cli_diag_error(cmd, rc, d.message);
     }
     return CLI_EXIT_OK;

@@ -17,6 +17,7 @@ static const char usage[] =
     "  purge                      delete old published rows\n"
     "  drivers                    list the driver modules found\n"
     "  conformance                run the store-driver conformance battery\n"
+    "  help [COMMAND]             this text, or that command's usage (as COMMAND --help)\n"
     "\n"
     "  --help, -h     this text (after a command: that command's usage)\n"
     "  --version      print the version\n"
@@ -37,6 +38,28 @@ static const struct {
     {"drivers", cli_cmd_drivers}, {"conformance", cli_cmd_conformance},
 };
 
+static int (*find_command(const char *name))(int, char **)
+{
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+        if (strcmp(name, commands[c].name) == 0)
+            return commands[c].run;
+    return NULL;
+}
+
+/* outbox help [COMMAND ...]: the same as outbox [COMMAND] --help. */
+static int help(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    int (*run)(int, char **) = find_command(argv[1]);
+    if (!run)
+        return cli_error("help: unknown command \"%s\" (try outbox --help)", argv[1]);
+    char *args[] = {argv[1], "--help", NULL};
+    return run(2, args);
+}
+
 int main(int argc, char **argv)
 {
     cli_logging_init();
@@ -56,13 +79,20 @@ int main(int argc, char **argv)
             cli_set_verbose(true);
             continue;
         }
-        return cli_error("unknown option %s (try outbox --help)", argv[i]);
+        return cli_error("unknown option %s; usage: outbox [--verbose] COMMAND [OPTIONS]", argv[i]);
     }
-    if (i >= argc)
-        return cli_error("no command given (try outbox --help)");
+    /* No command: what the commands are, as for --help, but a usage error. */
+    if (i >= argc) {
+        fputs(usage, stderr);
+        return CLI_EXIT_ERROR;
+    }
+    if (strcmp(argv[i], "help") == 0)
+        return help(argc - i, argv + i);
 
-    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
-        if (strcmp(argv[i], commands[c].name) == 0)
-            return commands[c].run(argc - i, argv + i);
-    return cli_error("unknown command \"%s\" (try outbox --help)", argv[i]);
+    int (*run)(int, char **) = find_command(argv[i]);
+    if (!run)
+        return cli_error("unknown command \"%s\" (try outbox --help)", argv[i]);
+    int ex = run(argc - i, argv + i);
+    cli_forget_secrets();
+    return ex;
 }
