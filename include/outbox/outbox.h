@@ -253,6 +253,15 @@ OUTBOX_API int outbox_json_valid(const char *text, size_t len);
 /* 1 when name matches ^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$ */
 OUTBOX_API int outbox_relation_valid(const char *name);
 
+/* A store or sink URI (or a libpq "key=value" string) fit to show: copied
+ * into out (size bytes, always NUL-terminated) as one line, with the
+ * password of "scheme://user:password@host" and the value of every
+ * parameter whose name contains password, passwd, secret or token (or is
+ * pass or pwd) replaced by "***"; control bytes become '?', and text that
+ * does not fit ends in "...". The library's own messages mask the same
+ * way. Returns out. */
+OUTBOX_API char *outbox_uri_mask(const char *text, char *out, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

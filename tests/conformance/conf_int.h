@@ -55,6 +55,7 @@ void conf_cases_schema(conf_cases_t *c);
 
 typedef struct conf_env {
     const char *uri;
+    char shown_uri[256];                 /* uri with its secrets masked, for messages */
     const char *driver_arg;              /* the driver's name or path as the user gave it */
     const outbox_driver_t *driver;       /* the driver under test, as the loader admitted it */
     uint32_t caps;                       /* per-handle capabilities with every schema flag applied */

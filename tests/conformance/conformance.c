@@ -195,7 +195,7 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     if (o->verbosity >= 0)
         printf("conformance: store driver %s %s (ABI %u.%u) on %s: %zu cases\n", drv->name,
                drv->version ? drv->version : "", (unsigned)drv->abi_major,
-               (unsigned)drv->abi_minor, o->uri, n);
+               (unsigned)drv->abi_minor, conf_env.shown_uri, n);
     size_t n_run = 0;
     Suite *suite = build_suite(out, n, run, &n_run, o->verbosity);
     conf_fixture_schedule(run, n_run);

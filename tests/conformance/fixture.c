@@ -167,6 +167,7 @@ int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
     const outbox_driver_t *drv = NULL;
     memset(&conf_env, 0, sizeof conf_env);
     conf_env.uri = uri;
+    outbox_uri_mask(uri, conf_env.shown_uri, sizeof conf_env.shown_uri);
     int rc = outbox_driver_load(driver, &drv, d);
     if (rc != OUTBOX_OK)
         return rc;
@@ -185,7 +186,7 @@ int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
     if (s == NULL) {
         char why[OUTBOX_MESSAGE_MAX];
         snprintf(why, sizeof why, "%s", d->message);
-        snprintf(d->message, sizeof d->message, "cannot open %.120s with driver %.40s: %.300s", uri,
+        snprintf(d->message, sizeof d->message, "cannot open %.120s with driver %.40s: %.300s", conf_env.shown_uri,
                  drv->name, why);
         return d->code ? d->code : OUTBOX_EPERMANENT;
     }
@@ -333,7 +334,8 @@ static outbox_store_t *open_checked(const char *driver, void **driver_handle)
     outbox_diag_t d = {0};
     outbox_store_t *s = open_as(driver, conf_env.relation, conf_env.checkpoint_relation, 0,
                                 driver_handle, &d);
-    ck_assert_msg(s != NULL, "opening %s on %s: %s", conf_env.relation, conf_env.uri, d.message);
+    ck_assert_msg(s != NULL, "opening %s on %s: %s", conf_env.relation, conf_env.shown_uri,
+                  d.message);
     return s;
 }
 
