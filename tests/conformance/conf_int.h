@@ -136,6 +136,12 @@ typedef struct conf_claim {
     conf_row_t *rows;
     size_t n;
     outbox_fence_t fence;
+    /* The rows as the claim returned them, in the driver's memory: valid
+     * until the next claim on the same handle (conf_claim_raw says whether
+     * they still are). */
+    const outbox_row_t *raw;
+    outbox_store_t *store;
+    unsigned long serial;
 } conf_claim_t;
 
 #define CONF_LONG_LEASE_US (INT64_C(600) * 1000000)
@@ -147,11 +153,16 @@ conf_claim_t conf_claim(outbox_store_t *s, const char *route, size_t limit, int6
 int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
                      int hlc_order, conf_claim_t *out);
 void conf_claim_free(conf_claim_t *c);
+/* The claim's rows in the driver's memory while they are still valid (no
+ * claim on its handle since), else NULL. */
+const outbox_row_t *conf_claim_raw(const conf_claim_t *c);
 
 /* Settles one row; returns outbox_settle's code, *applied = the item's applied. */
 int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id, int kind,
                  int64_t available_at, const char *error, int *applied);
-/* Settles every row of the claim with kind; fails the case unless all apply. */
+/* Settles every row of the claim with kind; fails the case unless all apply.
+ * While the claim is the handle's last, the items point at the ids the
+ * driver returned, as the relay's do, not at copies. */
 void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind);
 
 /* Counts of route; fails the case unless OUTBOX_OK. */

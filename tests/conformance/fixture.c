@@ -12,6 +12,7 @@
  * through the spy still runs the driver's own entries on the driver's own
  * handle; only the battery can reach that handle. */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,6 +432,35 @@ static void copy_text(char *dst, size_t size, const char *src, int *present)
     snprintf(dst, size, "%s", src ? src : "");
 }
 
+/* The last claim on each handle of this process (a case opens a few). */
+static struct {
+    _Atomic(outbox_store_t *) store;
+    _Atomic unsigned long serial;
+} last_claims[32];
+static _Atomic unsigned long claim_serial;
+
+static void note_claim(outbox_store_t *s, unsigned long serial)
+{
+    for (size_t i = 0; i < sizeof last_claims / sizeof last_claims[0]; i++) {
+        outbox_store_t *expected = NULL;
+        if (atomic_load(&last_claims[i].store) == s ||
+            atomic_compare_exchange_strong(&last_claims[i].store, &expected, s)) {
+            atomic_store(&last_claims[i].serial, serial);
+            return;
+        }
+    }
+}
+
+const outbox_row_t *conf_claim_raw(const conf_claim_t *c)
+{
+    if (c->raw == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof last_claims / sizeof last_claims[0]; i++)
+        if (atomic_load(&last_claims[i].store) == c->store)
+            return atomic_load(&last_claims[i].serial) == c->serial ? c->raw : NULL;
+    return NULL;
+}
+
 int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
                      int hlc_order, conf_claim_t *out)
 {
@@ -445,8 +475,14 @@ int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t
     const outbox_row_t *rows = NULL;
     size_t n = 0;
     int rc = outbox_claim(s, &req, &rows, &n, &out->fence);
+    /* Any claim, even a failed or empty one, ends the last one's rows. */
+    unsigned long serial = atomic_fetch_add(&claim_serial, 1) + 1;
+    note_claim(s, serial);
     if (rc != OUTBOX_OK || n == 0)
         return rc;
+    out->raw = rows;
+    out->store = s;
+    out->serial = serial;
     out->rows = calloc(n, sizeof *out->rows);
     if (out->rows == NULL)
         return OUTBOX_ENOMEM;
@@ -483,6 +519,7 @@ void conf_claim_free(conf_claim_t *c)
 {
     free(c->rows);
     c->rows = NULL;
+    c->raw = NULL;
     c->n = 0;
 }
 
@@ -508,8 +545,9 @@ void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind)
         return;
     outbox_settle_item_t *items = calloc(c->n, sizeof *items);
     ck_assert_msg(items != NULL, "out of memory");
+    const outbox_row_t *raw = conf_claim_raw(c);
     for (size_t i = 0; i < c->n; i++)
-        items[i] = (outbox_settle_item_t){.id = c->rows[i].id, .kind = kind};
+        items[i] = (outbox_settle_item_t){.id = raw ? raw[i].id : c->rows[i].id, .kind = kind};
     size_t applied = 0;
     int rc = outbox_settle(s, &c->fence, items, c->n, &applied);
     free(items);
