@@ -63,6 +63,7 @@ typedef struct conf_env {
     char relation[64];                   /* conf_<pid>_<n> */
     char checkpoint_relation[80];        /* conf_<pid>_<n>_ckpt */
     char setup_error[OUTBOX_MESSAGE_MAX]; /* non-empty: the relation could not be created */
+    int unchecked_fd;                    /* where the cases' conf_unchecked() lines go, or -1 */
 } conf_env_t;
 
 extern conf_env_t conf_env;
@@ -164,6 +165,17 @@ int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id,
  * While the claim is the handle's last, the items point at the ids the
  * driver returned, as the relay's do, not at copies. */
 void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind);
+
+/* A check of the current case that could not run because the driver
+ * lacks an optional entry (why says which): the case still passes on what
+ * it did check, and the battery lists every such check at the end. Cases
+ * read states back another way first, and call this only when no way is
+ * left. */
+void conf_unchecked(const char *what, const char *why);
+/* In the runner: the checks the cases could not run, one per line as
+ * "CASE: WHAT (WHY)"; how many; and the channel's cleanup. */
+size_t conf_unchecked_collect(char ***lines);
+void conf_unchecked_free(char **lines, size_t n);
 
 /* Counts of route; fails the case unless OUTBOX_OK. */
 outbox_stats_t conf_stats(outbox_store_t *s, const char *route);
