@@ -108,6 +108,9 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
+    char why[128];
+    if (!outbox_text_check("route", cfg->route, 255, why, sizeof why))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: %s", why);
     if (cfg->batch == 0 || cfg->batch > 100000)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: batch must be 1..100000, got %zu",
                                cfg->batch);

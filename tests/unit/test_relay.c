@@ -995,6 +995,34 @@ START_TEST(durations_above_limit_refused)
     outbox_relay_t *r = NULL;
     ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
     ck_assert_msg(strstr(d.message, "poll_us"), "%s", d.message);
+
+    /* The route is checked as staging and claiming check it, when the
+     * relay is made, not at its first claim. */
+    static const struct {
+        const char *route, *problem;
+    } routes[] = {
+        {"bad\xff", "route is not valid UTF-8"},
+        {"a\x01b", "route holds a control character at byte 1"},
+        {"c1\xc2\x85", "route holds a control character at byte 2"},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        outbox_relay_config_init(&cfg);
+        cfg.route = routes[i].route;
+        r = NULL;
+        ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(strstr(d.message, routes[i].problem) && strstr(d.message, "relay config"), "%s",
+                      d.message);
+    }
+    char long_route[300];
+    memset(long_route, 'r', sizeof long_route - 1);
+    long_route[sizeof long_route - 1] = '\0';
+    cfg.route = long_route;
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "longer than 255 bytes"), "%s", d.message);
+    cfg.route = "caf\xc3\xa9";
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_OK);
+    outbox_relay_free(r);
     outbox_sink_close(sink);
 }
 END_TEST
