@@ -80,8 +80,10 @@ def main():
     staged_by_key, seen_by_key = {}, {}
     for event_id in order:
         key = key_of[event_id]
-        if key is not None and event_id in first:
-            staged_by_key.setdefault(key, []).append(event_id)
+        if key is not None:
+            ids = staged_by_key.setdefault(key, [])
+            if event_id in first:
+                ids.append(event_id)
     for key, ids in staged_by_key.items():
         seen_by_key[key] = sorted(ids, key=first.__getitem__)
     broken = sorted(k for k in staged_by_key if staged_by_key[k] != seen_by_key[k])

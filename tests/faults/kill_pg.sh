@@ -25,21 +25,29 @@ stage() {
     STAGED=$((STAGED + ${out#staged }))
 }
 
-# relay I: (re)starts relay number I; its pid is in RELAY[I].
+# relay I: (re)starts relay number I; its pid is in RELAY[I], its log in
+# LOG[I].
 RELAY=()
+LOG=()
+STARTS=0
 relay() {
-    background "relay$1" "$OUTBOX" relay --store "$URI" --relation "$REL" --route orders --sink "file:$OUT" \
-        --batch "$BATCH" --lease "${LEASE_S}s" --poll 10ms --quiet
+    STARTS=$((STARTS + 1))
+    LOG[$1]=$TMP/relay$1-$STARTS.log
+    background "relay$1-$STARTS" "$OUTBOX" relay --store "$URI" --relation "$REL" --route orders \
+        --sink "file:$OUT" --batch "$BATCH" --lease "${LEASE_S}s" --poll 10ms
     RELAY[$1]=$BG_PID
 }
 
-stage 6000
+stage 10000
 for i in $(seq 1 $RELAYS); do relay "$i"; done
 victims=""
 for k in $(seq 1 "$KILLS"); do
-    # Keep a backlog that outlasts the longest pause (three relays take
-    # about 4,000 events a second), so that every kill lands on busy relays.
-    [ "$(q "SELECT count(*) FROM $REL WHERE status = 'pending'")" -ge 4000 ] || stage 5000
+    for i in $(seq 1 $RELAYS); do
+        wait_started "${LOG[$i]}" 1 || { fail "relay $i did not start: $(tail -1 "${LOG[$i]}")"; break 2; }
+    done
+    # A backlog that outlasts the longest pause (three relays take up to
+    # 15,000 events a second), so that every kill lands on busy relays.
+    [ "$(q "SELECT count(*) FROM $REL WHERE status = 'pending'")" -ge 10000 ] || stage 10000
     random_sleep 50 400
     v=$((1 + RANDOM % RELAYS))
     kill9 "${RELAY[$v]}"
@@ -58,7 +66,7 @@ stopped=0
 for i in $(seq 1 $RELAYS); do
     stop_process "${RELAY[$i]}" TERM
     forget "${RELAY[$i]}"
-    [ "$RC" = 0 ] && stopped=$((stopped + 1)) || fail "relay $i exited $RC on SIGTERM: $(tail -1 "$TMP/relay$i.log")"
+    [ "$RC" = 0 ] && stopped=$((stopped + 1)) || fail "relay $i exited $RC on SIGTERM: $(tail -1 "${LOG[$i]}")"
 done
 [ "$stopped" = "$RELAYS" ] && pass "all $RELAYS relays stopped on SIGTERM with status 0"
 

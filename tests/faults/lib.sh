@@ -65,6 +65,17 @@ kill9() {
     forget "$1"
 }
 
+# wait_started LOG N: until LOG shows N relay workers started (60 s at
+# most), so that a fault's random instant falls in the relay's work, not
+# always in its start-up (slow under ASan).
+wait_started() {
+    local end=$((SECONDS + 60))
+    while [ "$(grep -c ': started: ' "$1" 2>/dev/null)" -lt "$2" ]; do
+        [ $SECONDS -lt $end ] || return 1
+        sleep 0.02
+    done
+}
+
 # analyze STAGED OUTPUT MAX_DUPLICATES|-: the consumer's view (analyze.py);
 # each failed check counts.
 analyze() {
@@ -81,7 +92,8 @@ skip_pg() {
     fi
     echo
     echo "*** SKIPPED: $1. ***"
-    echo "*** These tests start a private PostgreSQL server: install postgresql (Debian) and run them again."
+    echo "*** These tests start a private server with tools/services/postgres.sh: install postgresql (Debian),"
+    echo "*** or find out why it would not start, and run them again."
     echo
     exit 77
 }
