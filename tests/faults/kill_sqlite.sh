@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `outbox relay --workers 2` on SQLite, killed with SIGKILL at random
 # instants (10 times, 50 with --long) and restarted each time while events
-# keep coming. Then, once the lease has passed and a relay has drained the
-# rest: nothing lost, at most one batch per worker duplicated per kill, each
-# key's events first reach the sink in staging order, nothing left in
-# processing.
+# keep coming. Then, once the last relay has taken over the killed ones'
+# rows (their lease passed) and drained the rest: nothing lost, at most one
+# batch per worker duplicated per kill, each key's events first reach the
+# sink in staging order, nothing left in processing.
 . "$(dirname "$0")/lib.sh" "$@"
 
 KILLS=$(faults 10 50)

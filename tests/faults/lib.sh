@@ -11,7 +11,7 @@ export LC_ALL=C
 FAULTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC_ROOT=$(cd "$FAULTS_DIR/../.." && pwd)
 # shellcheck source=../cli/lib.sh
-. "$SRC_ROOT/tests/cli/lib.sh" "$1"
+. "$SRC_ROOT/tests/cli/lib.sh" "${1:-}"
 PG_LOAD=${2:-}
 PG_SERVICE=$SRC_ROOT/tools/services/postgres.sh
 # The postgres user owns a private server's cluster and must reach it.
@@ -69,8 +69,10 @@ kill9() {
 # most), so that a fault's random instant falls in the relay's work, not
 # always in its start-up (slow under ASan).
 wait_started() {
-    local end=$((SECONDS + 60))
-    while [ "$(grep -c ': started: ' "$1" 2>/dev/null)" -lt "$2" ]; do
+    local end=$((SECONDS + 60)) n
+    while :; do
+        n=$(cat "$1" 2>/dev/null | grep -c ': started: ')
+        [ "$n" -lt "$2" ] || return 0
         [ $SECONDS -lt $end ] || return 1
         sleep 0.02
     done
