@@ -40,13 +40,16 @@ background relay "$OUTBOX" relay --store "$URI?application_name=$APP" --relation
     --sink "file:$OUT" --batch "$BATCH" --workers 2 --lease "${LEASE_S}s" --poll 10ms
 R=$BG_PID
 done_faults=""
+held=""
 for f in $(seq 1 "$FAULTS"); do
-    [ "$(q "SELECT count(*) FROM $REL WHERE status = 'pending'")" -ge 3000 ] || stage 4000
     # Each fault finds the relay connected again, or the relay failed.
     end=$((SECONDS + 30))
     while [ "$(sessions)" = 0 ] && [ $SECONDS -lt $end ]; do sleep 0.05; done
     [ "$(sessions)" != 0 ] || { fail "the relay has no session 30 s after fault $((f - 1))"; break; }
+    # A backlog that outlasts the pause, so that faults hit a busy relay.
+    [ "$(q "SELECT count(*) FROM $REL WHERE status = 'pending'")" -ge 8000 ] || stage 8000
     random_sleep 200 800
+    held="$held $(q "SELECT count(*) FROM $REL WHERE status = 'processing'")"
     if [ $((f % 2)) = 1 ]; then
         "$PG_SERVICE" restart "$PRIVATE_PG" immediate || { fail "pg_ctl restart -m immediate failed"; break; }
         done_faults="$done_faults crash"
@@ -57,7 +60,7 @@ for f in $(seq 1 "$FAULTS"); do
         done_faults="$done_faults cut$cut"
     fi
 done
-echo "$STAGED events staged; faults:$done_faults"
+echo "$STAGED events staged; faults:$done_faults; rows processing just before each:$held"
 
 end=$((SECONDS + 120))
 while [ "$(q "SELECT count(*) FROM $REL WHERE status <> 'published'")" != 0 ] && [ $SECONDS -lt $end ]; do
