@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh" "$@"
 
 FAULTS=$(faults 6 20)
-BATCH=50
+BATCH=10
 LEASE_S=2
 private_pg
 REL=outbox
