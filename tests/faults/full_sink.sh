@@ -35,8 +35,8 @@ else
 fi
 cp "$ERR" "$TMP/first.err"
 one_error_line '^outbox: relay: giving up on route orders after [0-9]+ consecutive transient failures under until-idle: sink unavailable: file sink write: No space left on device$'
-warnings=$(grep -cE "^outbox: $TS warning: relay orders: sink unavailable \(file sink write: No space left on device\)" "$TMP/first.err")
-[ "$warnings" -eq 1 ] && pass "one warning names ENOSPC when the sink fills up" ||
+warnings=$(grep -cE "^outbox: $TS warning: relay orders: sink unavailable \(file sink write: No space left on device\): released 10 rows, pausing [0-9]+ ms, then retrying; until-idle gives up after 8 transient failures in a row$" "$TMP/first.err")
+[ "$warnings" -eq 1 ] && pass "one warning names ENOSPC when the sink fills up, and says what comes next" ||
     fail "$warnings sink warnings naming ENOSPC, expected 1: $(cat "$TMP/first.err")"
 
 whole_lines "$out"

@@ -35,7 +35,7 @@ mount_small() {
     mkdir -p "$dir" || exit 1
     if ! mount -t tmpfs -o "size=$2,mode=0755" outbox-faults "$dir" 2>"$TMP/.mount.err"; then
         local why
-        why=$(tr '\n' ' ' <"$TMP/.mount.err")
+        why=$(tr -s '\n ' ' ' <"$TMP/.mount.err")
         if [ "${CI:-}" = true ]; then
             echo "FAIL: cannot mount a $2 tmpfs at $dir ($why); CI=true needs the full-disk tests to run"
             exit 1
