@@ -6,7 +6,7 @@
 # bounded time instead of pausing and retrying for ever. Once there is room
 # again, a second run delivers the rest, each event once.
 . "$(dirname "$0")/../cli/lib.sh" "$@"
-. "$(dirname "$0")/full/tmpfs.sh"
+. "$(dirname "$0")/tmpfs.sh"
 
 N=400
 PAD=$(printf '%0400d' 0)

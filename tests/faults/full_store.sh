@@ -8,7 +8,7 @@
 # database stays intact; and once there is room again everything is
 # published and written.
 . "$(dirname "$0")/../cli/lib.sh" "$@"
-. "$(dirname "$0")/full/tmpfs.sh"
+. "$(dirname "$0")/tmpfs.sh"
 
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z'
 PAD=$(printf '%0300d' 0)
