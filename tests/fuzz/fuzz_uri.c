@@ -1,0 +1,141 @@
+/* URIs (core/uri.c) and what shows them (the kit's outbox_uri_show and
+ * outbox_uri_redact): a parsed URI's parts are consistent with its text;
+ * the shown URI is one line of UTF-8 that does not depend on the password
+ * or on secret parameters' values at all; redacted text holds none of the
+ * secrets; and a refusal is one line that does not quote the password. */
+#include <ctype.h>
+#include <strings.h>
+
+#include "fuzz.h"
+#include "outbox_int.h"
+#include "outbox/kit.h"
+
+/* Whether a secret can be looked for in text by plain search: shorter
+ * ones are only masked as whole words, and '*', '?' and spaces are what
+ * masking and one-line text put in, so they could rebuild a secret from
+ * the text around it. */
+static int searchable(const char *s, size_t n)
+{
+    if (n < 4)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || c == '*' || c == '?')
+            return 0;
+    }
+    return 1;
+}
+
+static int contains(const char *hay, const char *needle, size_t n)
+{
+    for (const char *p = hay; *p; p++)
+        if (strncmp(p, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+static size_t occurrences(const char *hay, const char *needle, size_t n)
+{
+    size_t k = 0;
+    for (const char *p = hay; *p; p++)
+        k += strncmp(p, needle, n) == 0;
+    return k;
+}
+
+static void check_parsed(const char *text, const outbox_uri_t *u)
+{
+    FUZZ_CHECK(u->raw != NULL && strcmp(u->raw, text) == 0);
+    size_t sl = strlen(u->scheme);
+    FUZZ_CHECK(sl > 0 && strncasecmp(u->scheme, text, sl) == 0 && text[sl] == ':');
+    for (size_t i = 0; i < sl; i++)
+        FUZZ_CHECK(!(u->scheme[i] >= 'A' && u->scheme[i] <= 'Z'));
+    FUZZ_CHECK(u->port >= 0 && u->port <= 65535);
+    FUZZ_CHECK(u->n_params == 0 || u->params != NULL);
+    for (size_t i = 0; i < u->n_params; i++)
+        FUZZ_CHECK(u->params[i].key && u->params[i].key[0] && u->params[i].value);
+
+    /* The shown URI must not change when only the secrets do. */
+    char shown[OUTBOX_MESSAGE_MAX], other[OUTBOX_MESSAGE_MAX];
+    outbox_uri_show(u, shown, sizeof shown);
+    FUZZ_CHECK(strlen(shown) < sizeof shown);
+    FUZZ_CHECK(outbox_utf8_valid(shown, strlen(shown)) && fuzz_one_line(shown));
+    outbox_uri_t changed = *u;
+    outbox_uri_param_t *params = calloc(u->n_params + 1, sizeof *params);
+    FUZZ_CHECK(params != NULL);
+    for (size_t i = 0; i < u->n_params; i++) {
+        params[i] = u->params[i];
+        if (outbox_uri_secret_key(params[i].key))
+            params[i].value = "another secret";
+    }
+    changed.params = params;
+    if (changed.password)
+        changed.password = "another password";
+    outbox_uri_show(&changed, other, sizeof other);
+    FUZZ_CHECK(strcmp(shown, other) == 0);
+    free(params);
+
+    /* A client library's message that quotes the URI, redacted. */
+    char red[OUTBOX_MESSAGE_MAX];
+    outbox_uri_redact(u, text, red, sizeof red);
+    FUZZ_CHECK(outbox_utf8_valid(red, strlen(red)) && fuzz_one_line(red));
+    if (u->password && searchable(u->password, strlen(u->password)))
+        FUZZ_CHECK(!contains(red, u->password, strlen(u->password)));
+    const char *raw_pw = NULL;
+    size_t raw_len = outbox_uri_raw_password_(u->raw, &raw_pw);
+    if (raw_len && searchable(raw_pw, raw_len))
+        FUZZ_CHECK(!contains(red, raw_pw, raw_len));
+    for (size_t i = 0; i < u->n_params; i++) {
+        const char *v = u->params[i].value;
+        if (outbox_uri_secret_key(u->params[i].key) && searchable(v, strlen(v)))
+            FUZZ_CHECK(!contains(red, v, strlen(v)));
+    }
+}
+
+/* A refusal quotes the URI with its password masked. Looked for only where
+ * the password appears once in the text, has an upper-case letter and is
+ * not in the messages' own words, so finding it means it was copied from
+ * the text. */
+static void check_refusal(const char *text, const outbox_diag_t *d)
+{
+    size_t len = strlen(d->message);
+    FUZZ_CHECK(len > 0 && len < OUTBOX_MESSAGE_MAX && fuzz_one_line(d->message));
+    const char *pw = NULL;
+    size_t n = outbox_uri_raw_password_(text, &pw);
+    if (n == 0 || !searchable(pw, n) || occurrences(text, pw, n) != 1)
+        return;
+    /* Letters, digits and what no message puts beside the text it quotes
+     * (quotes, brackets, dots, colons): a match is then not made up of
+     * the message's own characters. */
+    int upper = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isalnum((unsigned char)pw[i]) && !strchr("#@!$+,;~-_&=/", pw[i]))
+            return;
+        upper |= pw[i] >= 'A' && pw[i] <= 'Z';
+    }
+    if (!upper || contains("invalid IPv6 address (a NUL byte) URI", pw, n))
+        return;
+    if (contains(d->message, pw, n)) {
+        fprintf(stderr, "password \"%.*s\" shown in: %s\n", (int)n, pw, d->message);
+        FUZZ_CHECK(!"a refusal shows the password");
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = fuzz_cstring(data, size);
+    if (!text)
+        return 0;
+    outbox_uri_owned_t u;
+    outbox_diag_t d = {0};
+    int rc = outbox_uri_parse(text, &u, &d);
+    if (rc == OUTBOX_OK) {
+        check_parsed(text, &u.uri);
+        outbox_uri_free(&u);
+    } else {
+        FUZZ_CHECK(rc == OUTBOX_EINVAL && d.code == rc);
+        FUZZ_CHECK(u.storage == NULL && u.params == NULL && u.uri.scheme == NULL);
+        check_refusal(text, &d);
+    }
+    free(text);
+    return 0;
+}
