@@ -578,6 +578,29 @@ static inline int outbox_kit_secret_at_(const char *text, const char *p, const c
     return !before && !after;
 }
 
+/* The length of the secret of uri that occurs at p in text (the password,
+ * decoded and as typed in rawpw[0..rawlen), then the values of secret
+ * parameters), or 0. Looked up in place, so no secret is left out however
+ * many parameters the URI has. */
+static inline size_t outbox_uri_secret_at_(const outbox_uri_t *uri, const char *rawpw,
+                                           size_t rawlen, const char *text, const char *p)
+{
+    if (uri == NULL)
+        return 0;
+    if (uri->password != NULL && uri->password[0] != '\0' &&
+        outbox_kit_secret_at_(text, p, uri->password, strlen(uri->password)))
+        return strlen(uri->password);
+    if (rawlen > 0 && outbox_kit_secret_at_(text, p, rawpw, rawlen))
+        return rawlen;
+    for (size_t i = 0; i < uri->n_params; i++) {
+        const char *v = uri->params[i].value;
+        if (outbox_uri_secret_key(uri->params[i].key) && v != NULL && v[0] != '\0' &&
+            outbox_kit_secret_at_(text, p, v, strlen(v)))
+            return strlen(v);
+    }
+    return 0;
+}
+
 /* Copies in to out (size > 0) as one line with every secret of uri in it
  * (the password, decoded and as typed, and secret parameters' values)
  * replaced by "***": for text a driver did not write itself, such as a
@@ -586,33 +609,14 @@ static inline int outbox_kit_secret_at_(const char *text, const char *p, const c
 static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, char *out,
                                      size_t size)
 {
-    const char *secret[10];
-    size_t len[10], n = 0;
-    if (uri != NULL && uri->password != NULL && uri->password[0] != '\0') {
-        secret[n] = uri->password;
-        len[n++] = strlen(uri->password);
-    }
     const char *rawpw = NULL;
     size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
-    if (rawlen > 0) {
-        secret[n] = rawpw;
-        len[n++] = rawlen;
-    }
-    for (size_t i = 0; uri != NULL && i < uri->n_params && n < 10; i++)
-        if (outbox_uri_secret_key(uri->params[i].key) && uri->params[i].value != NULL &&
-            uri->params[i].value[0] != '\0') {
-            secret[n] = uri->params[i].value;
-            len[n++] = strlen(uri->params[i].value);
-        }
     const char *src = in != NULL ? in : "";
     char text[2048];
     size_t w = 0;
     text[0] = '\0';
     for (const char *p = src; *p && w + 1 < sizeof text;) {
-        size_t hit = 0;
-        for (size_t k = 0; k < n && hit == 0; k++)
-            if (outbox_kit_secret_at_(src, p, secret[k], len[k]))
-                hit = len[k];
+        size_t hit = outbox_uri_secret_at_(uri, rawpw, rawlen, src, p);
         if (hit > 0) {
             outbox_kit_append_(text, sizeof text, &w, "***");
             p += hit;
