@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "sqlite_int.h"
@@ -128,6 +129,17 @@ int outbox_sqlite_connect(sq_handle_t *h, const char *path, int mode, int busy_m
         flags |= SQLITE_OPEN_CREATE;
     else if (mode == SQ_OPEN_READ_ONLY)
         flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
+    /* SQLite opens whatever the path names: a FIFO blocks the open until a
+     * writer comes, which may be never, and a directory gives "disk I/O
+     * error" at the first statement. Only a regular file, or nothing yet,
+     * can be a database. */
+    struct stat st;
+    if (path[0] != '\0' && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
+                                  "cannot open database \"%s\": not a regular file (%s)", path,
+                                  S_ISDIR(st.st_mode)    ? "a directory"
+                                  : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                         : "a device or socket");
     int rc = sqlite3_open_v2(path, &h->db, flags, NULL);
     if (rc != SQLITE_OK) {
         char what[OUTBOX_MESSAGE_MAX / 2];
