@@ -6,7 +6,9 @@
 OUTBOX_BUILD_PACKAGES="meson ninja-build gcc pkg-config check libsubunit-dev libltdl-dev libsqlite3-dev sqlite3 python3"
 # man-db and groff-base: tools/test's install check reads the installed
 # man page with man(1) from the scratch prefix and lints it with groff.
-OUTBOX_TEST_PACKAGES="clang valgrind man-db groff-base"
+# libclang-rt-14-dev: clang's libFuzzer and sanitizer runtimes, without which
+# -fsanitize=fuzzer does not link and the clang build has no fuzz programs.
+OUTBOX_TEST_PACKAGES="clang libclang-rt-14-dev valgrind man-db groff-base"
 
 outbox_sudo() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
