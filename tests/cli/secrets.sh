@@ -55,7 +55,7 @@ no_secret "postgres, bad sslmode" stats --store "postgresql://app:$PW@127.0.0.1:
 for sink in "file://app:$PW@host/$TMP/out.jsonl" "file://app:$PW@/$TMP/out.jsonl" \
     "file://$TMP/out.jsonl?password=hunter2" "file:///nonexistent/dir/out.jsonl?password=hunter2" \
     "stdout://app:$PW@/" "stdout:?password=hunter2" \
-    "null://app:$PW@h/" "null:?password=hunter2"; do
+    "null://app:$PW@h/" "null:?password=hunter2" "null:?token=$PW" "null:?sasl_secret=$PW"; do
     k=$((k + 1))
     no_secret "sink URI $k" relay --store "sqlite://$db" --route r --sink "$sink" --until-idle
 done

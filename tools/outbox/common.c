@@ -43,17 +43,21 @@ typedef struct span {
 /* The next secret of uri at or after *pos, in order: the password of a
  * "//user:password@host" authority, then every NAME=VALUE whose NAME is a
  * secret's (?password=..., or host=h password='x y' in a key=value string).
- * Start with *pos = 0; it moves past what is returned. */
+ * Start with *pos = 0; it moves past what is returned. The spans are the
+ * library's: '#' ends nothing (the URI parser has no fragments), and a
+ * password written with a raw '/' or '?' runs to the last '@'. */
 static bool next_secret(const char *uri, size_t *pos, span_t *out)
 {
     const char *a = *pos == 0 ? strstr(uri, "//") : NULL;
     if (a) {
         a += 2;
-        size_t alen = strcspn(a, "/?#");
+        size_t alen = strcspn(a, "/?");
         const char *at = NULL;
         for (size_t i = 0; i < alen; i++)
             if (a[i] == '@')
                 at = a + i;
+        if (!at)
+            at = strrchr(a, '@');
         const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
         if (colon && colon + 1 < at) {
             *out = (span_t){(size_t)(colon + 1 - uri), (size_t)(at - uri)};
@@ -85,7 +89,7 @@ static bool next_secret(const char *uri, size_t *pos, span_t *out)
             if (uri[w])
                 w++;
         } else {
-            w += strcspn(uri + w, "&;# \t");
+            w += strcspn(uri + w, "&; \t");
         }
         if (w > v) {
             *out = (span_t){v, w};
