@@ -111,7 +111,11 @@ h schema check --store "$S" --yes-i-know
 h drivers --bogus
 h drivers extra
 h conformance --store garbage
-h conformance --store "$S" --frob
+h conformance --uri garbage
+h conformance --driver sqlite --uri sqlite:
+h conformance --driver sqlite --uri garbage
+h conformance --driver $'\xff' --uri sqlite::memory:
+h conformance --driver sqlite --uri sqlite::memory: --case
 
 # Numbers.
 h "${ST[@]}" --count 18446744073709551616
