@@ -91,32 +91,58 @@ static void check_parsed(const char *text, const outbox_uri_t *u)
     }
 }
 
-/* A refusal quotes the URI with its password masked. Looked for only where
- * the password appears once in the text, has an upper-case letter and is
- * not in the messages' own words, so finding it means it was copied from
- * the text. */
-static void check_refusal(const char *text, const outbox_diag_t *d)
+/* Whether the secret pw[0..n) of text shows in message. Looked for only
+ * where it appears once in the text, has an upper-case letter and is not
+ * in the messages' own words, so finding it means it was copied from the
+ * text. */
+static int shows_secret(const char *text, const char *message, const char *pw, size_t n)
 {
-    size_t len = strlen(d->message);
-    FUZZ_CHECK(len > 0 && len < OUTBOX_MESSAGE_MAX && fuzz_one_line(d->message));
-    const char *pw = NULL;
-    size_t n = outbox_uri_raw_password_(text, &pw);
     if (n == 0 || !searchable(pw, n) || occurrences(text, pw, n) != 1)
-        return;
+        return 0;
     /* Letters, digits and what no message puts beside the text it quotes
      * (quotes, brackets, dots, colons): a match is then not made up of
      * the message's own characters. */
     int upper = 0;
     for (size_t i = 0; i < n; i++) {
         if (!isalnum((unsigned char)pw[i]) && !strchr("#@!$+,;~-_&=/", pw[i]))
-            return;
+            return 0;
         upper |= pw[i] >= 'A' && pw[i] <= 'Z';
     }
     if (!upper || contains("invalid IPv6 address (a NUL byte) URI", pw, n))
-        return;
-    if (contains(d->message, pw, n)) {
-        fprintf(stderr, "password \"%.*s\" shown in: %s\n", (int)n, pw, d->message);
-        FUZZ_CHECK(!"a refusal shows the password");
+        return 0;
+    if (!contains(message, pw, n))
+        return 0;
+    fprintf(stderr, "secret \"%.*s\" shown in: %s\n", (int)n, pw, message);
+    return 1;
+}
+
+/* A refusal quotes the URI with the password and the values of secret
+ * parameters (NAME=VALUE after '?', '&', ';', ' ' or ':', up to '&' or a
+ * space, as in URIs and libpq's key=value strings) masked. */
+static void check_refusal(const char *text, const outbox_diag_t *d)
+{
+    size_t len = strlen(d->message);
+    FUZZ_CHECK(len > 0 && len < OUTBOX_MESSAGE_MAX && fuzz_one_line(d->message));
+    const char *pw = NULL;
+    size_t n = outbox_uri_raw_password_(text, &pw);
+    FUZZ_CHECK(!shows_secret(text, d->message, pw, n));
+    for (size_t i = 0; text[i]; i++) {
+        if (i > 0 && !strchr("?&; :", text[i - 1]))
+            continue;
+        size_t k = i;
+        while (isalnum((unsigned char)text[k]) || text[k] == '_' || text[k] == '-')
+            k++;
+        char name[64];
+        if (k == i || k - i >= sizeof name)
+            continue;
+        memcpy(name, text + i, k - i);
+        name[k - i] = '\0';
+        size_t v = k + strspn(text + k, " ");
+        if (text[v] != '=' || !outbox_uri_secret_key(name))
+            continue;
+        v += 1 + strspn(text + v + 1, " ");
+        if (text[v] != '\'')
+            FUZZ_CHECK(!shows_secret(text, d->message, text + v, strcspn(text + v, "& ")));
     }
 }
 
