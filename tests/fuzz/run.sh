@@ -20,7 +20,8 @@ for name in "$@"; do
     bin=$build/tests/fuzz/fuzz_$name
     work=$build/fuzz/$name
     if [ ! -x "$bin" ]; then
-        echo "fuzz $name: FAILED: $bin was not built (needs clang and libclang-rt-14-dev)"
+        echo "fuzz $name: FAILED: $bin was not built (it needs clang and libclang-rt-14-dev;" \
+            "a build directory set up before that was installed needs meson setup --wipe)"
         failed=$((failed + 1))
         continue
     fi
