@@ -183,8 +183,8 @@ static void check_ident(const char *s, char q)
 
 static int ref_secret_key(const char *k)
 {
-    size_t n = strlen(k);
-    return n >= 8 && strncasecmp(k + n - 8, "password", 8) == 0;
+    return strcasestr(k, "password") || strcasestr(k, "passwd") || strcasestr(k, "secret") ||
+           strcasestr(k, "token") || strcasecmp(k, "pass") == 0 || strcasecmp(k, "pwd") == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

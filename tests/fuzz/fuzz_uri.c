@@ -117,8 +117,9 @@ static int shows_secret(const char *text, const char *message, const char *pw, s
 }
 
 /* A refusal quotes the URI with the password and the values of secret
- * parameters (NAME=VALUE after '?', '&', ';', ' ' or ':', up to '&' or a
- * space, as in URIs and libpq's key=value strings) masked. */
+ * parameters (NAME=VALUE after '?', '&', ';', ' ' or ':', NAME of letters,
+ * digits, '_', '-' and '.', VALUE up to '&' or a space, as in URIs and
+ * libpq's key=value strings) masked. Checked up to the first quoted value. */
 static void check_refusal(const char *text, const outbox_diag_t *d)
 {
     size_t len = strlen(d->message);
@@ -130,7 +131,7 @@ static void check_refusal(const char *text, const outbox_diag_t *d)
         if (i > 0 && !strchr("?&; :", text[i - 1]))
             continue;
         size_t k = i;
-        while (isalnum((unsigned char)text[k]) || text[k] == '_' || text[k] == '-')
+        while (isalnum((unsigned char)text[k]) || (text[k] && strchr("_-.", text[k])))
             k++;
         char name[64];
         if (k == i || k - i >= sizeof name)
@@ -141,8 +142,13 @@ static void check_refusal(const char *text, const outbox_diag_t *d)
         if (text[v] != '=' || !outbox_uri_secret_key(name))
             continue;
         v += 1 + strspn(text + v + 1, " ");
-        if (text[v] != '\'')
-            FUZZ_CHECK(!shows_secret(text, d->message, text + v, strcspn(text + v, "& ")));
+        if (text[v] == '\'')
+            break; /* a quoted libpq value: where it ends is libpq's business */
+        size_t e = v + strcspn(text + v, "& ");
+        FUZZ_CHECK(!shows_secret(text, d->message, text + v, e - v));
+        /* What a secret's value holds is no parameter of its own. */
+        if (e > i)
+            i = e - 1;
     }
 }
 
