@@ -203,22 +203,29 @@ typedef struct builder {
     outbox_diag_t *d;
 } builder_t;
 
-/* Whether text at p may be part of a password the parser did not see as
- * one (written with a raw '/' or '?', so the '@' after it ends up past the
- * authority), or the value of a password parameter: then a problem there is
- * described without quoting it. p points into b->text. */
-static bool maybe_secret(const builder_t *b, const char *p)
+/* Whether a secret of text covers any of its bytes [from, to). */
+static bool secret_in(const char *text, size_t from, size_t to)
 {
-    size_t at = (size_t)(p - b->text);
     masker_t m;
-    masker_init(&m, b->text);
-    for (size_t i = 0; i <= at && b->text[i];) {
+    masker_init(&m, text);
+    for (size_t i = 0; i < to && text[i];) {
         size_t until = masker_until(&m, i);
-        if (until > at)
+        if (until > from && until > i)
             return true;
         i = until > i ? until : i + 1;
     }
     return false;
+}
+
+/* Whether any of the n bytes of text at p that a message would quote may
+ * be part of a password the parser did not see as one (written with a raw
+ * '/' or '?', so the '@' after it ends up past the authority), or of the
+ * value of a secret parameter: then a problem there is described without
+ * quoting it. p points into b->text. */
+static bool maybe_secret(const builder_t *b, const char *p, size_t n)
+{
+    size_t at = (size_t)(p - b->text);
+    return secret_in(b->text, at, at + (n > 0 ? n : 1));
 }
 
 static int uri_error(builder_t *b, int code, const char *problem)
@@ -249,7 +256,7 @@ static int put_string(builder_t *b, const char *src, size_t n, bool decode, cons
             if (hi < 0 || lo < 0) {
                 char problem[128];
                 size_t shown = n - i < 3 ? n - i : 3;
-                if (strcmp(what, "password") == 0 || maybe_secret(b, src + i))
+                if (strcmp(what, "password") == 0 || maybe_secret(b, src + i, shown))
                     snprintf(problem, sizeof problem,
                              "bad percent escape in the password (expected %% and two hex digits)");
                 else
@@ -322,7 +329,7 @@ static int parse_port(builder_t *b, const char *s, size_t n, int *port)
             v = v * 10 + (s[i] - '0');
     }
     if (!ok || v < 1 || v > 65535) {
-        if (maybe_secret(b, s))
+        if (maybe_secret(b, s, n < 16 ? n : 16))
             return uri_error(b, OUTBOX_EINVAL, "invalid port (expected 1 to 65535)");
         char problem[96];
         snprintf(problem, sizeof problem, "invalid port \"%.*s%s\" (expected 1 to 65535)",
@@ -367,6 +374,8 @@ static int parse_host_port(builder_t *b, const char *s, size_t n, outbox_uri_t *
             return uri_error(b, OUTBOX_EINVAL, "unterminated '[' in the host");
         size_t hlen = (size_t)(close - s - 1);
         if (!valid_ipv6(s + 1, hlen)) {
+            if (maybe_secret(b, s + 1, hlen < 48 ? hlen : 48))
+                return uri_error(b, OUTBOX_EINVAL, "invalid IPv6 address in the host");
             char problem[96];
             snprintf(problem, sizeof problem, "invalid IPv6 address \"[%.*s%s]\"",
                      (int)(hlen < 48 ? hlen : 48), s + 1, hlen > 48 ? "..." : "");
