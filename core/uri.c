@@ -308,6 +308,13 @@ static int scheme_error(const char *text, outbox_diag_t *d)
     const char *colon = strchr(text, ':');
     size_t before_path = strcspn(text, "/?");
     if (colon && colon != text && (size_t)(colon - text) < before_path) {
+        /* What stands before the ':' is quoted unmasked, so not when a
+         * secret is in it (a key=value string: "password=x host=::1"). */
+        if (secret_in(text, 0, (size_t)(colon - text)))
+            return outbox_diag_set(d, OUTBOX_EINVAL,
+                                   "invalid scheme in URI \"%s\": a scheme is a letter "
+                                   "followed by letters, digits, '+', '-' or '.'",
+                                   shown);
         int n = (int)(colon - text) < 32 ? (int)(colon - text) : 32;
         return outbox_diag_set(d, OUTBOX_EINVAL,
                                "invalid scheme \"%.*s\" in URI \"%s\": a scheme is a letter "

@@ -228,6 +228,10 @@ START_TEST(test_empty_and_missing_scheme)
     parse_bad("//host/db", "missing scheme");
     parse_bad("1abc:foo", "invalid scheme \"1abc\"");
     parse_bad("my_db:x", "invalid scheme \"my_db\"");
+    /* A key=value string with a ':' in it: the secret before the ':' is
+     * not quoted as a scheme. */
+    parse_bad("host=db password=Secret01 hostaddr=::1",
+              "invalid scheme in URI \"host=db password=*** hostaddr=::1\"");
 }
 END_TEST
 
