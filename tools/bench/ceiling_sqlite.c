@@ -508,7 +508,8 @@ static void sql_published(sbuf_t *b, const char *rel)
 }
 
 /* The reference: the plainest claim and mark there is, with no per-key
- * rule, no lease takeover and no fence. ?1 route, ?2 limit, ?3 now. */
+ * rule, no lease takeover and no fence; the claim returns the rows a relay
+ * must read, as the driver's does. ?1 route, ?2 limit, ?3 now. */
 static void sql_plain_claim(sbuf_t *b, const char *rel)
 {
     add(b, "UPDATE ");
@@ -516,8 +517,10 @@ static void sql_plain_claim(sbuf_t *b, const char *rel)
     add(b, " SET status = 'processing', processing_at = ?3, attempts = attempts + 1 WHERE id IN "
            "(SELECT id FROM ");
     add(b, rel);
-    add(b, " WHERE outbox_route = ?1 AND status = 'pending' ORDER BY created_at, id LIMIT ?2) "
-           "RETURNING id");
+    add(b, " WHERE outbox_route = ?1 AND status = 'pending' ORDER BY created_at, id LIMIT ?2)");
+    add(b, " RETURNING id, outbox_route, event_id, event_type, tenant_id, execution_id, "
+           "correlation_id, causation_id, occurred_at, payload, created_at, attempts, "
+           "available_at, ordering_key, last_error");
 }
 
 /* ?1 id, ?2 now. */
