@@ -331,12 +331,12 @@ static void ahead_part(const pg_handle_t *h, outbox_buf_t *b, int hlc, int first
  *   the rows in flight, which are few.
  * - The chain check needs, for each keyed row of the batch, the row right
  *   before it among its key's unfinished rows. Without an index on the key
- *   that is not one probe; but every such row is at or before the batch's
- *   last row in claim order, and the rows of the pending range before that
- *   point are the ones the ripe arm has just passed over: the batch itself
- *   and the rows skipped as locked or held back. So ahead reads them once
- *   (from the start of the range up to the batch's last created_at, the
- *   row comparison on (created_at, id) doing the rest), together with the
+ *   that is not one probe; but every such row is before the batch's last
+ *   keyed row in claim order, and the rows of the pending range before
+ *   that point are the ones the ripe arm has just passed over: the batch
+ *   itself and the rows skipped as locked or held back. So ahead reads them
+ *   once (from the start of the range up to that row's created_at, the row
+ *   comparison on (created_at, id) doing the rest), together with the
  *   two short ranges (pending with an available_at, and processing), keeps
  *   the rows of the batch's keys, and lag() over each key gives every
  *   row's predecessor at once. Like prev_of, it reads the statement's
@@ -355,9 +355,11 @@ static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc
                          "SELECT * FROM due UNION ALL SELECT * FROM expired) AS c ORDER BY %s "
                          "LIMIT %ld)",
                       order, limit);
-    /* DESC puts NULL first, the reverse of the claim order's NULLS LAST. */
-    outbox_buf_printf(b, ", tail AS MATERIALIZED (SELECT created_at, id%s FROM firstn ORDER BY "
-                         "%screated_at DESC, id DESC LIMIT 1)",
+    /* The batch's last keyed row: no predecessor is after it, and a batch
+     * without keys reads nothing more. DESC puts NULL first, the reverse
+     * of the claim order's NULLS LAST. */
+    outbox_buf_printf(b, ", tail AS MATERIALIZED (SELECT created_at, id%s FROM firstn WHERE "
+                         "ordering_key IS NOT NULL ORDER BY %screated_at DESC, id DESC LIMIT 1)",
                       hlc ? ", hlc" : "", hlc ? "hlc DESC, " : "");
     outbox_buf_puts(b, ", ahead AS (");
     if (hlc) {
