@@ -372,6 +372,32 @@ START_TEST(test_claim_commit_setting_and_limits)
 }
 END_TEST
 
+/* The driver's own session runs without JIT and without sequential scans;
+ * a connection the application hands in keeps its own settings. A trigger
+ * records the settings each insert ran under. */
+START_TEST(test_session_settings)
+{
+    outbox_store_t *s = fresh(0);
+    pgt_exec(db, "CREATE TABLE %s.seen (jit text, seqscan text)", schema);
+    pgt_exec(db, "CREATE FUNCTION %s.note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "INSERT INTO %s.seen VALUES (current_setting('jit'), current_setting('enable_seqscan')); "
+                 "RETURN NULL; END $$",
+             schema, schema);
+    pgt_exec(db, "CREATE TRIGGER note AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s.note()", rel,
+             schema);
+    ck_assert_int_eq(stage(s, NULL, "orders", NULL, NULL, "{}"), 1);
+    PGconn *app = pgt_connect();
+    pgt_exec(app, "SET jit = on");
+    pgt_exec(app, "BEGIN");
+    ck_assert_int_eq(stage(s, app, "orders", NULL, NULL, "{}"), 1);
+    pgt_exec(app, "COMMIT");
+    PQfinish(app);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.seen WHERE jit = 'off' AND seqscan = 'off'", schema), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.seen WHERE jit = 'on' AND seqscan = 'on'", schema), 1);
+    outbox_store_close(s);
+}
+END_TEST
+
 /* The claim's plan is cached after a few runs. A relay started on an empty
  * table must not keep a plan that reads the whole table once the table has
  * grown: no claim or settle of the driver's session may scan it
@@ -1073,6 +1099,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_hlc_refused);
     tcase_add_test(tc, test_uri_forms);
     tcase_add_test(tc, test_claim_commit_setting_and_limits);
+    tcase_add_test(tc, test_session_settings);
     tcase_add_test(tc, test_claim_plan_survives_growth);
     tcase_add_test(tc, test_claim_reads_bounded);
     tcase_add_test(tc, test_locked_head_one_call);
