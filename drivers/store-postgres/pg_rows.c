@@ -362,17 +362,21 @@ static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc
                          "ordering_key IS NOT NULL ORDER BY %screated_at DESC, id DESC LIMIT 1)",
                       hlc ? ", hlc" : "", hlc ? "hlc DESC, " : "");
     outbox_buf_puts(b, ", ahead AS (");
+    /* The bounds are uncorrelated subqueries, computed once before the
+     * scan, so that the planner makes them index conditions whatever it
+     * thinks of joining tail: taken as a join filter instead, the hlc
+     * bound let it read every stamped pending row. */
     if (hlc) {
         ahead_part(h, b, 1, 1,
-                   "e.status = 'pending' AND e.available_at IS NULL AND e.hlc <= "
-                   "coalesce(l.hlc, 9223372036854775807)");
+                   "e.status = 'pending' AND e.available_at IS NULL AND e.hlc <= (SELECT "
+                   "coalesce(hlc, 9223372036854775807) FROM tail)");
         ahead_part(h, b, 1, 0,
-                   "e.status = 'pending' AND e.available_at IS NULL AND e.hlc IS NULL AND l.hlc "
-                   "IS NULL AND e.created_at <= l.created_at");
+                   "e.status = 'pending' AND e.available_at IS NULL AND e.hlc IS NULL AND "
+                   "l.hlc IS NULL AND e.created_at <= (SELECT created_at FROM tail)");
     } else {
         ahead_part(h, b, 0, 1,
-                   "e.status = 'pending' AND e.available_at IS NULL AND e.created_at <= "
-                   "l.created_at");
+                   "e.status = 'pending' AND e.available_at IS NULL AND e.created_at <= (SELECT "
+                   "created_at FROM tail)");
     }
     ahead_part(h, b, hlc, 0, "e.status = 'pending' AND e.available_at IS NOT NULL");
     ahead_part(h, b, hlc, 0, "e.status = 'processing'");

@@ -476,8 +476,8 @@ static reads_t table_reads(void)
 }
 
 /* What one claim of 100 (and the settle of its rows) reads, in a session
- * of its own. */
-static reads_t one_claim_reads(void)
+ * of its own; in hlc order when hlc. */
+static reads_t one_claim_reads(int hlc)
 {
     char uri[512];
     tagged_uri(uri, sizeof uri, "onereads", NULL);
@@ -487,6 +487,7 @@ static reads_t one_claim_reads(void)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 100);
+    r.hlc_order = hlc;
     ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 100);
     outbox_settle_item_t it[100];
@@ -504,14 +505,24 @@ static reads_t one_claim_reads(void)
  * batch, the rest of the staging call it ends in, the rows its key check
  * looks back over) and never scans the table. A claim that sorted the
  * pending rows, or looked for each row's predecessor through them, would
- * read some 45,000 entries more. */
-START_TEST(test_claim_reads_bounded)
+ * read some 45,000 entries more. In hlc order the pending rows are
+ * unstamped, behind as many stamped rows already published: every stamped
+ * row is then before the batch, and the planner's statistics say half the
+ * rows have a stamp. */
+static void claim_reads_bounded(int hlc)
 {
-    outbox_store_close(fresh(0));
+    outbox_store_close(fresh(hlc ? OUTBOX_SCHEMA_HLC : 0));
+    if (hlc)
+        pgt_exec(db, "INSERT INTO %s (id, outbox_route, event_id, event_type, occurred_at, payload, "
+                     "status, created_at, published_at, ordering_key, hlc) SELECT gen_random_uuid(), "
+                     "'orders', gen_random_uuid(), 't', now(), '{}', 'published', timestamptz "
+                     "'2025-01-01' + (g / 500) * interval '1 ms', now(), 'k' || g %% 50, g FROM "
+                     "generate_series(1, 50000) AS g",
+                 rel);
     grow_backlog(5000, 0);
-    reads_t small = one_claim_reads();
+    reads_t small = one_claim_reads(hlc);
     grow_backlog(45000, 5000);
-    reads_t large = one_claim_reads();
+    reads_t large = one_claim_reads(hlc);
     ck_assert_msg(small.seq_scan == 0 && large.seq_scan == 0, "sequential scans: %lld and %lld",
                   (long long)small.seq_scan, (long long)large.seq_scan);
     ck_assert_msg(small.idx_tup_read > 0, "no index reads counted");
@@ -521,6 +532,17 @@ START_TEST(test_claim_reads_bounded)
     ck_assert_msg(large.idx_tup_read < small.idx_tup_read + 1000,
                   "one claim read %lld index entries from 5,000 pending rows and %lld from 49,900",
                   (long long)small.idx_tup_read, (long long)large.idx_tup_read);
+}
+
+START_TEST(test_claim_reads_bounded)
+{
+    claim_reads_bounded(0);
+}
+END_TEST
+
+START_TEST(test_claim_reads_bounded_hlc)
+{
+    claim_reads_bounded(1);
 }
 END_TEST
 
@@ -1102,6 +1124,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_session_settings);
     tcase_add_test(tc, test_claim_plan_survives_growth);
     tcase_add_test(tc, test_claim_reads_bounded);
+    tcase_add_test(tc, test_claim_reads_bounded_hlc);
     tcase_add_test(tc, test_locked_head_one_call);
     tcase_add_test(tc, test_native_tx);
     tcase_add_test(tc, test_own_tx);
