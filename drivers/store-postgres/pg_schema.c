@@ -93,26 +93,26 @@ static const idx_spec_t outbox_idx[] = {
      "outbox_route, status, created_at, id", 0,
      "pending rows already in claim order: a claim reads its batch off the front instead of "
      "sorting the backlog",
-     "claims will sort the whole pending backlog", PG_IDX_PENDING},
+     "claims fall back to outbox_claim_idx and sort each staging call", PG_IDX_PENDING},
     {"key_idx", "outbox_route, ordering_key, created_at, id", PRED_LIVE,
      {PRED_LIVE_N, PRED_LIVE_ALT_N, NULL}, "outbox_route, ordering_key, created_at, id", 0,
      "per-key FIFO: a key's unfinished rows in claim order, so the rows ahead of a claimed row "
      "are found without reading the key's history",
-     "per-key order checks will read each key's whole history", PG_IDX_KEY},
+     "per-key order checks read what a claim passed over a second time", PG_IDX_KEY},
     {"processing_idx", "outbox_route, processing_at", PRED_PROCESSING, {PRED_PROCESSING_N, NULL},
      "outbox_route, status, processing_at", 0,
      "claimed rows by age: expired leases of crashed relays",
-     "finding expired leases will scan the route", 0},
+     "finding expired leases reads every claimed row of the route", 0},
     {"claim_hlc_idx", "outbox_route, status, available_at, hlc, created_at, id", NULL, {NULL},
      NULL, 1, "SPEC 2's hlc claim index", NULL, 0},
     {"pending_hlc_idx", "outbox_route, hlc, created_at, id", PRED_PENDING, {PRED_PENDING_N, NULL},
      "outbox_route, status, hlc, created_at, id", 1,
      "the pending index's twin for hlc claim order (NULL hlc sorts last, as the claim wants)",
-     "hlc-ordered claims will sort the whole pending backlog", PG_IDX_PENDING_HLC},
+     "hlc-ordered claims fall back to outbox_claim_hlc_idx", PG_IDX_PENDING_HLC},
     {"key_hlc_idx", "outbox_route, ordering_key, hlc, created_at, id", PRED_LIVE,
      {PRED_LIVE_N, PRED_LIVE_ALT_N, NULL}, "outbox_route, ordering_key, hlc, created_at, id", 1,
      "the key index's twin for hlc claim order",
-     "per-key order checks in hlc order will read each key's whole history", PG_IDX_KEY_HLC},
+     "per-key order checks in hlc order read what a claim passed over a second time", PG_IDX_KEY_HLC},
 };
 #define N_OUTBOX_IDX (sizeof outbox_idx / sizeof outbox_idx[0])
 
