@@ -823,6 +823,50 @@ START_TEST(test_locked_head_holds_key)
 }
 END_TEST
 
+/* A key's head that is claimable again, an expired lease or a retry that
+ * has come due, while another claim holds it locked right now (it is
+ * taking it): the rows behind it look claimable to the snapshot, and the
+ * chain check alone keeps them. */
+START_TEST(test_locked_reclaimable_head_holds_key)
+{
+    outbox_store_t *s = fresh(0);
+    const char *lease_head = "0190a0b0-0000-7000-8000-00000000b001";
+    const char *retry_head = "0190a0b0-0000-7000-8000-00000000b002";
+    ck_assert_int_eq(stage(s, NULL, "r", "ka", lease_head, "1"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "kb", retry_head, "1"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "ka", NULL, "2"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", "kb", NULL, "2"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "0"), 1);
+    /* ka's head was claimed by a relay that died an hour ago; kb's head
+     * failed and its retry is due. */
+    pgt_exec(db, "UPDATE %s SET status = 'processing', processing_at = now() - interval '1 hour', "
+                 "attempts = 1 WHERE event_id = '%s'", rel, lease_head);
+    pgt_exec(db, "UPDATE %s SET available_at = now() - interval '1 second', attempts = 1, "
+                 "last_error = 'retry' WHERE event_id = '%s'", rel, retry_head);
+    PGconn *other = pgt_connect();
+    pgt_exec(other, "BEGIN");
+    pgt_exec(other, "SELECT 1 FROM %s WHERE event_id IN ('%s', '%s') FOR UPDATE", rel, lease_head,
+             retry_head);
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    outbox_claim_req_t r = req("r", 100);
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_ptr_null(rows[0].ordering_key);
+    outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_PUBLISHED};
+    ck_assert_int_eq(outbox_settle(s, &f, &it, 1, NULL), OUTBOX_OK);
+    pgt_exec(other, "ROLLBACK");
+    PQfinish(other);
+    /* Unlocked, each key moves as one run from its head. */
+    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(rows[0].event_id, lease_head);
+    ck_assert_str_eq(rows[1].event_id, retry_head);
+    outbox_store_close(s);
+}
+END_TEST
+
 /* A sink for the stress test: RETRY for some rows on their first attempts,
  * OK otherwise, and a live check that each key's rows are accepted in
  * staging order, each exactly once. */
@@ -1132,6 +1176,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_deadlock_is_transient);
     tcase_add_test(tc, test_serialization_is_transient);
     tcase_add_test(tc, test_locked_head_holds_key);
+    tcase_add_test(tc, test_locked_reclaimable_head_holds_key);
     tcase_add_test(tc, test_relays_keep_key_order);
     tcase_add_test(tc, test_relays_keep_key_order_hlc);
     tcase_add_test(tc, test_wait_wakes_on_stage);
