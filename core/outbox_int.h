@@ -90,4 +90,10 @@ void outbox_ce_build(const outbox_row_t *row, const char *source, const char *ke
 /* Replace every "{route}" in template; malloc'd, NULL on ENOMEM. */
 char *outbox_template_expand(const char *tmpl, const char *route);
 
+/* Whether t is text fit for a route, type, key or node key: 1..max bytes
+ * of valid UTF-8 without control characters (C0, DEL, C1). When not,
+ * fills why with one line naming field and the problem (never the bytes),
+ * and returns 0. */
+int outbox_text_check(const char *field, const char *t, size_t max, char *why, size_t size);
+
 #endif

@@ -12,12 +12,30 @@
  *
  * A wave whose every message came back RETRY means the sink is down: the
  * rest of the batch is released uncharged and the relay backs off (the
- * circuit breaker), so an outage never dead-letters healthy events. */
+ * circuit breaker), so an outage never dead-letters healthy events.
+ *
+ * Transient failures (a store error worth retrying, or such an outage) are
+ * retried for as long as they last, except under until_idle: a drain that
+ * makes no progress for RELAY_IDLE_GIVE_UP steps in a row returns the last
+ * reason instead of waiting for ever (a full disk is transient, but may
+ * never clear by itself). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "outbox_int.h"
+
+/* Under until_idle, the number of consecutive failed steps (each a
+ * transient store error or a batch the sink turned down whole) after which
+ * the run gives up. With the default pauses the store's eight failures take
+ * about 6 s (12 s at worst) and the sink's about a minute (2 at worst):
+ * long enough to ride out a restart, short enough for a drain job. */
+#define RELAY_IDLE_GIVE_UP 8
+/* Without until_idle, a run of failures is warned about at its first
+ * failure and then at every this many, so a long one cannot flood the log. */
+#define RELAY_WARN_EVERY 10
+#define RELAY_STR_(x) #x
+#define RELAY_STR(x) RELAY_STR_(x)
 
 struct outbox_relay {
     outbox_store_t *store;
@@ -33,6 +51,7 @@ struct outbox_relay {
      * (monotonic; 0 = none), and how many batches it has released. */
     int64_t outage_since_us;
     uint64_t outage_batches;
+    char outage_why[OUTBOX_MESSAGE_MAX]; /* the sink's reason for the last outage batch */
     outbox_relay_counters_t counters;
     outbox_diag_t diag;
 };
@@ -108,6 +127,9 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
+    char why[128];
+    if (!outbox_text_check("route", cfg->route, 255, why, sizeof why))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: %s", why);
     if (cfg->batch == 0 || cfg->batch > 100000)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: batch must be 1..100000, got %zu",
                                cfg->batch);
@@ -485,23 +507,41 @@ static size_t count_kind(const batch_t *b, int kind)
     return n;
 }
 
-/* The batch the breaker just released: a warning if it starts an outage. */
+/* What a run does about a run of transient failures, for the line that
+ * reports its first one. */
+static const char *retry_policy(const outbox_relay_t *r)
+{
+    if (r->cfg.until_idle)
+        return "; until-idle gives up after " RELAY_STR(RELAY_IDLE_GIVE_UP) " transient failures in a row";
+    return ", and for as long as it fails (a warning every " RELAY_STR(RELAY_WARN_EVERY) " failures)";
+}
+
+/* The batch the breaker just released: a warning if it starts an outage,
+ * and every RELAY_WARN_EVERY batches while it lasts. */
 static void log_outage(outbox_relay_t *r, const batch_t *b)
 {
     const char *why = b->results[0].message[0] ? b->results[0].message : "every message was retried";
+    snprintf(r->outage_why, sizeof r->outage_why, "%s", why);
     long long pause_ms = (long long)((r->pause_us + 999) / 1000);
     size_t released = count_kind(b, OUTBOX_SETTLE_RELEASE);
     if (r->outage_since_us == 0) {
         r->outage_since_us = outbox_monotonic_us();
         r->outage_batches = 1;
-        outbox_log(OUTBOX_LOG_WARN, "relay %s: sink unavailable (%s): released %zu rows, pausing %lld ms",
-                   r->route, why, released, pause_ms);
-    } else {
-        r->outage_batches++;
+        outbox_log(OUTBOX_LOG_WARN,
+                   "relay %s: sink unavailable (%s): released %zu rows, pausing %lld ms, then retrying%s",
+                   r->route, why, released, pause_ms, retry_policy(r));
+        return;
+    }
+    r->outage_batches++;
+    if (!r->cfg.until_idle && r->outage_batches % RELAY_WARN_EVERY == 0)
+        outbox_log(OUTBOX_LOG_WARN,
+                   "relay %s: sink still unavailable after %llu batches released (%s): pausing %lld ms, "
+                   "then retrying",
+                   r->route, (unsigned long long)r->outage_batches, why, pause_ms);
+    else
         outbox_log(OUTBOX_LOG_DEBUG,
                    "relay %s: sink still unavailable (%s): released %zu rows, pausing %lld ms", r->route,
                    why, released, pause_ms);
-    }
 }
 
 /* A batch the breaker did not release: if the sink gave a verdict on any
@@ -613,22 +653,71 @@ static void idle_wait(outbox_relay_t *r)
     outbox_store_wait(r->store, r->route, (int)ms);
 }
 
+/* A step that failed with a transient store error, about to pause for
+ * pause_us: a warning for the first of a run and every RELAY_WARN_EVERY
+ * after it, debug lines between. */
+static void log_store_failure(const outbox_relay_t *r, int errors, int64_t pause_us)
+{
+    long long pause_ms = (long long)((pause_us + 999) / 1000);
+    if (errors == 1)
+        outbox_log(OUTBOX_LOG_WARN, "relay %s: %s: retrying in %lld ms%s", r->route, r->diag.message,
+                   pause_ms, retry_policy(r));
+    else if (!r->cfg.until_idle && errors % RELAY_WARN_EVERY == 0)
+        outbox_log(OUTBOX_LOG_WARN, "relay %s: still failing after %d attempts in a row: %s: retrying in %lld ms",
+                   r->route, errors, r->diag.message, pause_ms);
+    else
+        outbox_log(OUTBOX_LOG_DEBUG, "relay %s: %s: retrying in %lld ms (failure %d in a row)", r->route,
+                   r->diag.message, pause_ms, errors);
+}
+
+/* The end of the run under until_idle after failures consecutive failed
+ * steps, the last a store error (store) or an outage: the reason is the
+ * last failure's. */
+static int give_up(outbox_relay_t *r, int failures, int store)
+{
+    char last[OUTBOX_MESSAGE_MAX]; /* the store's diag is about to be overwritten */
+    snprintf(last, sizeof last, "%s", store ? r->diag.message : r->outage_why);
+    return rfail(r, OUTBOX_ETRANSIENT,
+                 "giving up on route %s after %d consecutive transient failures under until-idle: %s%s",
+                 r->route, failures, store ? "" : "sink unavailable: ", last);
+}
+
 /* The loop of outbox_relay_run; *why says why it ended well. */
 static int run_loop(outbox_relay_t *r, const char **why)
 {
-    int errors = 0;
+    int errors = 0;   /* consecutive transient store errors: their backoff and log */
+    int failures = 0; /* consecutive failed steps of either kind: the until_idle bound */
+    int64_t failing_since_us = 0;
     while (!atomic_load(&r->stop)) {
         size_t claimed = 0;
+        uint64_t published = r->counters.published;
         int rc = outbox_relay_step(r, &claimed);
+        if (rc != OUTBOX_OK && rc != OUTBOX_ETRANSIENT)
+            return rc;
+        int outage = rc == OUTBOX_OK && r->pause_us > 0;
+        /* A batch whose first waves went out before the sink went down is
+         * progress, and ends a run of failures like any other delivery. */
+        if (rc == OUTBOX_ETRANSIENT || (outage && r->counters.published == published)) {
+            failures++;
+            if (r->cfg.until_idle && failures >= RELAY_IDLE_GIVE_UP)
+                return give_up(r, failures, rc == OUTBOX_ETRANSIENT);
+        } else {
+            failures = 0;
+        }
         if (rc == OUTBOX_ETRANSIENT) {
-            /* Connection trouble: back off and try again; the lease protects the rows. */
-            errors++;
-            outbox_log(OUTBOX_LOG_WARN, "relay %s: %s", r->route, r->diag.message);
-            outbox_sleep_us(outbox_backoff_us(r->cfg.poll_us, 5000000, errors) + r->cfg.poll_us, &r->stop);
+            /* Connection trouble, a lock, a full disk: back off and try
+             * again; the lease protects the rows. */
+            if (errors++ == 0)
+                failing_since_us = outbox_monotonic_us();
+            int64_t pause = outbox_backoff_us(r->cfg.poll_us, 5000000, errors) + r->cfg.poll_us;
+            log_store_failure(r, errors, pause);
+            outbox_sleep_us(pause, &r->stop);
             continue;
         }
-        if (rc != OUTBOX_OK)
-            return rc;
+        if (errors > 0)
+            outbox_log(OUTBOX_LOG_INFO, "relay %s: store recovered after %d failure%s in a row (%lld ms)",
+                       r->route, errors, errors == 1 ? "" : "s",
+                       (long long)((outbox_monotonic_us() - failing_since_us) / 1000));
         errors = 0;
         if (r->pause_us > 0) {
             outbox_sleep_us(r->pause_us, &r->stop);

@@ -199,29 +199,40 @@ static route_cfg_t *find_route(outbox_store_t *s, const char *route)
  * any bytes (SQLite) keeps what one that refuses them (PostgreSQL) keeps,
  * and two distinct keys never turn into one when a sink makes them
  * printable. The message names the field and the event, never the bytes. */
+int outbox_text_check(const char *field, const char *t, size_t max, char *why, size_t size)
+{
+    size_t n = t != NULL ? strlen(t) : 0;
+    if (t == NULL) {
+        snprintf(why, size, "%s is missing", field);
+    } else if (n == 0) {
+        snprintf(why, size, "%s is empty", field);
+    } else if (n > max) {
+        snprintf(why, size, "%s is longer than %zu bytes", field, max);
+    } else if (!outbox_utf8_valid(t, n)) {
+        snprintf(why, size, "%s is not valid UTF-8", field);
+    } else {
+        const unsigned char *p = (const unsigned char *)t;
+        for (size_t i = 0; i < n; i++) {
+            int c1 = p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f;
+            if (p[i] < 0x20 || p[i] == 0x7f || c1) {
+                snprintf(why, size, "%s holds a control character at byte %zu", field, i);
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
 static int text_check(outbox_store_t *s, size_t event, const char *field, const char *t,
                       size_t max)
 {
-    char where[40] = "";
+    char why[128];
+    if (outbox_text_check(field, t, max, why, sizeof why))
+        return OUTBOX_OK;
     if (event != NO_EVENT)
-        snprintf(where, sizeof where, "event %zu: ", event);
-    if (t == NULL)
-        return fail(s, OUTBOX_EINVAL, "%s%s is missing", where, field);
-    size_t n = strlen(t);
-    if (n == 0)
-        return fail(s, OUTBOX_EINVAL, "%s%s is empty", where, field);
-    if (n > max)
-        return fail(s, OUTBOX_EINVAL, "%s%s is longer than %zu bytes", where, field, max);
-    if (!outbox_utf8_valid(t, n))
-        return fail(s, OUTBOX_EINVAL, "%s%s is not valid UTF-8", where, field);
-    const unsigned char *p = (const unsigned char *)t;
-    for (size_t i = 0; i < n; i++) {
-        int c1 = p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f;
-        if (p[i] < 0x20 || p[i] == 0x7f || c1)
-            return fail(s, OUTBOX_EINVAL, "%s%s holds a control character at byte %zu", where,
-                        field, i);
-    }
-    return OUTBOX_OK;
+        return fail(s, OUTBOX_EINVAL, "event %zu: %s", event, why);
+    return fail(s, OUTBOX_EINVAL, "%s", why);
 }
 
 int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t *cfg)

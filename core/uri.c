@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbox/kit.h"
 #include "outbox_int.h"
 
 #define EXAMPLE_URI "sqlite:///path/outbox.db"
@@ -44,18 +45,10 @@ static int hex_value(char c)
 /* Secrets in echoed input, so error messages, which get logged, never
  * carry them. Masking errs on the side of hiding too much: a message that
  * hides a host is a nuisance, one that shows a password is a leak. */
-/* Enough for every secret an excerpt can show: masks are found in text order
- * and the shortest secret parameter ("pwd=x&") takes 6 bytes. */
-#define MASKS_MAX (EXCERPT_MAX / 6 + 2)
 
 typedef struct mask {
     size_t from, to; /* [from, to) of src becomes "***" */
 } mask_t;
-
-static char lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
 
 /* The "//user:password@host" password. The parser ends the authority at
  * the first '/' or '?' ('#' is no delimiter to it) and takes the last '@'
@@ -85,44 +78,20 @@ static bool find_password(const char *src, mask_t *m)
     return true;
 }
 
-static bool contains_word(const char *name, size_t n, const char *word)
-{
-    size_t w = strlen(word);
-    for (size_t i = 0; i + w <= n; i++) {
-        size_t k = 0;
-        while (k < w && lower(name[i + k]) == word[k])
-            k++;
-        if (k == w)
-            return true;
-    }
-    return false;
-}
-
-/* A parameter whose value is a secret: libpq's password and sslpassword,
- * and what other drivers call their secrets (sasl_password, token, ...). */
-static bool secret_name(const char *name, size_t n)
-{
-    static const char *const words[] = {"password", "passwd", "secret", "token"};
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (contains_word(name, n, words[i]))
-            return true;
-    return (n == 4 && contains_word(name, n, "pass")) || (n == 3 && contains_word(name, n, "pwd"));
-}
-
-/* A secret parameter's key (see secret_name) at key, as a URI parameter
- * or a libpq key=value pair: the offset of its value, or 0. */
+/* A secret parameter's key (outbox_uri_secret_name) at key, as a URI
+ * parameter or a libpq key=value pair: the offset of its value, or 0. */
 static size_t password_key(const char *src, size_t key)
 {
     if (key > 0 && !strchr("?&; :", src[key - 1]))
         return 0;
     size_t n = 0;
     while (is_alpha(src[key + n]) || is_digit(src[key + n]) || src[key + n] == '_' ||
-           src[key + n] == '-')
-        n++;
+           src[key + n] == '-' || src[key + n] == '.')
+        n++; /* '.' for client properties: sasl.password */
     size_t v = n;
     while (src[key + v] == ' ')
         v++;
-    if (n == 0 || src[key + v] != '=' || !secret_name(src + key, n))
+    if (n == 0 || src[key + v] != '=' || !outbox_uri_secret_name(src + key, n))
         return 0;
     v++;
     while (src[key + v] == ' ')
@@ -130,65 +99,69 @@ static size_t password_key(const char *src, size_t key)
     return v; /* libpq allows spaces around '=' */
 }
 
-/* Values of password parameters: up to '&' or a space, or a quoted libpq
- * value up to its closing quote. */
-static size_t find_password_params(const char *src, mask_t *m, size_t max)
+/* The end of a secret parameter's value starting at v: up to '&' or a
+ * space, or a quoted libpq value up to its closing quote. */
+static size_t value_end(const char *src, size_t v)
 {
-    size_t found = 0;
-    for (size_t i = 0; src[i] && found < max; i++) {
-        size_t k = password_key(src, i);
-        if (k == 0)
-            continue;
-        size_t v = i + k, e = v;
-        if (src[v] == '\'') {
-            for (e = v + 1; src[e] && src[e] != '\''; e++)
-                if (src[e] == '\\' && src[e + 1])
-                    e++;
-            if (src[e])
-                e++;
-        } else {
-            e = v + strcspn(src + v, "& ");
-        }
-        if (e > v)
-            m[found++] = (mask_t){v, e};
-        i = e ? e - 1 : e;
+    if (src[v] != '\'')
+        return v + strcspn(src + v, "& ");
+    size_t e = v + 1;
+    for (; src[e] && src[e] != '\''; e++)
+        if (src[e] == '\\' && src[e + 1])
+            e++;
+    return src[e] ? e + 1 : e;
+}
+
+/* Finds the secrets of a text as it is read from start to end. */
+typedef struct masker {
+    const char *src;
+    mask_t pw, param;
+    bool has_pw;
+} masker_t;
+
+static void masker_init(masker_t *m, const char *src)
+{
+    *m = (masker_t){.src = src};
+    m->has_pw = find_password(src, &m->pw);
+}
+
+/* The end of the secret that covers offset i, or 0 when none does; i must
+ * not go back from one call to the next. */
+static size_t masker_until(masker_t *m, size_t i)
+{
+    if (m->param.to <= i) {
+        size_t k = password_key(m->src, i);
+        if (k > 0)
+            m->param = (mask_t){i + k, value_end(m->src, i + k)};
     }
-    return found;
-}
-
-/* Every secret in src, in no particular order. */
-static size_t find_masks(const char *src, mask_t m[MASKS_MAX])
-{
-    size_t n = find_password(src, &m[0]) ? 1 : 0;
-    return n + find_password_params(src, m + n, MASKS_MAX - n);
-}
-
-/* The end of the mask that covers offset i, or 0 when none does. */
-static size_t masked_until(const mask_t *m, size_t n, size_t i)
-{
     size_t until = 0;
-    for (size_t k = 0; k < n; k++)
-        if (i >= m[k].from && i < m[k].to && m[k].to > until)
-            until = m[k].to;
+    if (m->has_pw && i >= m->pw.from && i < m->pw.to)
+        until = m->pw.to;
+    if (i >= m->param.from && i < m->param.to && m->param.to > until)
+        until = m->param.to;
     return until;
 }
 
-/* src made fit for a one-line message: control bytes become '?', long text
- * is cut with "...", and with mask_password secrets become "***". */
-static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
+/* Copies src into dst as one line of at most max bytes of text (then
+ * "..." when src goes on; dst holds max + 4): control bytes become '?'
+ * and, with mask, every secret becomes "***". Secrets are found as the
+ * text is copied, so there is no limit on how many. */
+static void copy_masked(char *dst, size_t max, const char *src, bool mask)
 {
-    mask_t masks[MASKS_MAX];
-    size_t n_masks = mask_password ? find_masks(src, masks) : 0;
+    masker_t m;
+    masker_init(&m, src);
     size_t w = 0, i = 0;
-    for (; src[i] && w < EXCERPT_MAX; i++) {
-        size_t until = masked_until(masks, n_masks, i);
+    while (src[i] && w < max) {
+        size_t until = mask ? masker_until(&m, i) : 0;
         if (until > 0) {
+            if (w + 3 > max)
+                break;
             memcpy(dst + w, "***", 3);
             w += 3;
-            i = until - 1;
+            i = until;
             continue;
         }
-        unsigned char c = (unsigned char)src[i];
+        unsigned char c = (unsigned char)src[i++];
         dst[w++] = is_control(c) ? '?' : (char)c;
     }
     if (src[i]) {
@@ -196,6 +169,29 @@ static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
         w += 3;
     }
     dst[w] = '\0';
+}
+
+/* src made fit for a one-line message: long text is cut with "...". */
+static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
+{
+    copy_masked(dst, EXCERPT_MAX, src, mask_password);
+}
+
+char *outbox_uri_mask(const char *text, char *out, size_t size)
+{
+    if (out == NULL || size == 0)
+        return out;
+    if (text == NULL) {
+        out[0] = '\0';
+        return out;
+    }
+    if (size < 4) {
+        /* No room for "...": all or nothing. */
+        copy_masked(out, 0, "", false);
+        return out;
+    }
+    copy_masked(out, size - 4, text, true);
+    return out;
 }
 
 /* ---------------------------------------------------------------- URIs */
@@ -213,10 +209,16 @@ typedef struct builder {
  * described without quoting it. p points into b->text. */
 static bool maybe_secret(const builder_t *b, const char *p)
 {
-    mask_t masks[MASKS_MAX];
-    size_t n = find_masks(b->text, masks);
     size_t at = (size_t)(p - b->text);
-    return masked_until(masks, n, at) > 0;
+    masker_t m;
+    masker_init(&m, b->text);
+    for (size_t i = 0; i <= at && b->text[i];) {
+        size_t until = masker_until(&m, i);
+        if (until > at)
+            return true;
+        i = until > i ? until : i + 1;
+    }
+    return false;
 }
 
 static int uri_error(builder_t *b, int code, const char *problem)
@@ -458,7 +460,7 @@ static int parse_query(builder_t *b, const char *q, outbox_uri_owned_t *out)
             outbox_uri_param_t *param = &out->params[k++];
             int rc = put_string(b, p, klen, true, "query", &param->key);
             /* A bad escape in a secret's value is not echoed. */
-            const char *what = rc == OUTBOX_OK && secret_name(param->key, strlen(param->key))
+            const char *what = rc == OUTBOX_OK && outbox_uri_secret_name(param->key, strlen(param->key))
                                    ? "password"
                                    : "query";
             if (rc == OUTBOX_OK)

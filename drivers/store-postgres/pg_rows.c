@@ -488,6 +488,23 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
 
 /* ------------------------------------------------------------------ stage */
 
+/* Whether the JSON text (valid: the core checked it) holds the escape
+ * \u0000, which jsonb refuses. Backslashes occur only in escapes there. */
+static int holds_nul_escape(const char *p, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (p[i] != '\\')
+            continue;
+        if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
+            return 1;
+        i++; /* the escaped character, which may be a backslash */
+    }
+    return 0;
+}
+
+/* Everything the server could refuse in the rows' content is refused here,
+ * before anything is sent, so that a refused stage leaves the caller's
+ * transaction as it was. */
 static int check_rows(const pg_handle_t *h, const outbox_row_t *rows, size_t n, outbox_diag_t *d)
 {
     for (size_t i = 0; i < n; i++) {
@@ -503,6 +520,11 @@ static int check_rows(const pg_handle_t *h, const outbox_row_t *rows, size_t n, 
         if (r->payload_len >= (size_t)INT32_MAX)
             return outbox_pg_fail(d, OUTBOX_EINVAL, "row %zu: payload of %zu bytes is too large", i,
                                   r->payload_len);
+        if (holds_nul_escape(r->payload, r->payload_len ? r->payload_len : strlen(r->payload)))
+            return outbox_pg_fail(d, OUTBOX_EINVAL,
+                                  "row %zu: the payload holds \\u0000, which PostgreSQL's jsonb "
+                                  "cannot store",
+                                  i);
         if (r->hlc != 0 && !h->has_hlc)
             return outbox_pg_fail(d, OUTBOX_ENOTSUP,
                                   "row %zu has an hlc but column hlc is missing from \"%s\"", i,

@@ -62,6 +62,8 @@ int outbox_sqlite_replay(void *handle, const char *route, const char *event_id, 
     if (count)
         *count = 0;
     int rc = outbox_sqlite_no_open_tx(h, "replay", d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_sync(h, 1, d);
     if (rc != OUTBOX_OK)
         return rc;
     outbox_buf_t b;
@@ -98,6 +100,8 @@ int outbox_sqlite_purge(void *handle, const char *route, int64_t before, uint64_
     if (count)
         *count = 0;
     int rc = outbox_sqlite_no_open_tx(h, "purge", d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_sync(h, 1, d);
     if (rc != OUTBOX_OK)
         return rc;
     outbox_buf_t b;

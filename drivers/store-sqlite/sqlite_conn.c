@@ -154,8 +154,11 @@ int outbox_sqlite_connect(sq_handle_t *h, const char *path, int mode, int busy_m
                                 "each other's readers",
                                 path, mode_name);
     /* FULL: with WAL, NORMAL may lose the last commits on power loss, and a
-     * lost "published" mark means a duplicate, a lost stage a lost event. */
-    return pragma(h, "PRAGMA synchronous=FULL", mode_name, sizeof mode_name, d);
+     * lost stage would be a lost event. Claims and settles switch to NORMAL
+     * (outbox_sqlite_tx_begin_relay). */
+    rc = pragma(h, "PRAGMA synchronous=FULL", mode_name, sizeof mode_name, d);
+    h->sync_full = 1;
+    return rc;
 }
 
 void outbox_sqlite_disconnect(sq_handle_t *h)
@@ -287,9 +290,37 @@ static int run_cached(sq_handle_t *h, int slot, sq_sql_fn build, const char *wha
     return rc;
 }
 
+/* Durability of the connection's next commits. With WAL, synchronous=NORMAL
+ * syncs the log only at checkpoints, so a power loss may undo the last
+ * commits; FULL syncs it at every commit. Staging, schema and admin writes
+ * run FULL: an undone stage is a lost event. Claims and settles run NORMAL:
+ * an undone claim leaves its rows pending, an undone settle leaves them in
+ * processing until their lease ends, and either way they are delivered
+ * again, never lost. The log is sequential, so a FULL commit also makes
+ * every NORMAL commit before it durable. Set only outside a transaction,
+ * and only when it changes: a relay's connection switches once. */
+int outbox_sqlite_sync(sq_handle_t *h, int full, outbox_diag_t *d)
+{
+    if (h->sync_full == full)
+        return OUTBOX_OK;
+    int rc = sqlite3_exec(h->db, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                          NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return outbox_sqlite_dbfail(d, h->db, rc, "setting synchronous");
+    h->sync_full = full;
+    return OUTBOX_OK;
+}
+
 int outbox_sqlite_tx_begin(sq_handle_t *h, outbox_diag_t *d)
 {
-    return run_cached(h, SQ_BEGIN, sql_begin, "begin", d);
+    int rc = outbox_sqlite_sync(h, 1, d);
+    return rc == OUTBOX_OK ? run_cached(h, SQ_BEGIN, sql_begin, "begin", d) : rc;
+}
+
+int outbox_sqlite_tx_begin_relay(sq_handle_t *h, outbox_diag_t *d)
+{
+    int rc = outbox_sqlite_sync(h, 0, d);
+    return rc == OUTBOX_OK ? run_cached(h, SQ_BEGIN, sql_begin, "begin", d) : rc;
 }
 
 int outbox_sqlite_tx_commit(sq_handle_t *h, outbox_diag_t *d)

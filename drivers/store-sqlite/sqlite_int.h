@@ -90,6 +90,7 @@ typedef struct sq_handle {
     char *idx_hlc;   /* (outbox_route, status, hlc, created_at, id) */
     char *idx_key;   /* (outbox_route, ordering_key, status, ...) */
     int busy_ms;        /* how long a writer waits for the write lock */
+    int sync_full;      /* 1: the connection runs synchronous=FULL now, 0: NORMAL */
     int64_t busy_start; /* monotonic microseconds of the current wait */
     char *insert_sql; /* also prepared on native connections */
     char *ckpt_sql;
@@ -142,9 +143,15 @@ SQ_HIDDEN void outbox_sqlite_forget_statements(sq_handle_t *h);
 SQ_HIDDEN int outbox_sqlite_run(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d,
                                 const char *what);
 
+/* The connection's synchronous setting for its next commits: full 1 for
+ * FULL, 0 for NORMAL (see sqlite_conn.c); a no-op when already so. */
+SQ_HIDDEN int outbox_sqlite_sync(sq_handle_t *h, int full, outbox_diag_t *d);
 /* BEGIN IMMEDIATE / COMMIT on the handle's connection. commit rolls back
- * when COMMIT itself fails, so a failed call leaves nothing open. */
+ * when COMMIT itself fails, so a failed call leaves nothing open. begin
+ * runs the transaction with synchronous=FULL, begin_relay (claims and
+ * settles) with NORMAL. */
 SQ_HIDDEN int outbox_sqlite_tx_begin(sq_handle_t *h, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_tx_begin_relay(sq_handle_t *h, outbox_diag_t *d);
 SQ_HIDDEN int outbox_sqlite_tx_commit(sq_handle_t *h, outbox_diag_t *d);
 /* ROLLBACK, reporting a failure in d. */
 SQ_HIDDEN int outbox_sqlite_tx_rollback(sq_handle_t *h, outbox_diag_t *d);

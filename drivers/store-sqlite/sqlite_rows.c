@@ -585,7 +585,7 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
     int64_t now = outbox_sqlite_host->now_us();
     int64_t stamp = now;
     for (int attempt = 0;; attempt++) {
-        rc = outbox_sqlite_tx_begin(h, d);
+        rc = outbox_sqlite_tx_begin_relay(h, d);
         if (rc != OUTBOX_OK)
             return rc;
         rc = fence_stamp(h, req->route, now, &stamp, d);
@@ -702,7 +702,7 @@ int outbox_sqlite_settle(void *handle, const outbox_fence_t *fence, outbox_settl
         return rc;
 
     int64_t now = outbox_sqlite_host->now_us();
-    rc = outbox_sqlite_tx_begin(h, d);
+    rc = outbox_sqlite_tx_begin_relay(h, d);
     if (rc != OUTBOX_OK)
         return rc;
     size_t count = 0;
@@ -753,6 +753,8 @@ int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx
                                   "advancing in the handle's transaction, but none is open");
     if (!(ctx && ctx->in_own_tx)) {
         int rc = outbox_sqlite_no_open_tx(h, "checkpoint advance outside a transaction", d);
+        if (rc == OUTBOX_OK)
+            rc = outbox_sqlite_sync(h, 1, d);
         if (rc != OUTBOX_OK)
             return rc;
     }

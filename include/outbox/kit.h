@@ -440,20 +440,38 @@ static inline const char *outbox_uri_unknown(const outbox_uri_t *uri, const char
     return NULL;
 }
 
-/* Whether a parameter named key carries a secret: its name ends in
- * "password" (password, sslpassword, ...), whatever the case. */
+/* Whether a parameter name (n bytes) carries a secret, whatever the case:
+ * it contains "password", "passwd", "secret" or "token" (password,
+ * sslpassword, sasl_password, client_secret, auth_token, ...), or it is
+ * "pass" or "pwd". The core's messages and the outbox CLI mask by this same
+ * rule. */
+static inline int outbox_uri_secret_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token"};
+    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
+        size_t w = strlen(words[k]);
+        for (size_t i = 0; i + w <= n; i++) {
+            size_t j = 0;
+            while (j < w && (name[i + j] >= 'A' && name[i + j] <= 'Z' ? name[i + j] - 'A' + 'a'
+                                                                      : name[i + j]) == words[k][j])
+                j++;
+            if (j == w)
+                return 1;
+        }
+    }
+    if (n != 3 && n != 4)
+        return 0;
+    const char *word = n == 4 ? "pass" : "pwd";
+    for (size_t i = 0; i < n; i++)
+        if ((name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]) != word[i])
+            return 0;
+    return 1;
+}
+
+/* The same for a NUL-terminated key; NULL is no secret. */
 static inline int outbox_uri_secret_key(const char *key)
 {
-    static const char word[] = "password";
-    size_t n = key != NULL ? strlen(key) : 0, w = sizeof word - 1;
-    if (n < w)
-        return 0;
-    for (size_t i = 0; i < w; i++) {
-        char c = key[n - w + i];
-        if ((c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c) != word[i])
-            return 0;
-    }
-    return 1;
+    return key != NULL && outbox_uri_secret_name(key, strlen(key));
 }
 
 static inline void outbox_kit_append_(char *out, size_t size, size_t *w, const char *s)

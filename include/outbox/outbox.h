@@ -176,7 +176,8 @@ typedef struct outbox_relay_config {
     int hlc_order;            /* claim in hlc order */
     const char *source;       /* CloudEvents source; default "/outbox/<route>" */
     const char *destination;  /* template; "{route}" is replaced; default "{route}" */
-    int until_idle;           /* outbox_relay_run returns once nothing is claimable */
+    int until_idle;           /* outbox_relay_run returns once nothing is claimable, or
+                                 after 8 transient failures in a row */
 } outbox_relay_config_t;
 
 /* Fill cfg with the defaults (route NULL). */
@@ -195,7 +196,10 @@ OUTBOX_API void outbox_relay_free(outbox_relay_t *r);
  * (0 = nothing was claimable). */
 OUTBOX_API int outbox_relay_step(outbox_relay_t *r, size_t *claimed);
 /* Loop until outbox_relay_stop() (or, with until_idle, until idle). Returns
- * OUTBOX_OK after a graceful stop with nothing left in processing by it. */
+ * OUTBOX_OK after a graceful stop with nothing left in processing by it.
+ * Transient failures (store errors, a sink that retries every message) are
+ * retried for as long as they last; with until_idle, 8 in a row end the run
+ * with OUTBOX_ETRANSIENT and outbox_relay_message() naming the last one. */
 OUTBOX_API int outbox_relay_run(outbox_relay_t *r);
 /* Async-signal-safe. */
 OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
@@ -252,6 +256,15 @@ OUTBOX_API int outbox_json_valid(const char *text, size_t len);
 
 /* 1 when name matches ^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$ */
 OUTBOX_API int outbox_relation_valid(const char *name);
+
+/* A store or sink URI (or a libpq "key=value" string) fit to show: copied
+ * into out (size bytes, always NUL-terminated) as one line, with the
+ * password of "scheme://user:password@host" and the value of every
+ * parameter whose name contains password, passwd, secret or token (or is
+ * pass or pwd) replaced by "***"; control bytes become '?', and text that
+ * does not fit ends in "...". The library's own messages mask the same
+ * way. Returns out. */
+OUTBOX_API char *outbox_uri_mask(const char *text, char *out, size_t size);
 
 #ifdef __cplusplus
 }

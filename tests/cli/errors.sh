@@ -45,6 +45,9 @@ expect_error '^outbox: --lease: .*"10 years"' relay --store "$S" --route r --sin
 expect_error '^outbox: --lease: duration "0s" must be greater than zero$' relay --store "$S" --route r --sink stdout: --lease 0s
 expect_error '^outbox: --backoff-cap: .*negative' relay --store "$S" --route r --sink stdout: --backoff-cap=-1s
 expect_error 'backoff-cap must not be shorter than --backoff-base' relay --store "$S" --route r --sink stdout: --backoff-base 1m --backoff-cap 1s
+# A base above the default cap (5m), given alone, raises the cap with it.
+expect 0 relay --store "$S" --route none --sink stdout: --until-idle --quiet --backoff-base 10m &&
+    pass "--backoff-base 10m alone is accepted"
 expect_error '^outbox: --published-before: .*"yesterday"' purge --store "$S" --published-before yesterday
 # Durations are bounded so they can be added to a clock: at most 36500d.
 # --until-idle: a relay that took one would return at once instead of

@@ -112,7 +112,7 @@ stop_process() {
     local pid=$1 state=
     kill -"$2" "$pid"
     for _ in $(seq 1 1200); do
-        read -r _ _ state _ <"/proc/$pid/stat" 2>/dev/null || break
+        read -r _ _ state _ 2>/dev/null <"/proc/$pid/stat" || break
         [ "$state" = Z ] && break
         sleep 0.05
     done

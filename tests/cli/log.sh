@@ -78,8 +78,8 @@ if [ -w /dev/full ]; then
     done
     stop_process "$pid" TERM
     [ "$RC" -eq 0 ] || fail "relay into /dev/full: exit $RC"
-    has "$TMP/full.err" "^outbox: $TS warning: relay down: sink unavailable \(.*\): released 5 rows, pausing [0-9]+ ms$" \
-        "the outage begins with a warning"
+    has "$TMP/full.err" "^outbox: $TS warning: relay down: sink unavailable \(.*\): released 5 rows, pausing [0-9]+ ms, then retrying, and for as long as it fails \(a warning every 10 failures\)$" \
+        "the outage begins with a warning that says the relay keeps retrying"
     warnings=$(grep -c 'warning: relay down: sink unavailable' "$TMP/full.err")
     [ "$warnings" -eq 1 ] && pass "one warning for the whole outage" ||
         fail "$warnings outage warnings, expected 1"

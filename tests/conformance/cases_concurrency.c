@@ -152,6 +152,13 @@ START_TEST(concurrency_claim_exclusive)
                       "%llu published, %llu processing, %llu pending; expected all %d published",
                       (unsigned long long)st.published, (unsigned long long)st.processing,
                       (unsigned long long)st.pending, EXCL_ROWS);
+    } else {
+        /* Nothing pending, nothing processing: a 1 us lease would take it. */
+        conf_claim_t left = conf_claim(s, ROUTE, EXCL_ROWS, 1, 0);
+        ck_assert_msg(left.n == 0, "%zu rows were still pending or processing after every claimer "
+                                   "published its rows",
+                      left.n);
+        conf_claim_free(&left);
     }
     free(seen);
     close_workers(w);

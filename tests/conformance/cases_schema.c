@@ -75,6 +75,37 @@ START_TEST(schema_check_names_missing)
 }
 END_TEST
 
+START_TEST(schema_check_names_missing_required)
+{
+    /* A relation that exists but is no outbox table: the checkpoint table
+     * (node_key, hlc) checked as if it were one. Every required column but
+     * those two is missing, and the check must say which; payload and
+     * event_id are in no index, so naming only indexes is not enough. */
+    outbox_store_t *s = conf_open();
+    outbox_schema_opts_t o = {
+        .struct_size = sizeof o,
+        .relation = conf_env.checkpoint_relation,
+        .checkpoint_relation = conf_env.checkpoint_relation,
+        .flags = 0,
+    };
+    problems_t p;
+    memset(&p, 0, sizeof p);
+    size_t n = 0;
+    int rc = outbox_schema_check(s, &o, collect, &p, &n);
+    ck_assert_msg(rc == OUTBOX_OK, "schema check of %s: %s (%s); finding problems is not an error",
+                  conf_env.checkpoint_relation, outbox_strerror(rc), outbox_store_message(s));
+    char all[2048];
+    list(&p, all, sizeof all);
+    ck_assert_msg(n > 0, "schema check found nothing wrong with the checkpoint table as an outbox");
+    static const char *const required[] = {"payload", "event_id", "status", "outbox_route"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        ck_assert_msg(find(&p, required[i], NULL) != NULL,
+                      "no problem names the missing required column %s; reported: %s", required[i],
+                      all);
+    outbox_store_close(s);
+}
+END_TEST
+
 START_TEST(schema_check_clean)
 {
     /* Exactly what schema apply created: nothing to report. */
@@ -91,6 +122,8 @@ END_TEST
 void conf_cases_schema(conf_cases_t *c)
 {
     conf_add(c, schema_check_names_missing, CONF_NEED_SCHEMA_CHECK | CONF_NEED_HLC, 0, 20);
+    conf_add(c, schema_check_names_missing_required, CONF_NEED_SCHEMA_CHECK | CONF_NEED_CHECKPOINT,
+             OUTBOX_SCHEMA_CHECKPOINT, 20);
     conf_add(c, schema_check_clean,
              CONF_NEED_SCHEMA_CHECK | CONF_NEED_HLC | CONF_NEED_TRACEPARENT | CONF_NEED_CHECKPOINT,
              OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT, 20);

@@ -187,6 +187,101 @@ START_TEST(stage_native_rollback)
 }
 END_TEST
 
+/* Events a store may refuse after the core has let them through: JSON that
+ * holds \u0000 (PostgreSQL's jsonb cannot), and a traceparent on a table
+ * without the column. Whatever the store does with each, a refusal
+ * inside a transaction must leave the transaction as it was: the events
+ * staged before it stay, later stages work, and commit keeps them all. */
+static void stage_refused_in_tx(int native_tx)
+{
+    void *h = NULL;
+    outbox_store_t *s = native_tx ? conf_open_raw(&h) : conf_open();
+    const outbox_store_vtable_t *vt = conf_env.driver->store;
+    outbox_diag_t d = {0};
+    void *native = NULL;
+    if (native_tx) {
+        int rc = vt->native_begin(h, &native, &d);
+        ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
+                      outbox_strerror(rc), d.message);
+    } else {
+        conf_ok(s, outbox_begin(s));
+    }
+    ck_assert_uint_eq(conf_stage(s, native, ROUTE, 0, 2, NULL), 2);
+
+    static const char *const payloads[] = {"{\"text\":\"a\\u0000b\"}", "\"\\u0000\"", "{}"};
+    static const char *const traceparents[] = {NULL, NULL,
+                                               "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"};
+    int accepted[3] = {0};
+    for (size_t k = 0; k < 3; k++) {
+        char id[OUTBOX_UUID_STRLEN + 1];
+        conf_event_id(id, 10 + k);
+        /* A good event first in the same call: a refused call writes none of it. */
+        char id0[OUTBOX_UUID_STRLEN + 1];
+        conf_event_id(id0, 20 + k);
+        outbox_event_t ev[2] = {
+            {.event_id = id0, .event_type = "conformance.test", .payload = "{}"},
+            {.event_id = id, .event_type = "conformance.test", .payload = payloads[k],
+             .traceparent = traceparents[k]},
+        };
+        size_t staged = 99;
+        int rc = outbox_stage(s, native, ROUTE, ev, 2, &staged);
+        accepted[k] = rc == OUTBOX_OK;
+        ck_assert_msg(rc == OUTBOX_OK || staged == 0, "refused stage %zu (%s) reported %zu staged", k,
+                      outbox_strerror(rc), staged);
+    }
+    size_t later = 0;
+    char id[OUTBOX_UUID_STRLEN + 1];
+    conf_event_id(id, 2);
+    outbox_event_t ev = {.event_id = id, .event_type = "conformance.test", .payload = "{}"};
+    int rc = outbox_stage(s, native, ROUTE, &ev, 1, &later);
+    ck_assert_msg(rc == OUTBOX_OK && later == 1,
+                  "after a refused stage, staging in the same transaction gave %s (%s): the refusal "
+                  "spoiled the transaction",
+                  outbox_strerror(rc), outbox_store_message(s));
+    if (native_tx) {
+        rc = vt->native_end(h, native, 1, &d);
+        ck_assert_msg(rc == OUTBOX_OK, "committing the native transaction after a refused stage: %s (%s)",
+                      outbox_strerror(rc), d.message);
+    } else {
+        rc = outbox_commit(s);
+        ck_assert_msg(rc == OUTBOX_OK, "commit after a refused stage: %s (%s)", outbox_strerror(rc),
+                      outbox_store_message(s));
+    }
+
+    /* Events 0, 1 and 2, and each refused call's pair only when accepted. */
+    int want[32] = {0};
+    size_t n_want = 3;
+    want[0] = want[1] = want[2] = 1;
+    for (size_t k = 0; k < 3; k++)
+        if (accepted[k]) {
+            want[10 + k] = want[20 + k] = 1;
+            n_want += 2;
+        }
+    conf_claim_t c = conf_claim(s, ROUTE, 100, CONF_LONG_LEASE_US, 0);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.rows[i].n < 32 && want[c.rows[i].n],
+                      "event %lu is in the table after the commit, but its stage was refused",
+                      c.rows[i].n);
+    ck_assert_msg(c.n == n_want,
+                  "after the commit %zu events are in the table, expected %zu: the events staged "
+                  "before the refusal were lost with it",
+                  c.n, n_want);
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+
+START_TEST(stage_refused_keeps_tx)
+{
+    stage_refused_in_tx(0);
+}
+END_TEST
+
+START_TEST(stage_refused_keeps_native_tx)
+{
+    stage_refused_in_tx(1);
+}
+END_TEST
+
 void conf_cases_stage(conf_cases_t *c)
 {
     conf_add(c, stage_rollback_leaves_nothing, CONF_NEED_TX, 0, 20);
@@ -196,4 +291,6 @@ void conf_cases_stage(conf_cases_t *c)
     conf_add(c, stage_payload_not_json, 0, 0, 20);
     conf_add(c, stage_native_commit, CONF_NEED_NATIVE, 0, 20);
     conf_add(c, stage_native_rollback, CONF_NEED_NATIVE, 0, 20);
+    conf_add(c, stage_refused_keeps_tx, CONF_NEED_TX, 0, 20);
+    conf_add(c, stage_refused_keeps_native_tx, CONF_NEED_NATIVE, 0, 20);
 }

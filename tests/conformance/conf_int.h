@@ -55,6 +55,7 @@ void conf_cases_schema(conf_cases_t *c);
 
 typedef struct conf_env {
     const char *uri;
+    char shown_uri[256];                 /* uri with its secrets masked, for messages */
     const char *driver_arg;              /* the driver's name or path as the user gave it */
     const outbox_driver_t *driver;       /* the driver under test, as the loader admitted it */
     uint32_t caps;                       /* per-handle capabilities with every schema flag applied */
@@ -62,6 +63,7 @@ typedef struct conf_env {
     char relation[64];                   /* conf_<pid>_<n> */
     char checkpoint_relation[80];        /* conf_<pid>_<n>_ckpt */
     char setup_error[OUTBOX_MESSAGE_MAX]; /* non-empty: the relation could not be created */
+    int unchecked_fd;                    /* where the cases' conf_unchecked() lines go, or -1 */
 } conf_env_t;
 
 extern conf_env_t conf_env;
@@ -135,6 +137,12 @@ typedef struct conf_claim {
     conf_row_t *rows;
     size_t n;
     outbox_fence_t fence;
+    /* The rows as the claim returned them, in the driver's memory: valid
+     * until the next claim on the same handle (conf_claim_raw says whether
+     * they still are). */
+    const outbox_row_t *raw;
+    outbox_store_t *store;
+    unsigned long serial;
 } conf_claim_t;
 
 #define CONF_LONG_LEASE_US (INT64_C(600) * 1000000)
@@ -146,12 +154,28 @@ conf_claim_t conf_claim(outbox_store_t *s, const char *route, size_t limit, int6
 int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t lease_us,
                      int hlc_order, conf_claim_t *out);
 void conf_claim_free(conf_claim_t *c);
+/* The claim's rows in the driver's memory while they are still valid (no
+ * claim on its handle since), else NULL. */
+const outbox_row_t *conf_claim_raw(const conf_claim_t *c);
 
 /* Settles one row; returns outbox_settle's code, *applied = the item's applied. */
 int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id, int kind,
                  int64_t available_at, const char *error, int *applied);
-/* Settles every row of the claim with kind; fails the case unless all apply. */
+/* Settles every row of the claim with kind; fails the case unless all apply.
+ * While the claim is the handle's last, the items point at the ids the
+ * driver returned, as the relay's do, not at copies. */
 void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind);
+
+/* A check of the current case that could not run because the driver
+ * lacks an optional entry (why says which): the case still passes on what
+ * it did check, and the battery lists every such check at the end. Cases
+ * read states back another way first, and call this only when no way is
+ * left. */
+void conf_unchecked(const char *what, const char *why);
+/* In the runner: the checks the cases could not run, one per line as
+ * "CASE: WHAT (WHY)"; how many; and the channel's cleanup. */
+size_t conf_unchecked_collect(char ***lines);
+void conf_unchecked_free(char **lines, size_t n);
 
 /* Counts of route; fails the case unless OUTBOX_OK. */
 outbox_stats_t conf_stats(outbox_store_t *s, const char *route);

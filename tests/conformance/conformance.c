@@ -195,7 +195,7 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     if (o->verbosity >= 0)
         printf("conformance: store driver %s %s (ABI %u.%u) on %s: %zu cases\n", drv->name,
                drv->version ? drv->version : "", (unsigned)drv->abi_major,
-               (unsigned)drv->abi_minor, o->uri, n);
+               (unsigned)drv->abi_minor, conf_env.shown_uri, n);
     size_t n_run = 0;
     Suite *suite = build_suite(out, n, run, &n_run, o->verbosity);
     conf_fixture_schedule(run, n_run);
@@ -209,6 +209,8 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     collect_results(sr, out, n);
     srunner_free(sr);
 
+    char **unchecked = NULL;
+    size_t n_unchecked = conf_unchecked_collect(&unchecked);
     outbox_conformance_counts_t counts = {0};
     for (size_t i = 0; i < n; i++) {
         if (out[i].skip != NULL)
@@ -226,8 +228,14 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
             printf("conformance: %u relations conf_* were left behind (the driver has no "
                    "schema_drop, or it failed)\n",
                    conf_fixture_leftovers());
+        for (size_t i = 0; i < n_unchecked; i++)
+            printf("conformance: NOT CHECKED %s\n", unchecked[i]);
         printf("conformance: %u passed, %u failed, %u skipped\n", counts.passed, counts.failed,
                counts.skipped);
+        if (n_unchecked > 0)
+            printf("conformance: %zu checks inside the cases that ran could not run, for want of "
+                   "the optional entries named above\n",
+                   n_unchecked);
         fflush(stdout);
     }
     if (o->counts != NULL)
@@ -235,9 +243,12 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     rc = OUTBOX_OK;
     if (tap != NULL) {
         write_tap(tap, out, n);
+        for (size_t i = 0; i < n_unchecked; i++)
+            fprintf(tap, "# NOT CHECKED %s\n", unchecked[i]);
         if (fclose(tap) != 0)
             rc = set_error(d, OUTBOX_EINVAL, "cannot write the TAP file %s", o->tap_file);
     }
+    conf_unchecked_free(unchecked, n_unchecked);
     free(out);
     free(run);
     return rc != OUTBOX_OK ? rc : (int)counts.failed;

@@ -226,6 +226,18 @@ START_TEST(uri_show_and_redact_hide_passwords)
     outbox_uri_redact(&u.uri, "refused", out, sizeof out);
     ck_assert_str_eq(out, "refused");
     outbox_uri_free(&u);
+
+    /* The one rule of which parameters are secrets, shared with the core. */
+    ck_assert_int_eq(outbox_uri_parse("kafka://b/t?sasl_password=a1&client_secret=a2&api_token=a3&"
+                                      "pwd=a4&pass=a5&passwd=a6&passfile=f&acks=all",
+                                      &u, &d),
+                     OUTBOX_OK);
+    outbox_uri_show(&u.uri, out, sizeof out);
+    ck_assert_str_eq(out, "kafka://b/t?sasl_password=***&client_secret=***&api_token=***&pwd=***&"
+                          "pass=***&passwd=***&passfile=f&acks=all");
+    outbox_uri_free(&u);
+    ck_assert(outbox_uri_secret_name("TOKEN", 5) && !outbox_uri_secret_name("passes", 6) &&
+              !outbox_uri_secret_key(NULL) && outbox_uri_secret_key("SslPassword"));
 }
 END_TEST
 

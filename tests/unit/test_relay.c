@@ -837,13 +837,13 @@ typedef struct logged {
     char line[512];
 } logged_t;
 
-static logged_t log_lines[64];
+static logged_t log_lines[256];
 static int n_log_lines;
 
 static void capture_log(void *ctx, int level, const char *line)
 {
     (void)ctx;
-    if (n_log_lines < 64) {
+    if (n_log_lines < (int)(sizeof log_lines / sizeof log_lines[0])) {
         log_lines[n_log_lines].level = level;
         snprintf(log_lines[n_log_lines].line, sizeof log_lines[0].line, "%s", line);
         n_log_lines++;
@@ -950,6 +950,324 @@ START_TEST(log_says_why_the_relay_stopped)
 }
 END_TEST
 
+/* ------------------------------------------- transient failures in a row
+ *
+ * A store that fails transiently: another connection holds SQLite's write
+ * lock, and the relay's store handle waits only 1 ms for it, so every claim
+ * fails with "database is locked" (OUTBOX_ETRANSIENT) until it lets go. */
+
+static sqlite3 *locker;
+
+static void lock_database(void)
+{
+    ck_assert_int_eq(sqlite3_open(db_path, &locker), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(locker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void unlock_database(void)
+{
+    if (locker == NULL)
+        return;
+    ck_assert_int_eq(sqlite3_exec(locker, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(locker);
+    locker = NULL;
+}
+
+static outbox_store_t *impatient_store(void)
+{
+    char u[700];
+    snprintf(u, sizeof u, "%s?busy_timeout=1", uri);
+    outbox_diag_t d = {0};
+    outbox_store_t *s = NULL;
+    ck_assert_msg(outbox_store_open(u, NULL, &s, &d) == OUTBOX_OK, "%s", d.message);
+    return s;
+}
+
+static void assert_all_pending_uncharged(int n)
+{
+    outbox_stats_t st;
+    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(st.pending, n);
+    ck_assert_int_eq(st.processing + st.published + st.dead, 0);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM outbox WHERE attempts <> 0", -1, &q, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(q, 0), 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+
+/* Lines of level that start with prefix and contain part. */
+static int logged_with(int level, const char *prefix, const char *part)
+{
+    int n = 0;
+    for (int i = 0; i < n_log_lines; i++)
+        n += log_lines[i].level == level && strncmp(log_lines[i].line, prefix, strlen(prefix)) == 0 &&
+             strstr(log_lines[i].line, part) != NULL;
+    return n;
+}
+
+START_TEST(until_idle_gives_up_on_a_failing_store)
+{
+    for (int i = 0; i < 3; i++)
+        stage("r", NULL, NULL);
+    outbox_store_t *s = impatient_store();
+    lock_database();
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    outbox_relay_t *r = NULL;
+    ck_assert_msg(outbox_relay_new(s, sink, &cfg, &r, &d) == OUTBOX_OK, "%s", d.message);
+    n_log_lines = 0;
+    outbox_set_logger(capture_log, NULL);
+    int64_t t0 = outbox_monotonic_us();
+    int rc = outbox_relay_run(r);
+    int64_t took_ms = (outbox_monotonic_us() - t0) / 1000;
+    outbox_set_logger(NULL, NULL);
+    dump_log();
+    ck_assert_int_eq(rc, OUTBOX_ETRANSIENT);
+    const char *m = outbox_relay_message(r);
+    const char *want = "giving up on route r after 8 consecutive transient failures under until-idle: claim: ";
+    ck_assert_msg(strncmp(m, want, strlen(want)) == 0 && strstr(m, "locked"), "%s", m);
+    ck_assert_msg(took_ms < 10000, "gave up after %lld ms", (long long)took_ms);
+    /* One warning (it says what comes next), debug lines for the rest; the
+     * eighth failure ends the run instead of being retried. */
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: claim: ",
+                                 "retrying in "), 1);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: claim: ",
+                                 "; until-idle gives up after 8 transient failures in a row"), 1);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_DEBUG, "relay r: claim: ", " in a row)"), 6);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_WARN, "", NULL), 1);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: stopped (on an error): ", NULL), 1);
+    assert_all_pending_uncharged(3);
+
+    /* The lock gone, the same relay drains the route. */
+    unlock_database();
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_stats_t st;
+    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(st.published, 3);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(until_idle_gives_up_on_a_sink_outage)
+{
+    for (int i = 0; i < 5; i++)
+        stage("r", NULL, NULL);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.backoff_base_us = 1000;
+    cfg.backoff_cap_us = 2000;
+    outbox_sink_t *sink;
+
+    /* Seven outages in a row are ridden out... */
+    calls_down = 7;
+    test_sink_reset(down_then_up);
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.outages, 7);
+    ck_assert_int_eq(c.published, 5);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+
+    /* ...the eighth ends the run, with the batch released uncharged. */
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "DELETE FROM outbox", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    for (int i = 0; i < 5; i++)
+        stage("r", NULL, NULL);
+    calls_down = 1000;
+    test_sink_reset(down_then_up);
+    r = relay_on("test:", &sink, &cfg);
+    n_log_lines = 0;
+    outbox_set_logger(capture_log, NULL);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_ETRANSIENT);
+    outbox_set_logger(NULL, NULL);
+    dump_log();
+    ck_assert_str_eq(outbox_relay_message(r), "giving up on route r after 8 consecutive transient failures "
+                                              "under until-idle: sink unavailable: test sink says 1");
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.outages, 8);
+    ck_assert_int_eq(test_sink_calls(), 8);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: sink unavailable (test sink says 1): released 5 rows, "
+                                                  "pausing ",
+                                 " ms, then retrying; until-idle gives up after 8 transient failures in a row"),
+                     1);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_WARN, "", NULL), 1);
+    assert_all_pending_uncharged(5);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+/* Down for seven calls, up for one, and so on. */
+static int down_seven_of_eight(const outbox_message_t *m, int call)
+{
+    (void)m;
+    return call % 8 != 7 ? OUTBOX_PUBLISH_RETRY : OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(until_idle_counts_only_failures_in_a_row)
+{
+    for (int i = 0; i < 3; i++)
+        stage("r", NULL, NULL);
+    test_sink_reset(down_seven_of_eight);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.batch = 1;
+    cfg.backoff_base_us = 1000;
+    cfg.backoff_cap_us = 2000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    /* 21 outages in all, but never 8 without a delivery between. */
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.outages, 21);
+    ck_assert_int_eq(c.published, 3);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+/* Every other call fails: the first wave of each batch goes out, the next
+ * finds the sink down. */
+static int odd_calls_down(const outbox_message_t *m, int call)
+{
+    (void)m;
+    return call % 2 ? OUTBOX_PUBLISH_RETRY : OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(until_idle_takes_a_partly_published_batch_as_progress)
+{
+    /* One key on an unordered sink: a wave per row. */
+    for (int i = 0; i < 10; i++)
+        stage("r", "k", NULL);
+    test_sink_reset(odd_calls_down);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.backoff_base_us = 1000;
+    cfg.backoff_cap_us = 2000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.outages, 9);
+    ck_assert_int_eq(c.published, 10);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+/* Without until_idle: the logger lets the database go at the twelfth failed
+ * claim, and stops the relay once it says the store is back. */
+static outbox_relay_t *watched;
+static int store_failures_seen;
+
+static void unlock_at_twelfth_failure(void *ctx, int level, const char *line)
+{
+    capture_log(ctx, level, line);
+    if (strncmp(line, "relay r: ", 9) == 0 && strstr(line, ": retrying in ") != NULL &&
+        ++store_failures_seen == 12)
+        unlock_database();
+    if (strncmp(line, "relay r: store recovered after ", 31) == 0)
+        outbox_relay_stop(watched);
+}
+
+START_TEST(store_failures_are_retried_and_warned_sparingly)
+{
+    for (int i = 0; i < 3; i++)
+        stage("r", NULL, NULL);
+    outbox_store_t *s = impatient_store();
+    lock_database();
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.until_idle = 0;
+    cfg.poll_us = 100; /* the store's retry pauses grow from this */
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    ck_assert_msg(outbox_relay_new(s, sink, &cfg, &watched, &d) == OUTBOX_OK, "%s", d.message);
+    n_log_lines = 0;
+    store_failures_seen = 0;
+    outbox_set_logger(unlock_at_twelfth_failure, NULL);
+    ck_assert_int_eq(outbox_relay_run(watched), OUTBOX_OK);
+    outbox_set_logger(NULL, NULL);
+    dump_log();
+    ck_assert_int_eq(store_failures_seen, 12);
+    /* Warned at the first failure, saying it keeps trying, and at the tenth. */
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: claim: ",
+                                 ": retrying in "), 1);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: claim: ",
+                                 " ms, and for as long as it fails (a warning every 10 failures)"), 1);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: still failing after 10 attempts in a row: claim: ",
+                                 ": retrying in "), 1);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_WARN, "", NULL), 2);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_DEBUG, "relay r: claim: ", " in a row)"), 10);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: store recovered after 12 failures in a row (", NULL),
+                     1);
+    outbox_stats_t st;
+    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(st.published, 3);
+    outbox_relay_free(watched);
+    watched = NULL;
+    outbox_sink_close(sink);
+    outbox_store_close(s);
+}
+END_TEST
+
+static void stop_at_call_20(void *ctx)
+{
+    if (test_sink_calls() == 20)
+        outbox_relay_stop(ctx);
+}
+
+START_TEST(sink_outage_is_retried_and_warned_sparingly)
+{
+    for (int i = 0; i < 5; i++)
+        stage("r", NULL, NULL);
+    calls_down = 1000;
+    test_sink_reset(down_then_up);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.until_idle = 0;
+    cfg.backoff_base_us = 1000;
+    cfg.backoff_cap_us = 2000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    test_sink_on_publish(stop_at_call_20, r);
+    n_log_lines = 0;
+    outbox_set_logger(capture_log, NULL);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    outbox_set_logger(NULL, NULL);
+    test_sink_on_publish(NULL, NULL);
+    dump_log();
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_int_eq(c.outages, 21);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: sink unavailable (test sink says 1): released 5 rows, ",
+                                 ", then retrying, and for as long as it fails (a warning every 10 failures)"),
+                     1);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: sink still unavailable after 10 batches released ",
+                                 ", then retrying"), 1);
+    ck_assert_int_eq(logged_with(OUTBOX_LOG_WARN, "relay r: sink still unavailable after 20 batches released ",
+                                 ", then retrying"), 1);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_WARN, "", NULL), 3);
+    ck_assert_int_eq(logged_count(OUTBOX_LOG_DEBUG, "relay r: sink still unavailable (", NULL), 18);
+    assert_all_pending_uncharged(5);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 /* Every duration of the config is added to a clock somewhere (poll and
  * pause to the monotonic clock, a retry delay to the wall clock, the lease
  * subtracted from it), so each is bounded like a parsed duration. */
@@ -995,6 +1313,34 @@ START_TEST(durations_above_limit_refused)
     outbox_relay_t *r = NULL;
     ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
     ck_assert_msg(strstr(d.message, "poll_us"), "%s", d.message);
+
+    /* The route is checked as staging and claiming check it, when the
+     * relay is made, not at its first claim. */
+    static const struct {
+        const char *route, *problem;
+    } routes[] = {
+        {"bad\xff", "route is not valid UTF-8"},
+        {"a\x01b", "route holds a control character at byte 1"},
+        {"c1\xc2\x85", "route holds a control character at byte 2"},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        outbox_relay_config_init(&cfg);
+        cfg.route = routes[i].route;
+        r = NULL;
+        ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(strstr(d.message, routes[i].problem) && strstr(d.message, "relay config"), "%s",
+                      d.message);
+    }
+    char long_route[300];
+    memset(long_route, 'r', sizeof long_route - 1);
+    long_route[sizeof long_route - 1] = '\0';
+    cfg.route = long_route;
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "longer than 255 bytes"), "%s", d.message);
+    cfg.route = "caf\xc3\xa9";
+    ck_assert_int_eq(outbox_relay_new(store, sink, &cfg, &r, &d), OUTBOX_OK);
+    outbox_relay_free(r);
     outbox_sink_close(sink);
 }
 END_TEST
@@ -1029,6 +1375,12 @@ int main(void)
     tcase_add_test(tc, durations_above_limit_refused);
     tcase_add_test(tc, log_tells_start_outage_recovery_batches_and_stop);
     tcase_add_test(tc, log_says_why_the_relay_stopped);
+    tcase_add_test(tc, until_idle_gives_up_on_a_failing_store);
+    tcase_add_test(tc, until_idle_gives_up_on_a_sink_outage);
+    tcase_add_test(tc, until_idle_counts_only_failures_in_a_row);
+    tcase_add_test(tc, until_idle_takes_a_partly_published_batch_as_progress);
+    tcase_add_test(tc, store_failures_are_retried_and_warned_sparingly);
+    tcase_add_test(tc, sink_outage_is_retried_and_warned_sparingly);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -309,6 +309,44 @@ START_TEST(test_passwords_never_in_messages)
 }
 END_TEST
 
+/* The public mask: what applications and the battery print. */
+START_TEST(test_uri_mask)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"postgresql://app:s3cr#tPass@db:99999/app", "postgresql://app:***@db:99999/app"},
+        {"postgresql://app:s3cret@db/app?sslmode=require&sslpassword=x1",
+         "postgresql://app:***@db/app?sslmode=require&sslpassword=***"},
+        {"kafka://b:9092/t?sasl.password=p1&client_secret=p2&auth_token=p3",
+         "kafka://b:9092/t?sasl.password=***&client_secret=***&auth_token=***"},
+        {"postgres:host=h password = 's3 cr\\'et' pwd=p4", "postgres:host=h password = *** pwd=***"},
+        {"sqlite:///tmp/a.db?busy_timeout=10", "sqlite:///tmp/a.db?busy_timeout=10"},
+        {"http://h/p?pass=p5&passfile=/x", "http://h/p?pass=***&passfile=/x"},
+        {"line\nbreak", "line?break"},
+        {"", ""},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_ptr_eq(outbox_uri_mask(cases[i].in, out, sizeof out), out);
+        ck_assert_msg(strcmp(out, cases[i].out) == 0, "%s: got \"%s\", expected \"%s\"", cases[i].in,
+                      out, cases[i].out);
+    }
+    /* Many secrets and a long text: every one hidden, the text cut to fit. */
+    char many[2048] = "postgresql://h/db?x=1";
+    for (int i = 0; i < 60; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "&password=s3c%d", i);
+    char big[2048];
+    outbox_uri_mask(many, big, sizeof big);
+    ck_assert_msg(strstr(big, "s3c") == NULL, "%s", big);
+    outbox_uri_mask(many, out, 40);
+    ck_assert_msg(strlen(out) < 40 && strstr(out, "s3c") == NULL && strstr(out, "...") != NULL, "%s",
+                  out);
+    ck_assert_str_eq(outbox_uri_mask(NULL, out, sizeof out), "");
+    ck_assert_str_eq(outbox_uri_mask("abc", out, 2), "");
+}
+END_TEST
+
 /* A password may hold any character the parser takes before the last '@'
  * of the authority ('#', '@', '%23'), and one the user wrote unescaped
  * ('?', '/') that makes the parser see a different authority; whichever
@@ -527,6 +565,7 @@ static Suite *uri_suite(void)
 
     tc = tcase_create("relation");
     tcase_add_test(tc, test_relations);
+    tcase_add_test(tc, test_uri_mask);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -166,7 +166,9 @@ static int db_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 }
 
 /* drivers/store-sqlite/sqlite_conn.c: outbox_sqlite_connect(): flags, WAL,
- * synchronous=FULL. */
+ * and the synchronous=NORMAL the driver's claims and settles commit with
+ * (outbox_sqlite_tx_begin_relay); the bench's own set-up writes need no
+ * more. */
 static int connect(const char *path, int create, busy_state_t *busy, sqlite3 **out, char *err,
                    size_t errlen)
 {
@@ -185,7 +187,7 @@ static int connect(const char *path, int create, busy_state_t *busy, sqlite3 **o
     else
         sqlite3_busy_timeout(db, BSQ_DEFAULT_BUSY_MS);
     if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK) {
         db_fail(db, path, err, errlen);
         sqlite3_close_v2(db);
         return BENCH_EXIT_FAIL;
@@ -505,6 +507,27 @@ static void sql_published(sbuf_t *b, const char *rel)
            " WHERE id = ?1 AND status = 'processing' AND processing_at = ?2");
 }
 
+/* The reference: the plainest claim and mark there is, with no per-key
+ * rule, no lease takeover and no fence. ?1 route, ?2 limit, ?3 now. */
+static void sql_plain_claim(sbuf_t *b, const char *rel)
+{
+    add(b, "UPDATE ");
+    add(b, rel);
+    add(b, " SET status = 'processing', processing_at = ?3, attempts = attempts + 1 WHERE id IN "
+           "(SELECT id FROM ");
+    add(b, rel);
+    add(b, " WHERE outbox_route = ?1 AND status = 'pending' ORDER BY created_at, id LIMIT ?2) "
+           "RETURNING id");
+}
+
+/* ?1 id, ?2 now. */
+static void sql_plain_mark(sbuf_t *b, const char *rel)
+{
+    add(b, "UPDATE ");
+    add(b, rel);
+    add(b, " SET status = 'published', published_at = ?2 WHERE id = ?1");
+}
+
 /* ------------------------------------------- is the copy still exact? */
 
 /* Every connection opened while tracing is on (the driver's too: it uses
@@ -629,6 +652,7 @@ enum { S_BEGIN, S_COMMIT, S_ROLLBACK, S_FENCE, S_CLAIM, S_MARK, S_COUNT };
 
 typedef struct cworker {
     const char *path;
+    int plain; /* 1: the reference's SQL, 0: the driver's */
     const claim_names_t *names;
     long batch;
     long events;
@@ -700,8 +724,8 @@ static int cworker_prepare(cworker_t *w)
         case S_COMMIT: add(b, "COMMIT"); break;
         case S_ROLLBACK: add(b, "ROLLBACK"); break;
         case S_FENCE: sql_fence(b, w->names->rel); break;
-        case S_CLAIM: sql_claim(b, w->names); break;
-        default: sql_published(b, w->names->rel); break;
+        case S_CLAIM: w->plain ? sql_plain_claim(b, w->names->rel) : sql_claim(b, w->names); break;
+        default: w->plain ? sql_plain_mark(b, w->names->rel) : sql_published(b, w->names->rel); break;
         }
         if (sqlite3_prepare_v3(w->db, b->p, -1, SQLITE_PREPARE_PERSISTENT, &w->st[i], NULL) !=
             SQLITE_OK)
@@ -709,6 +733,43 @@ static int cworker_prepare(cworker_t *w)
     }
     free(b);
     return rc;
+}
+
+/* The driver's fence (sqlite_rows.c fence_stamp()) and claim
+ * (claim_rows()) bound, or the reference's plain claim; *stamp the fence. */
+static int bind_claim(cworker_t *w, int64_t now, int64_t *stamp, sqlite3_stmt **out)
+{
+    *stamp = now;
+    sqlite3_stmt *st;
+    if (w->plain) {
+        st = use(w, S_CLAIM);
+        sqlite3_bind_text(st, 1, BENCH_ROUTE, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, w->batch);
+        sqlite3_bind_int64(st, 3, now);
+        *out = st;
+        return 0;
+    }
+    st = use(w, S_FENCE);
+    sqlite3_bind_text(st, 1, BENCH_ROUTE, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        int rc = db_fail(w->db, "fence", w->err, sizeof w->err);
+        sqlite3_reset(st);
+        return rc;
+    }
+    if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        int64_t max = sqlite3_column_int64(st, 0);
+        if (max >= now && max < INT64_MAX)
+            *stamp = max + 1;
+    }
+    sqlite3_reset(st);
+    st = use(w, S_CLAIM);
+    sqlite3_bind_text(st, 1, BENCH_ROUTE, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, now);
+    sqlite3_bind_int64(st, 3, now - BSQ_LEASE_US);
+    sqlite3_bind_int64(st, 4, w->batch);
+    sqlite3_bind_int64(st, 5, *stamp);
+    *out = st;
+    return 0;
 }
 
 /* One claim transaction; *n ids kept in w->ids, *stamp the fence. */
@@ -719,29 +780,12 @@ static int claim_once(cworker_t *w, int64_t *stamp, long *n)
     int rc = run_done(w, S_BEGIN, "begin");
     if (rc != 0)
         return rc;
-    /* sqlite_rows.c fence_stamp(). */
-    sqlite3_stmt *st = use(w, S_FENCE);
-    sqlite3_bind_text(st, 1, BENCH_ROUTE, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = db_fail(w->db, "fence", w->err, sizeof w->err);
-        sqlite3_reset(st);
+    sqlite3_stmt *st = NULL;
+    rc = bind_claim(w, now, stamp, &st);
+    if (rc != 0) {
         rollback(w);
         return rc;
     }
-    *stamp = now;
-    if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        int64_t max = sqlite3_column_int64(st, 0);
-        if (max >= now && max < INT64_MAX)
-            *stamp = max + 1;
-    }
-    sqlite3_reset(st);
-    /* sqlite_rows.c claim_rows(). */
-    st = use(w, S_CLAIM);
-    sqlite3_bind_text(st, 1, BENCH_ROUTE, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, now);
-    sqlite3_bind_int64(st, 3, now - BSQ_LEASE_US);
-    sqlite3_bind_int64(st, 4, w->batch);
-    sqlite3_bind_int64(st, 5, *stamp);
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(st, 0);
@@ -770,8 +814,12 @@ static int mark_once(cworker_t *w, int64_t stamp, long n, long *applied)
     for (long i = 0; i < n && rc == 0; i++) {
         sqlite3_stmt *st = use(w, S_MARK);
         sqlite3_bind_text(st, 1, w->ids[i], -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, stamp);
-        sqlite3_bind_int64(st, 3, now);
+        if (w->plain) {
+            sqlite3_bind_int64(st, 2, now);
+        } else {
+            sqlite3_bind_int64(st, 2, stamp);
+            sqlite3_bind_int64(st, 3, now);
+        }
         int src = sqlite3_step(st);
         sqlite3_reset(st);
         if (src != SQLITE_DONE)
@@ -811,8 +859,8 @@ static void *cworker_main(void *arg)
     return NULL;
 }
 
-static int bsq_ceiling(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
-                       char *err, size_t errlen)
+static int bare_drain(void *db, const bench_opts_t *o, const char *relation, int plain,
+                      bench_drain_t *out, char *err, size_t errlen)
 {
     bsq_t *b = db;
     long batch = o->batch, workers = o->workers, events = o->events;
@@ -834,7 +882,7 @@ static int bsq_ceiling(void *db, const bench_opts_t *o, const char *relation, be
     bench_gate_init(&start);
     long started = 0;
     for (long i = 0; i < workers; i++) {
-        w[i] = (cworker_t){.path = b->path, .names = &names, .batch = batch, .events = events, .poll_us = poll_us,
+        w[i] = (cworker_t){.path = b->path, .plain = plain, .names = &names, .batch = batch, .events = events, .poll_us = poll_us,
                            .published = &published, .start = &start,
                            .busy = {.busy_ms = b->busy_ms}};
         if (pthread_create(&tid[i], NULL, cworker_main, &w[i]) != 0)
@@ -856,7 +904,7 @@ static int bsq_ceiling(void *db, const bench_opts_t *o, const char *relation, be
     out->cpu_s = bench_cpu_s() - cpu0;
     for (long i = 0; i < started; i++) {
         if (w[i].rc != 0 && rc == 0) {
-            snprintf(err, errlen, "ceiling: %s", w[i].err);
+            snprintf(err, errlen, "%s: %s", plain ? "reference" : "ceiling", w[i].err);
             rc = w[i].rc;
         }
         for (int s = 0; s < S_COUNT; s++)
@@ -870,6 +918,18 @@ static int bsq_ceiling(void *db, const bench_opts_t *o, const char *relation, be
     return rc;
 }
 
+static int bsq_ceiling(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
+                       char *err, size_t errlen)
+{
+    return bare_drain(db, o, relation, 0, out, err, errlen);
+}
+
+static int bsq_reference(void *db, const bench_opts_t *o, const char *relation,
+                         bench_drain_t *out, char *err, size_t errlen)
+{
+    return bare_drain(db, o, relation, 1, out, err, errlen);
+}
+
 const bench_backend_t bench_sqlite_backend = {
     .name = "sqlite",
     .ceiling_in_process = 1,
@@ -881,6 +941,7 @@ const bench_backend_t bench_sqlite_backend = {
     .count = bsq_count,
     .quiesce = bsq_quiesce,
     .ceiling = bsq_ceiling,
+    .reference = bsq_reference,
     .trace_start = bsq_trace_start,
     .trace_check = bsq_trace_check,
 };

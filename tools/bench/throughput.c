@@ -5,7 +5,7 @@
  * The backlog is staged once through outbox_stage() into <relation>_backlog.
  * Each round copies it row for row into <relation> (for the relay),
  * <relation>_ceiling and, for a store with a reference claim + mark
- * (PostgreSQL), <relation>_reference; it checkpoints the WAL before each
+ * (both built-in stores), <relation>_reference; it checkpoints the WAL before each
  * drain and lets the sides take turns to go first. The clock of a drain runs from the
  * moment every worker has its connections open until the last row is
  * published. The medians over the rounds are printed.

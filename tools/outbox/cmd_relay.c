@@ -28,12 +28,13 @@ static const char usage[] =
     "  --lease DURATION        a claim older than this may be taken over (default 30s)\n"
     "  --poll DURATION         idle poll interval when the store has no push (default 100ms)\n"
     "  --backoff-base DURATION first retry delay ceiling (default 1s; 0s: retry at once)\n"
-    "  --backoff-cap DURATION  largest retry delay (default 5m)\n"
+    "  --backoff-cap DURATION  largest retry delay (default 5m, or the base if longer)\n"
     "  --source S              CloudEvents source (default /outbox/<route>)\n"
     "  --destination TEMPLATE  topic/subject/path; {route} is replaced (default {route})\n"
     "  --hlc                   claim in hybrid-logical-clock order\n"
     "  --workers N             relay threads, each with its own connections (default 1)\n"
-    "  --until-idle            exit once no claimable row is left\n"
+    "  --until-idle            exit once no claimable row is left, or with status 2\n"
+    "                          after 8 transient failures in a row (store or sink)\n"
     "  --quiet                 no summary line\n"
     "\n"
     "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
@@ -188,7 +189,7 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
     }
 }
 
-static bool check_args(const relay_args_t *a)
+static bool check_args(relay_args_t *a)
 {
     if (!cli_require("relay", "--store", a->store.uri) ||
         !cli_require("relay", "--route", a->cfg.route) ||
@@ -203,6 +204,9 @@ static bool check_args(const relay_args_t *a)
                   a->sink, OUTBOX_CLI_SINK_URIS);
         return false;
     }
+    /* A base above the default cap, given alone, raises the cap with it. */
+    if (a->base_given && !a->cap_given && a->cfg.backoff_cap_us < a->cfg.backoff_base_us)
+        a->cfg.backoff_cap_us = a->cfg.backoff_base_us;
     if (a->base_given && a->cap_given && a->cfg.backoff_cap_us < a->cfg.backoff_base_us) {
         cli_error("relay: --backoff-cap must not be shorter than --backoff-base");
         return false;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "outbox/kit.h"
 
 static atomic_bool verbose;
 static atomic_bool quiet;
@@ -32,26 +33,7 @@ static bool is_alpha(char c)
 
 static bool name_char(char c)
 {
-    return is_alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '-';
-}
-
-static bool contains_word(const char *name, size_t n, const char *word)
-{
-    size_t w = strlen(word);
-    for (size_t i = 0; i + w <= n; i++)
-        if (strncasecmp(name + i, word, w) == 0)
-            return true;
-    return false;
-}
-
-/* The parameter names whose values the library's messages mask too. */
-static bool secret_name(const char *name, size_t n)
-{
-    static const char *const words[] = {"password", "passwd", "secret", "token"};
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (contains_word(name, n, words[i]))
-            return true;
-    return (n == 4 && strncasecmp(name, "pass", 4) == 0) || (n == 3 && strncasecmp(name, "pwd", 3) == 0);
+    return is_alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
 typedef struct span {
@@ -88,7 +70,7 @@ static bool next_secret(const char *uri, size_t *pos, span_t *out)
         size_t v = end;
         while (uri[v] == ' ')
             v++;
-        if (uri[v] != '=' || !secret_name(uri + i, end - i)) {
+        if (uri[v] != '=' || !outbox_uri_secret_name(uri + i, end - i)) {
             i = end - 1;
             continue;
         }
@@ -190,20 +172,9 @@ void cli_forget_secrets(void)
 char *cli_mask_uri(const char *uri)
 {
     /* A secret is at least one byte and becomes three. */
-    char *out = malloc(3 * strlen(uri) + 1);
-    if (!out)
-        return NULL;
-    size_t w = 0, i = 0, pos = 0;
-    span_t sp;
-    while (next_secret(uri, &pos, &sp)) {
-        memcpy(out + w, uri + i, sp.from - i);
-        w += sp.from - i;
-        memcpy(out + w, "***", 3);
-        w += 3;
-        i = sp.to;
-    }
-    strcpy(out + w, uri + i);
-    return out;
+    size_t size = 3 * strlen(uri) + 8;
+    char *out = malloc(size);
+    return out ? outbox_uri_mask(uri, out, size) : NULL;
 }
 
 /* text with every registered secret replaced by "***"; malloc'd. */

@@ -6,6 +6,10 @@
 #                                           `export OUTBOX_PG_...=...` lines to eval
 #   tools/services/postgres.sh env DIR      print those lines again (server running)
 #   tools/services/postgres.sh restart DIR  pg_ctl restart (tests restart it under a relay)
+#   tools/services/postgres.sh restart DIR immediate
+#                                           the same with -m immediate: every backend is
+#                                           killed without a checkpoint and the start does
+#                                           crash recovery, as after a server crash
 #   tools/services/postgres.sh stop DIR     stop it (DIR is left for the caller to remove)
 #   tools/services/postgres.sh status DIR   exit 0 when it runs
 #
@@ -29,13 +33,15 @@ die() {
 }
 
 usage() {
-    echo "usage: $0 start|env|restart|stop|status DIR" >&2
+    echo "usage: $0 start|env|stop|status DIR, or restart DIR [immediate]" >&2
     exit 2
 }
 
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$1" = restart ] && [ "$3" = immediate ]; } || usage
 cmd=$1
 dir=$2
+mode=fast
+[ $# -eq 3 ] && mode=$3
 
 find_bin() {
     local d
@@ -157,7 +163,7 @@ stop() {
 
 restart() {
     [ -f "$data/PG_VERSION" ] || die "no cluster in $dir (start it first)"
-    as_owner "$bin/pg_ctl" -D "$data" -l "$log" -m fast -w -t 60 restart >/dev/null ||
+    as_owner "$bin/pg_ctl" -D "$data" -l "$log" -m "$mode" -w -t 60 restart >/dev/null ||
         die "pg_ctl restart failed"
 }
 

@@ -285,7 +285,12 @@ static int mem10_schema_check(void *handle, const outbox_schema_opts_t *opts,
     if (t == NULL) {
         snprintf(found[n++], PROBLEM_LEN, "missing table %s", rel);
     } else if (t->checkpoint) {
-        snprintf(found[n++], PROBLEM_LEN, "%s is a checkpoint table, not an outbox table", rel);
+        /* It holds node keys and marks: every outbox column is missing. */
+        static const char *const columns[] = {"id", "outbox_route", "event_id", "event_type",
+                                              "status", "payload", "created_at", "attempts"};
+        for (size_t i = 0; i < sizeof columns / sizeof columns[0] && n < MAX_PROBLEMS; i++)
+            snprintf(found[n++], PROBLEM_LEN, "missing column %s on %s (a checkpoint table)",
+                     columns[i], rel);
     } else {
         if ((opts->flags & OUTBOX_SCHEMA_HLC) && !t->has_hlc) {
             snprintf(found[n++], PROBLEM_LEN, "missing column hlc on %s", rel);

@@ -8,6 +8,9 @@
 #           all-but:CASE  CASE is "not ok", every other case passed, none skipped
 #                     (a driver that rightly fails one case, e.g. a schema check
 #                     that reports what a test variant left out)
+#           unchecked:CASE  every case that ran passed (exit 0), and the battery
+#                     said which check of CASE it could not run (the driver lacks
+#                     the optional entries it needs), in its output and the TAP
 #   DRIVER  a driver name or module path, given to --driver
 #   STORE   sqlite-temp  a fresh SQLite file in a temporary directory
 #           env:VAR      the URI in $VAR (a server started by tools/test);
@@ -43,8 +46,9 @@ env:*)
     ;;
 esac
 
-"$@" --driver "$driver" --uri "$uri" --tap "$tap"
+"$@" --driver "$driver" --uri "$uri" --tap "$tap" >"$tmp/out"
 status=$?
+cat "$tmp/out"
 
 if [ ! -s "$tap" ]; then
     echo "FAIL: no TAP written (exit $status)"
@@ -78,6 +82,22 @@ pass | pass-all)
         grep '# SKIP' "$tap"
         exit 1
     fi
+    ;;
+unchecked:*)
+    aimed=${expect#unchecked:}
+    if [ "$status" -ne 0 ] || [ -n "$failed" ]; then
+        echo "FAIL: the battery should pass what it can check on $driver"
+        exit 1
+    fi
+    if ! grep -q "^conformance: NOT CHECKED $aimed: " "$tmp/out"; then
+        echo "FAIL: $driver lacks what $aimed needs to check, and the battery did not say so"
+        exit 1
+    fi
+    if ! grep -q "^# NOT CHECKED $aimed: " "$tap" || ! grep -q "checks inside the cases that ran could not run" "$tmp/out"; then
+        echo "FAIL: the TAP or the summary does not list what $aimed could not check"
+        exit 1
+    fi
+    grep "NOT CHECKED" "$tmp/out"
     ;;
 *)
     if [ "$status" -ne 1 ]; then

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Server faults under one running relay (two workers) on a private
+# PostgreSQL server: at random instants, in turn, the server is crashed and
+# restarted (pg_ctl restart -m immediate: no checkpoint, crash recovery) or
+# every session of the relay is cut (pg_terminate_backend); 6 faults, 20
+# with --long. The same relay process, never restarted, must reconnect and
+# drain everything: nothing lost, each key's events first reach the sink in
+# staging order, nothing left in processing.
+. "$(dirname "$0")/lib.sh" "$@"
+
+FAULTS=$(faults 6 20)
+BATCH=10
+LEASE_S=2
+private_pg
+REL=outbox
+OUT=$TMP/out.jsonl
+APP=faults_relay
+STAGED=0
+"$OUTBOX" schema apply --store "$URI" --relation "$REL" --yes-i-know >/dev/null || { fail "schema apply"; finish; }
+
+# stage N: N more events over 200 keys, interleaved, in transactions of
+# 500. The server commits asynchronously (tools/services/postgres.sh), so a
+# crash could take back the last commits; the checkpoint makes the staged
+# events durable before any fault, which is what staging promises an
+# application on a durable server.
+stage() {
+    local out
+    out=$("$PG_LOAD" "$URI" "$REL" orders "$1" 200 500) || { fail "pg_load: $out"; finish; }
+    STAGED=$((STAGED + ${out#staged }))
+    q "CHECKPOINT" >/dev/null || { fail "checkpoint after staging"; finish; }
+}
+
+# sessions: how many connections the relay has open now.
+sessions() {
+    q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$APP'"
+}
+
+stage 8000
+background relay "$OUTBOX" relay --store "$URI?application_name=$APP" --relation "$REL" --route orders \
+    --sink "file:$OUT" --batch "$BATCH" --workers 2 --lease "${LEASE_S}s" --poll 10ms
+R=$BG_PID
+done_faults=""
+held=""
+for f in $(seq 1 "$FAULTS"); do
+    # Each fault finds the relay connected again, or the relay failed.
+    end=$((SECONDS + 30))
+    while [ "$(sessions)" = 0 ] && [ $SECONDS -lt $end ]; do sleep 0.05; done
+    [ "$(sessions)" != 0 ] || { fail "the relay has no session 30 s after fault $((f - 1))"; break; }
+    # A backlog that outlasts the pause, so that faults hit a busy relay.
+    [ "$(q "SELECT count(*) FROM $REL WHERE status = 'pending'")" -ge 8000 ] || stage 8000
+    random_sleep 200 800
+    held="$held $(q "SELECT count(*) FROM $REL WHERE status = 'processing'")"
+    if [ $((f % 2)) = 1 ]; then
+        "$PG_SERVICE" restart "$PRIVATE_PG" immediate || { fail "pg_ctl restart -m immediate failed"; break; }
+        done_faults="$done_faults crash"
+    else
+        cut=$(q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE application_name = '$APP'")
+        [ "$cut" -gt 0 ] || fail "pg_terminate_backend found no session of the relay to cut"
+        done_faults="$done_faults cut$cut"
+    fi
+done
+echo "$STAGED events staged; faults:$done_faults; rows processing just before each:$held"
+
+end=$((SECONDS + 120))
+while [ "$(q "SELECT count(*) FROM $REL WHERE status <> 'published'")" != 0 ] && [ $SECONDS -lt $end ]; do
+    sleep 0.2
+done
+if kill -0 "$R" 2>/dev/null; then
+    pass "the relay survived every fault"
+else
+    fail "the relay died: $(grep -v ' info: ' "$TMP/relay.log" | tail -1)"
+fi
+stop_process "$R" TERM
+forget "$R"
+[ "$RC" = 0 ] && pass "the relay stopped on SIGTERM with status 0" || fail "the relay exited $RC on SIGTERM"
+back=$(grep -c "reconnected to PostgreSQL" "$TMP/relay.log")
+[ "$back" -gt 0 ] && pass "the relay reconnected $back times" ||
+    fail "the relay log shows no reconnection: $(tail -1 "$TMP/relay.log")"
+
+got=$(q "SELECT count(*), count(*) FILTER (WHERE status = 'published'), count(*) FILTER (WHERE status = 'processing'),
+         count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'dead') FROM $REL")
+[ "$got" = "$STAGED|$STAGED|0|0|0" ] &&
+    pass "all $STAGED rows published, none processing, pending or dead" ||
+    fail "rows total|published|processing|pending|dead = $got, expected $STAGED|$STAGED|0|0|0"
+q "COPY (SELECT event_id, coalesce(ordering_key, '') FROM $REL ORDER BY created_at, id) TO STDOUT" >"$TMP/staged"
+# Duplicates are only counted: a crash takes back the relay's own last
+# asynchronous commits too (marks of batches already published), so more
+# than a batch per fault may come again.
+analyze "$TMP/staged" "$OUT" -
+finish
