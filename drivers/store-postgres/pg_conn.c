@@ -148,12 +148,23 @@ int outbox_pg_open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
  * from 0.4 to 5 ms within ten seconds at 1,000 events/s) until
  * autovacuum's next analyze invalidated it. Every statement of the driver
  * has an index made for it, so forbidding sequential scans only ever
- * removes that trap. */
+ * removes that trap.
+ *
+ * jit = off: JIT compiles a statement whose estimated cost passes
+ * jit_above_cost (100,000), and that estimate is no measure of the work
+ * here: a plan that still holds a disabled sequential scan is charged
+ * 10^10 for it, and a claim over a large backlog is costed as if it read
+ * the backlog although its LIMIT stops it early. On a table without the
+ * shipped indexes every claim then spent about a second compiling (42 ms
+ * to run). The driver's statements touch a batch of rows each; compiling
+ * them never pays back. */
 static int session_setup(PGconn *conn, int read_only, outbox_diag_t *d)
 {
     PGresult *r = NULL;
-    int rc = outbox_pg_exec_on(conn, "SET enable_seqscan = off", 0, NULL, NULL, NULL, 0, &r, d,
-                               "setting up the session");
+    int rc = outbox_pg_exec_on(conn,
+                               "SELECT set_config('enable_seqscan', 'off', false), "
+                               "set_config('jit', 'off', false)",
+                               0, NULL, NULL, NULL, 0, &r, d, "setting up the session");
     PQclear(r);
     /* A read-only caller (stats, schema check) cannot change the data even
      * by mistake; the server refuses any write. */

@@ -19,6 +19,13 @@ enum pg_slot {
     PG_SLOT_COUNT
 };
 
+/* Bits of pg_handle_t.claim_idx: which of the shipped schema's claim
+ * indexes the table has (or an index that serves as well). */
+#define PG_IDX_PENDING 1u     /* (route, created_at, id) WHERE status = 'pending' */
+#define PG_IDX_KEY 2u         /* (route, ordering_key, created_at, id) of unfinished rows */
+#define PG_IDX_PENDING_HLC 4u /* their twins for hlc claim order */
+#define PG_IDX_KEY_HLC 8u
+
 /* The claim's batch limit is part of its text (see build_claim); the
  * statements are first built for the relay's default batch. */
 #define PG_CLAIM_LIMIT_FIRST 100
@@ -40,6 +47,10 @@ typedef struct pg_handle {
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
+    /* The indexes beyond the canonical table's that the claim is shaped
+     * for (PG_IDX_*), read from the catalogs at open; without them the
+     * claim takes the shape the canonical outbox_claim_idx serves. */
+    unsigned claim_idx;
     int read_only; /* OUTBOX_OPEN_READ_ONLY: every session is set read-only */
     char *sql[PG_SLOT_COUNT];
     long claim_limit;  /* the batch limit written into the claim statements */

@@ -177,16 +177,52 @@ static void prev_of(const pg_handle_t *h, outbox_buf_t *b, int hlc)
 }
 
 /* One arm: the first $2 rows of one kind that this claim can lock, in claim
- * order; SKIP LOCKED passes over rows another claim holds right now. */
+ * order; SKIP LOCKED passes over rows another claim holds right now. lead
+ * goes in front of the claim order in ORDER BY ("" or a column that is
+ * constant over the arm's rows, so that an index led by it gives the order). */
 static void claim_arm(const pg_handle_t *h, outbox_buf_t *b, const char *name, int hlc,
-                      const char *where, long limit)
+                      const char *where, const char *lead, long limit)
 {
     outbox_buf_printf(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
                          "WHERE o.outbox_route = $1 AND %s",
                       name, hlc ? ", o.hlc" : "", h->rel_sql, where);
     key_rule(b);
-    outbox_buf_printf(b, " ORDER BY %s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)",
+    outbox_buf_printf(b, " ORDER BY %s%s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)", lead,
                       hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id", limit);
+}
+
+/* The clock reading, the held keys and the arm of expired leases: the same
+ * in both shapes of the claim. One clock reading for ripeness, lease expiry
+ * and the fence; the commit setting rides on it because clk is always
+ * evaluated. */
+static void claim_head(const pg_handle_t *h, outbox_buf_t *b)
+{
+    outbox_buf_puts(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
+                       "clock_timestamp() - $2::int8 * interval '1 microsecond' AS cut, "
+                       "set_config('synchronous_commit', 'off', true) AS sc)");
+    build_held(h, b);
+}
+
+static void expired_arm(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+{
+    claim_arm(h, b, "expired", hlc,
+              "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)", "", limit);
+}
+
+/* From the chain check's verdicts (chained.linked) to the claim itself:
+ * a keyed row is kept while every row of its key before it in the batch
+ * is linked too. */
+static void claim_tail(const pg_handle_t *h, outbox_buf_t *b, const char *order)
+{
+    outbox_buf_printf(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
+                         "ordering_key ORDER BY %s ROWS UNBOUNDED PRECEDING) AS ok FROM chained) AS x "
+                         "WHERE ok)",
+                      order);
+    outbox_buf_printf(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
+                         "clk), attempts = o.attempts + 1 WHERE o.id = ANY (ARRAY(SELECT id FROM "
+                         "keep)) RETURNING " PG_ROW_COLUMNS "%s%s",
+                      h->rel_sql, h->has_hlc ? ", o.hlc::int8" : "",
+                      h->has_traceparent ? ", o.traceparent::text" : "");
 }
 
 /* $1 route, $2 lease in microseconds; the batch limit is written into the
@@ -228,21 +264,15 @@ static void claim_arm(const pg_handle_t *h, outbox_buf_t *b, const char *name, i
  * no relay ever holds a later row of a key while an earlier one is in
  * flight or waiting for its retry, yet one claim moves a hot key's head
  * together with the rows behind it. */
-static void build_claim(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+static void build_claim_shipped(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
 {
     const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
-    /* One clock reading for ripeness, lease expiry and the fence; the
-     * commit setting rides on it because clk is always evaluated. */
-    outbox_buf_puts(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
-                       "clock_timestamp() - $2::int8 * interval '1 microsecond' AS cut, "
-                       "set_config('synchronous_commit', 'off', true) AS sc)");
-    build_held(h, b);
+    claim_head(h, b);
     claim_arm(h, b, "ripe", hlc,
               "o.status = 'pending' AND (o.available_at IS NULL OR o.available_at <= (SELECT ts "
               "FROM clk))",
-              limit);
-    claim_arm(h, b, "expired", hlc,
-              "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)", limit);
+              "", limit);
+    expired_arm(h, b, hlc, limit);
     outbox_buf_printf(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
                          "expired) AS c ORDER BY %s LIMIT %ld)",
                       order, limit);
@@ -253,15 +283,125 @@ static void build_claim(const pg_handle_t *h, outbox_buf_t *b, int hlc, long lim
     outbox_buf_printf(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
                          "ORDER BY f.%s, f.id))",
                       hlc ? "hlc, f.created_at" : "created_at");
-    outbox_buf_printf(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
-                         "ordering_key ORDER BY %s ROWS UNBOUNDED PRECEDING) AS ok FROM chained) AS x "
-                         "WHERE ok)",
-                      order);
-    outbox_buf_printf(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
-                         "clk), attempts = o.attempts + 1 WHERE o.id = ANY (ARRAY(SELECT id FROM "
-                         "keep)) RETURNING " PG_ROW_COLUMNS "%s%s",
-                      h->rel_sql, h->has_hlc ? ", o.hlc::int8" : "",
-                      h->has_traceparent ? ", o.traceparent::text" : "");
+    claim_tail(h, b, order);
+}
+
+/* "e is not after l" in claim order, l being the batch's last row. In hlc
+ * order NULL sorts last: every stamped row is before an unstamped l, and
+ * no unstamped row is before a stamped one. */
+static void not_after(outbox_buf_t *b, int hlc)
+{
+    if (hlc)
+        outbox_buf_puts(b, "CASE WHEN l.hlc IS NULL THEN e.hlc IS NOT NULL OR (e.created_at, e.id) "
+                           "<= (l.created_at, l.id) ELSE (e.hlc, e.created_at, e.id) <= (l.hlc, "
+                           "l.created_at, l.id) END");
+    else
+        outbox_buf_puts(b, "(e.created_at, e.id) <= (l.created_at, l.id)");
+}
+
+/* One part of ahead (below): the unfinished rows of the batch's keys in one
+ * range of outbox_claim_idx, up to the batch's last row. */
+static void ahead_part(const pg_handle_t *h, outbox_buf_t *b, int hlc, int first, const char *range)
+{
+    outbox_buf_printf(b, "%sSELECT e.id, e.ordering_key, e.created_at%s FROM tail AS l, %s AS e "
+                         "WHERE e.outbox_route = $1 AND %s AND e.ordering_key IN (SELECT "
+                         "ordering_key FROM firstn) AND ",
+                      first ? "" : " UNION ALL ", hlc ? ", e.hlc" : "", h->rel_sql, range);
+    not_after(b, hlc);
+}
+
+/* The claim for a table with only the canonical indexes: the primary key,
+ * UNIQUE (outbox_route, event_id) and outbox_claim_idx (outbox_route,
+ * status, available_at, created_at), or outbox_claim_hlc_idx (...,
+ * available_at, hlc, created_at, id) for hlc order. It keeps every step of
+ * the shipped claim above and its argument for concurrent claimers; only
+ * the way each step reaches the rows differs, so that every read is a
+ * range of that index whose length does not grow with the backlog:
+ *
+ * - Ripe pending rows are two arms. Those with available_at NULL (nearly
+ *   all) are one range of the index, (route, 'pending', NULL), in
+ *   created_at order, as btree sorts NULLs last: ORDER BY available_at
+ *   first tells the planner so (it does not treat IS NULL as a constant),
+ *   and an incremental sort puts each created_at group (one staging call)
+ *   in id order. The scan stops once it has the batch, so a claim reads the
+ *   batch, the rows it passes over, and the rest of the last staging call
+ *   it entered. Due retries (available_at <= now) are the range before
+ *   them, few, and sorted whole.
+ * - Expired leases and the held keys read the range (route, 'processing'):
+ *   the rows in flight, which are few.
+ * - The chain check needs, for each keyed row of the batch, the row right
+ *   before it among its key's unfinished rows. Without an index on the key
+ *   that is not one probe; but every such row is before the batch's last
+ *   keyed row in claim order, and the rows of the pending range before
+ *   that point are the ones the ripe arm has just passed over: the batch
+ *   itself and the rows skipped as locked or held back. So ahead reads them
+ *   once (from the start of the range up to that row's created_at, the row
+ *   comparison on (created_at, id) doing the rest), together with the
+ *   two short ranges (pending with an available_at, and processing), keeps
+ *   the rows of the batch's keys, and lag() over each key gives every
+ *   row's predecessor at once. Like prev_of, it reads the statement's
+ *   snapshot, in which every row of the batch was unfinished; a batch row
+ *   it does not find is treated as unlinked, never as a key's head. */
+static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+{
+    const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
+    claim_head(h, b);
+    claim_arm(h, b, "ripe", hlc, "o.status = 'pending' AND o.available_at IS NULL",
+              "o.available_at, ", limit);
+    claim_arm(h, b, "due", hlc,
+              "o.status = 'pending' AND o.available_at <= (SELECT ts FROM clk)", "", limit);
+    expired_arm(h, b, hlc, limit);
+    outbox_buf_printf(b, ", firstn AS MATERIALIZED (SELECT * FROM (SELECT * FROM ripe UNION ALL "
+                         "SELECT * FROM due UNION ALL SELECT * FROM expired) AS c ORDER BY %s "
+                         "LIMIT %ld)",
+                      order, limit);
+    /* The batch's last keyed row: no predecessor is after it, and a batch
+     * without keys reads nothing more. DESC puts NULL first, the reverse
+     * of the claim order's NULLS LAST. */
+    outbox_buf_printf(b, ", tail AS MATERIALIZED (SELECT created_at, id%s FROM firstn WHERE "
+                         "ordering_key IS NOT NULL ORDER BY %screated_at DESC, id DESC LIMIT 1)",
+                      hlc ? ", hlc" : "", hlc ? "hlc DESC, " : "");
+    outbox_buf_puts(b, ", ahead AS (");
+    /* The bounds are uncorrelated subqueries, computed once before the
+     * scan, so that the planner makes them index conditions whatever it
+     * thinks of joining tail: taken as a join filter instead, the hlc
+     * bound let it read every stamped pending row. */
+    if (hlc) {
+        ahead_part(h, b, 1, 1,
+                   "e.status = 'pending' AND e.available_at IS NULL AND e.hlc <= (SELECT "
+                   "coalesce(hlc, 9223372036854775807) FROM tail)");
+        ahead_part(h, b, 1, 0,
+                   "e.status = 'pending' AND e.available_at IS NULL AND e.hlc IS NULL AND "
+                   "l.hlc IS NULL AND e.created_at <= (SELECT created_at FROM tail)");
+    } else {
+        ahead_part(h, b, 0, 1,
+                   "e.status = 'pending' AND e.available_at IS NULL AND e.created_at <= (SELECT "
+                   "created_at FROM tail)");
+    }
+    ahead_part(h, b, hlc, 0, "e.status = 'pending' AND e.available_at IS NOT NULL");
+    ahead_part(h, b, hlc, 0, "e.status = 'processing'");
+    outbox_buf_printf(b, "), prevs AS (SELECT a.id, lag(a.id) OVER (PARTITION BY a.ordering_key "
+                         "ORDER BY %s) AS prev FROM ahead AS a)",
+                      hlc ? "a.hlc, a.created_at, a.id" : "a.created_at, a.id");
+    outbox_buf_printf(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
+                         "f.ordering_key IS NULL OR (p.id IS NOT NULL AND lag(f.id) OVER w IS NOT "
+                         "DISTINCT FROM p.prev) AS linked FROM firstn AS f LEFT JOIN prevs AS p ON "
+                         "p.id = f.id WINDOW w AS (PARTITION BY f.ordering_key ORDER BY f.%s, f.id))",
+                      hlc ? ", f.hlc" : "", hlc ? "hlc, f.created_at" : "created_at");
+    claim_tail(h, b, order);
+}
+
+/* The shipped shape when the table has the indexes it reads (the pending
+ * and key indexes of this order), else the canonical one. A handle keeps
+ * the shape it chose at open (or at its last schema apply): both are
+ * correct on any table, only their speed depends on the indexes. */
+static void build_claim(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+{
+    unsigned need = hlc ? PG_IDX_PENDING_HLC | PG_IDX_KEY_HLC : PG_IDX_PENDING | PG_IDX_KEY;
+    if ((h->claim_idx & need) == need)
+        build_claim_shipped(h, b, hlc, limit);
+    else
+        build_claim_canonical(h, b, hlc, limit);
 }
 
 /* $1 ids, $2 kinds, $3 available_at, $4 errors (arrays, one element per

@@ -83,35 +83,36 @@ typedef struct idx_spec {
     int hlc;                    /* only with OUTBOX_SCHEMA_HLC */
     const char *why;
     const char *problem;        /* what schema check says when it is missing */
+    unsigned claim_bit;         /* PG_IDX_* when the claim's shape depends on it */
 } idx_spec_t;
 
 static const idx_spec_t outbox_idx[] = {
     {"claim_idx", "outbox_route, status, available_at, created_at", NULL, {NULL}, NULL, 0,
-     "SPEC 2's claim index", NULL},
+     "SPEC 2's claim index", NULL, 0},
     {"pending_idx", "outbox_route, created_at, id", PRED_PENDING, {PRED_PENDING_N, NULL},
      "outbox_route, status, created_at, id", 0,
      "pending rows already in claim order: a claim reads its batch off the front instead of "
      "sorting the backlog",
-     "claims will sort the whole pending backlog"},
+     "claims fall back to outbox_claim_idx and sort each staging call", PG_IDX_PENDING},
     {"key_idx", "outbox_route, ordering_key, created_at, id", PRED_LIVE,
      {PRED_LIVE_N, PRED_LIVE_ALT_N, NULL}, "outbox_route, ordering_key, created_at, id", 0,
      "per-key FIFO: a key's unfinished rows in claim order, so the rows ahead of a claimed row "
      "are found without reading the key's history",
-     "per-key order checks will read each key's whole history"},
+     "per-key order checks read what a claim passed over a second time", PG_IDX_KEY},
     {"processing_idx", "outbox_route, processing_at", PRED_PROCESSING, {PRED_PROCESSING_N, NULL},
      "outbox_route, status, processing_at", 0,
      "claimed rows by age: expired leases of crashed relays",
-     "finding expired leases will scan the route"},
+     "finding expired leases reads every claimed row of the route", 0},
     {"claim_hlc_idx", "outbox_route, status, available_at, hlc, created_at, id", NULL, {NULL},
-     NULL, 1, "SPEC 2's hlc claim index", NULL},
+     NULL, 1, "SPEC 2's hlc claim index", NULL, 0},
     {"pending_hlc_idx", "outbox_route, hlc, created_at, id", PRED_PENDING, {PRED_PENDING_N, NULL},
      "outbox_route, status, hlc, created_at, id", 1,
      "the pending index's twin for hlc claim order (NULL hlc sorts last, as the claim wants)",
-     "hlc-ordered claims will sort the whole pending backlog"},
+     "hlc-ordered claims fall back to outbox_claim_hlc_idx", PG_IDX_PENDING_HLC},
     {"key_hlc_idx", "outbox_route, ordering_key, hlc, created_at, id", PRED_LIVE,
      {PRED_LIVE_N, PRED_LIVE_ALT_N, NULL}, "outbox_route, ordering_key, hlc, created_at, id", 1,
      "the key index's twin for hlc claim order",
-     "per-key order checks in hlc order will read each key's whole history"},
+     "per-key order checks in hlc order read what a claim passed over a second time", PG_IDX_KEY_HLC},
 };
 #define N_OUTBOX_IDX (sizeof outbox_idx / sizeof outbox_idx[0])
 
@@ -201,6 +202,9 @@ static int read_columns(pg_handle_t *h, const char *rel_sql, const char *ckpt_sq
                              "reading the table's columns");
 }
 
+/* Which of the claim's indexes the table has (with the check, below). */
+static int read_claim_indexes(pg_handle_t *h, outbox_diag_t *d);
+
 int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
 {
     PGresult *res = NULL;
@@ -234,7 +238,7 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
     else
         channel_name(h->rel.schema[0] ? h->rel.schema : "public", h->rel.table, h->channel);
     PQclear(res);
-    return OUTBOX_OK;
+    return read_claim_indexes(h, d);
 }
 
 /* ----------------------------------------------------------------- DDL */
@@ -552,6 +556,20 @@ static int read_indexes(pg_handle_t *h, const outbox_relname_t *rel, PGresult **
                                "reading the table's indexes");
     outbox_buf_free(&name);
     return rc;
+}
+
+static int read_claim_indexes(pg_handle_t *h, outbox_diag_t *d)
+{
+    PGresult *idx = NULL;
+    int rc = read_indexes(h, &h->rel, &idx, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    h->claim_idx = 0;
+    for (size_t i = 0; i < N_OUTBOX_IDX; i++)
+        if (outbox_idx[i].claim_bit && serves(idx, &outbox_idx[i]))
+            h->claim_idx |= outbox_idx[i].claim_bit;
+    PQclear(idx);
+    return OUTBOX_OK;
 }
 
 static int check_outbox(pg_handle_t *h, const ddl_target_t *t, const PGresult *cols,

@@ -30,8 +30,9 @@ CREATE TABLE app.outbox (
 CREATE INDEX outbox_claim_idx ON app.outbox (outbox_route, status, available_at, created_at);
 
 -- Pending rows already in claim order: a claim reads its batch off the front of
--- this index instead of sorting the whole backlog on every call (with only
--- outbox_claim_idx, draining a backlog is quadratic).
+-- this index. Without it (and the key index) the driver claims through
+-- outbox_claim_idx, still in linear time but with a sort of each staging call
+-- and a second pass for the per-key check (docs/postgres.md).
 CREATE INDEX outbox_pending_idx ON app.outbox (outbox_route, created_at, id)
     WHERE status = 'pending';
 

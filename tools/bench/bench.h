@@ -17,6 +17,14 @@ enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAIL = 1, BENCH_EXIT_USAGE = 2 };
 
 struct bench_backend;
 
+/* --table: which indexes the relay's tables have. */
+enum bench_table {
+    BENCH_TABLE_SHIPPED,   /* the schema the driver's schema apply creates */
+    BENCH_TABLE_TWO_INDEX, /* only the canonical table's: the shipped schema without its
+                              partial indexes */
+    BENCH_TABLE_BOTH,      /* each round drains a copy of each, in turns */
+};
+
 typedef struct bench_opts {
     /* Chosen by the store URI's scheme; NULL when the bench has none for it
      * (then no_ceiling is set). */
@@ -31,6 +39,7 @@ typedef struct bench_opts {
     long batch;
     long workers;
     long repeat;  /* rounds of relay + ceiling; medians are reported */
+    int table;    /* enum bench_table (throughput mode) */
     int quick;
     int pgbench_script; /* print the PostgreSQL ceiling's script and exit */
     int latency;
@@ -164,6 +173,10 @@ typedef struct bench_backend {
     /* Optional (NULL: --pg-autovacuum is refused): apply the per-table
      * autovacuum settings docs/performance.md recommends to relation. */
     int (*autovacuum)(void *db, const char *relation, char *err, size_t errlen);
+    /* Optional (NULL: --table other than shipped is refused): drops the
+     * indexes the shipped schema adds to the canonical table, leaving the
+     * primary key, the unique (route, event_id) and the claim index. */
+    int (*canonical_only)(void *db, const char *relation, char *err, size_t errlen);
 } bench_backend_t;
 
 /* The backend for a store URI, NULL when the bench has none for it. */

@@ -746,6 +746,34 @@ static int bpg_autovacuum(void *db, const char *relation, char *err, size_t errl
     return exec(db, sql, NULL, NULL, NULL, "setting autovacuum", err, errlen);
 }
 
+/* The shipped schema's additions to the canonical table are exactly its
+ * partial indexes (pending, key, processing and their hlc twins); the
+ * canonical table has none, so dropping every partial index leaves it. */
+static int bpg_canonical_only(void *db, const char *relation, char *err, size_t errlen)
+{
+    char rel[300];
+    rel_sql(relation, rel, sizeof rel);
+    PGresult *r = NULL;
+    int rc = exec(db, "SELECT coalesce(string_agg(format('%I.%I', n.nspname, c.relname), ', '), '') "
+                      "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n "
+                      "ON n.oid = c.relnamespace WHERE i.indrelid = to_regclass($1) AND i.indpred "
+                      "IS NOT NULL",
+                  rel, NULL, &r, "listing the partial indexes", err, errlen);
+    if (rc != 0)
+        return rc;
+    char sql[1200];
+    int n = snprintf(sql, sizeof sql, "DROP INDEX %s", PQgetvalue(r, 0, 0));
+    int none = PQgetvalue(r, 0, 0)[0] == '\0';
+    PQclear(r);
+    if (none)
+        return 0;
+    if (n < 0 || (size_t)n >= sizeof sql) {
+        snprintf(err, errlen, "too many partial indexes on %s", relation);
+        return BENCH_EXIT_FAIL;
+    }
+    return exec(db, sql, NULL, NULL, NULL, "dropping the partial indexes", err, errlen);
+}
+
 const bench_backend_t bench_postgres_backend = {
     .name = "postgres",
     .ceiling_in_process = 0,
@@ -762,4 +790,5 @@ const bench_backend_t bench_postgres_backend = {
     .trace_check = NULL,
     .stats = bpg_stats,
     .autovacuum = bpg_autovacuum,
+    .canonical_only = bpg_canonical_only,
 };

@@ -32,6 +32,12 @@ static const char usage_text[] =
     "                     the relay taking turns to go first; medians are printed\n"
     "                     (default 3, 1 with --quick)\n"
     "  --quick            a few thousand events: a smoke test, not a measurement\n"
+    "  --table T          PostgreSQL: the indexes of the relay's table. shipped (default):\n"
+    "                     what schema apply creates; two-index: only the canonical table's\n"
+    "                     (primary key, unique (route, event_id), the claim index), no\n"
+    "                     ceiling or reference; both: each round drains the relay on a\n"
+    "                     shipped copy and a two-index copy (NAME_two), in turns, and\n"
+    "                     prints the rates and their ratio, no ceiling or reference\n"
     "\n"
     "Throughput without a ceiling, for any store driver: stage the backlog on a fresh\n"
     "route, drain it with --workers relays, check that every row was published once,\n"
@@ -100,6 +106,7 @@ enum {
     OPT_PURGE_AFTER,
     OPT_DRIVER,
     OPT_NO_CEILING,
+    OPT_TABLE,
     OPT_HELP,
 };
 
@@ -126,6 +133,7 @@ static const struct option options[] = {
     {"purge-after", required_argument, NULL, OPT_PURGE_AFTER},
     {"driver", required_argument, NULL, OPT_DRIVER},
     {"no-ceiling", no_argument, NULL, OPT_NO_CEILING},
+    {"table", required_argument, NULL, OPT_TABLE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -226,7 +234,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     o->poll_us = 100 * 1000;
     const char *sink = NULL;
     int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0,
-        seen_producers = 0, seen_sustain_opt = 0, seen_relation = 0;
+        seen_producers = 0, seen_sustain_opt = 0, seen_relation = 0, seen_table = 0;
     o->interval_us = 60 * 1000000LL;
     o->events_per_round = 100;
     opterr = 0;
@@ -305,6 +313,17 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             break;
         case OPT_DRIVER: o->driver = optarg; break;
         case OPT_NO_CEILING: o->no_ceiling = 1; break;
+        case OPT_TABLE:
+            seen_table = 1;
+            if (strcmp(optarg, "shipped") == 0)
+                o->table = BENCH_TABLE_SHIPPED;
+            else if (strcmp(optarg, "two-index") == 0)
+                o->table = BENCH_TABLE_TWO_INDEX;
+            else if (strcmp(optarg, "both") == 0)
+                o->table = BENCH_TABLE_BOTH;
+            else
+                rc = bad("--table: expected shipped, two-index or both, got \"%.64s\"", optarg);
+            break;
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -330,6 +349,11 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         return rc;
     if (o->driver || !o->backend)
         o->no_ceiling = 1;
+    if (seen_table && o->table != BENCH_TABLE_SHIPPED &&
+        (o->no_ceiling || o->latency || o->sustain || !o->backend->canonical_only))
+        return bad("--table %s: throughput mode on a postgresql store only (without --driver, "
+                   "--no-ceiling, --latency or --sustain)",
+                   o->table == BENCH_TABLE_BOTH ? "both" : "two-index");
     if (o->no_ceiling) {
         char why[96];
         if (o->driver || o->backend)

@@ -183,6 +183,9 @@ with tempfile.TemporaryDirectory() as tmp:
         ["--store", store, "--no-ceiling", "--sustain", "2s"],
         ["--store", store, "--no-ceiling", "--rate", "10"],
         ["--store", store, "--no-ceiling", "--sink", "nosuch:", "--quick"],
+        # --table is PostgreSQL throughput only.
+        ["--store", store, "--table", "both", "--quick"],
+        ["--store", store, "--table", "sideways", "--quick"],
     ]
     for args in bad_inputs:
         rc, out, err = run(args)
@@ -234,6 +237,21 @@ if pg and rc == 0 and have_pgbench:
         check((row.get("reference_events_per_s") or 0) > 0 and
               (row.get("reference_ratio") or 0) > 0,
               "postgres runs the reference claim+mark (positive rate and ratio)")
+        check(row.get("table") == "shipped" and row.get("two_index_events_per_s", 0) is None,
+              "postgres default table is shipped, no two-index numbers")
+    rc, out, err = run(["--store", pg, "--quick", "--relation", "outbox_bench_smoke", "--table",
+                        "both", "--repeat", "2"])
+    check(rc == 0, "postgres --table both exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        row = json.loads(out)
+        check(row.get("table") == "both" and (row.get("two_index_events_per_s") or 0) > 0 and
+              (row.get("two_index_ratio") or 0) > 0 and len(row.get("two_index_rounds") or []) == 2,
+              "--table both: positive two-index rate and ratio, one rate per round")
+        check(row.get("ceiling") is False and row.get("ceiling_events_per_s", 0) is None,
+              "--table both runs no ceiling")
+    rc, out, err = run(["--store", pg, "--no-ceiling", "--table", "two-index", "--quick"])
+    check(rc == 2 and err.count("\n") == 1 and out == "",
+          "--table with --no-ceiling is refused in one line (rc %d, %r)" % (rc, err))
 
 if failures:
     print("%d check(s) failed" % len(failures))

@@ -284,42 +284,46 @@ static int check_published(const bench_opts_t *o, void *b, const char *relation,
     return rc;
 }
 
-/* Recreates relation empty with the canonical schema and fills it with a
- * copy of the backlog. */
+/* The drains of one round: the relay, the ceiling and, when the store has
+ * one, the reference; with --table two-index or both, the relay on a table
+ * with only the canonical indexes instead of or besides them. */
+enum { SIDE_RELAY, SIDE_CEILING, SIDE_REFERENCE, SIDE_RELAY_TWO, SIDES };
+static const char *const side_names[SIDES] = {"relay", "ceiling", "reference",
+                                              "relay on the two-index table"};
+
+/* Recreates relation empty with the canonical schema (only the canonical
+ * table's indexes when two_index) and fills it with a copy of the backlog. */
 static int fresh_copy(const bench_opts_t *o, void *b, const char *backlog, const char *relation,
-                      char *err, size_t errlen)
+                      int two_index, char *err, size_t errlen)
 {
     int rc = o->backend->drop_relation(b, relation, err, errlen);
     if (rc == 0)
         rc = o->backend->claim_relation(b, relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, relation, err, errlen);
+    if (rc == 0 && two_index)
+        rc = o->backend->canonical_only(b, relation, err, errlen);
     if (rc == 0)
         rc = o->backend->copy(b, backlog, relation, err, errlen);
     return rc;
 }
 
-/* The drains of one round: the relay, the ceiling and, when the store has
- * one, the reference. */
-enum { SIDE_RELAY, SIDE_CEILING, SIDE_REFERENCE, SIDES };
-static const char *const side_names[SIDES] = {"relay", "ceiling", "reference"};
-
-/* One round: a fresh copy of the backlog for each side, then the drains in
- * an order that rotates with the round (ceiling first in even rounds, as
- * before the reference existed), so no side always runs on the warmer
- * cache. */
+/* One round: a fresh copy of the backlog for each side of sides[], then the
+ * drains in an order that rotates with the round (the second side first in
+ * round 0: with relay, ceiling and reference, the ceiling, as before the
+ * reference existed), so no side always runs on the warmer cache. */
 static int round_once(const bench_opts_t *o, void *b, int round, const char *backlog,
-                      const char *const rels[SIDES], int sides, bench_drain_t out[SIDES],
-                      char *err, size_t errlen)
+                      const char *const rels[SIDES], const int *sides, int n_sides,
+                      bench_drain_t out[SIDES], char *err, size_t errlen)
 {
     int rc = 0;
-    for (int k = 0; k < sides && rc == 0; k++)
-        rc = fresh_copy(o, b, backlog, rels[k], err, errlen);
-    for (int step = 0; step < sides && rc == 0; step++) {
-        int k = (SIDE_CEILING + step + round * (sides - 1)) % sides;
+    for (int i = 0; i < n_sides && rc == 0; i++)
+        rc = fresh_copy(o, b, backlog, rels[sides[i]], sides[i] == SIDE_RELAY_TWO, err, errlen);
+    for (int step = 0; step < n_sides && rc == 0; step++) {
+        int k = sides[(1 + step + round * (n_sides - 1)) % n_sides];
         rc = o->backend->quiesce(b, rels[k], err, errlen);
         if (rc == 0)
-            rc = k == SIDE_RELAY
+            rc = k == SIDE_RELAY || k == SIDE_RELAY_TWO
                      ? bench_relay_drain(o, rels[k], BENCH_ROUTE, &out[k], err, errlen)
                  : k == SIDE_CEILING ? o->backend->ceiling(b, o, rels[k], &out[k], err, errlen)
                                      : o->backend->reference(b, o, rels[k], &out[k], err, errlen);
@@ -403,11 +407,31 @@ static double median(double *v, long n)
 int bench_throughput(const bench_opts_t *o)
 {
     char err[1024] = "";
-    char ceiling_rel[300], reference_rel[300], backlog_rel[300], check_rel[300];
+    char ceiling_rel[300], reference_rel[300], backlog_rel[300], check_rel[300], two_rel[300];
     snprintf(ceiling_rel, sizeof ceiling_rel, "%s_ceiling", o->relation);
     snprintf(reference_rel, sizeof reference_rel, "%s_reference", o->relation);
-    const char *const side_rels[SIDES] = {o->relation, ceiling_rel, reference_rel};
-    const int sides = o->backend->reference ? 3 : 2;
+    snprintf(two_rel, sizeof two_rel, "%s_two", o->relation);
+    /* With --table two-index the relay's own relation is the two-index one. */
+    const char *const side_rels[SIDES] = {o->relation, ceiling_rel, reference_rel,
+                                          o->table == BENCH_TABLE_BOTH ? two_rel : o->relation};
+    /* The ceiling and the reference copy the claim written for the shipped
+     * indexes: they run with the shipped table only. */
+    int sides[SIDES], n_sides = 0;
+    if (o->table == BENCH_TABLE_TWO_INDEX) {
+        sides[n_sides++] = SIDE_RELAY_TWO;
+    } else {
+        sides[n_sides++] = SIDE_RELAY;
+        if (o->table == BENCH_TABLE_BOTH) {
+            sides[n_sides++] = SIDE_RELAY_TWO;
+        } else {
+            sides[n_sides++] = SIDE_CEILING;
+            if (o->backend->reference)
+                sides[n_sides++] = SIDE_REFERENCE;
+        }
+    }
+    const int main_side = o->table == BENCH_TABLE_TWO_INDEX ? SIDE_RELAY_TWO : SIDE_RELAY;
+    const int has_ceiling = o->table == BENCH_TABLE_SHIPPED;
+    const int has_reference = has_ceiling && o->backend->reference;
     snprintf(backlog_rel, sizeof backlog_rel, "%s_backlog", o->relation);
     snprintf(check_rel, sizeof check_rel, "%s_sqlcheck", o->relation);
     /* A sink that cannot open is bad input: say so before staging anything. */
@@ -427,15 +451,21 @@ int bench_throughput(const bench_opts_t *o)
     double *cpu_ratio = calloc((size_t)o->repeat, sizeof *cpu_ratio);
     double *reps = calloc((size_t)o->repeat, sizeof *reps);
     double *rratio = calloc((size_t)o->repeat, sizeof *rratio);
+    double *teps = calloc((size_t)o->repeat, sizeof *teps);
+    double *tratio = calloc((size_t)o->repeat, sizeof *tratio);
     void *b = NULL;
-    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio ? 0 : BENCH_EXIT_FAIL;
+    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio && teps && tratio
+                 ? 0
+                 : BENCH_EXIT_FAIL;
     if (rc != 0)
         snprintf(err, sizeof err, "out of memory");
     if (rc == 0)
         rc = o->backend->open(o->store, &b, err, sizeof err);
     /* Refuse foreign tables before dropping anything. */
-    const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel, reference_rel};
-    const int n_rels = (int)(sizeof rels / sizeof rels[0]);
+    const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel, reference_rel, two_rel};
+    /* The two-index copy only when it is drained: a table of that name the
+     * bench did not create stops only the runs that would use it. */
+    const int n_rels = (int)(sizeof rels / sizeof rels[0]) - (o->table == BENCH_TABLE_BOTH ? 0 : 1);
     for (int i = 0; i < n_rels && rc == 0; i++)
         rc = o->backend->claim_relation(b, rels[i], err, sizeof err);
     int verified = 0;
@@ -449,16 +479,29 @@ int bench_throughput(const bench_opts_t *o)
     double stage_s = 0;
     if (rc == 0)
         rc = bench_stage_backlog(o, backlog_rel, BENCH_ROUTE, &stage_s, err, sizeof err);
-    char ratios[1024] = "", rratios[1024] = "", rates[2048] = "";
-    size_t rlen = 0, rrlen = 0, elen = 0;
+    char ratios[1024] = "", rratios[1024] = "", rates[2048] = "", trates[2048] = "";
+    char tratios[1024] = "";
+    size_t rlen = 0, rrlen = 0, elen = 0, tlen = 0, trlen = 0;
     const outbox_driver_t *driver = NULL;
     for (long r = 0; r < o->repeat && rc == 0; r++) {
         bench_drain_t drains[SIDES] = {{0}};
-        rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, drains, err, sizeof err);
+        rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, n_sides, drains, err,
+                        sizeof err);
         if (rc != 0)
             break;
-        const bench_drain_t relay = drains[SIDE_RELAY], ceiling = drains[SIDE_CEILING];
-        if (sides > SIDE_REFERENCE) {
+        const bench_drain_t relay = drains[main_side], ceiling = drains[SIDE_CEILING];
+        if (o->table == BENCH_TABLE_BOTH) {
+            double two_s = drains[SIDE_RELAY_TWO].seconds;
+            teps[r] = two_s > 0 ? (double)o->events / two_s : 0;
+            tratio[r] = relay.seconds > 0 ? teps[r] / ((double)o->events / relay.seconds) : 0;
+            if (tlen < sizeof trates - 24)
+                tlen += (size_t)snprintf(trates + tlen, sizeof trates - tlen, "%s%.0f",
+                                         r ? "," : "", teps[r]);
+            if (trlen < sizeof tratios - 16)
+                trlen += (size_t)snprintf(tratios + trlen, sizeof tratios - trlen, "%s%.3f",
+                                          r ? "," : "", tratio[r]);
+        }
+        if (has_reference) {
             double ref_s = drains[SIDE_REFERENCE].seconds;
             reps[r] = ref_s > 0 ? (double)o->events / ref_s : 0;
             rratio[r] = reps[r] > 0 && relay.seconds > 0 ? ((double)o->events / relay.seconds) / reps[r] : 0;
@@ -500,7 +543,7 @@ int bench_throughput(const bench_opts_t *o)
         /* The reference's numbers, or nulls for a store without one. */
         char reference[1200] = "\"reference_events_per_s\":null,\"reference_ratio\":null,"
                                "\"reference_ratios\":null";
-        if (sides > SIDE_REFERENCE)
+        if (has_reference)
             snprintf(reference, sizeof reference,
                      "\"reference_events_per_s\":%.0f,\"reference_ratio\":%.3f,"
                      "\"reference_ratios\":[%s]",
@@ -509,19 +552,39 @@ int bench_throughput(const bench_opts_t *o)
         bench_json_str(name, sizeof name, driver ? driver->name : "");
         bench_missing_entries(driver, missing, sizeof missing);
         const double cpu_med = median(cpu, n);
-        /* The keys and their order are those of no_ceiling.c's line. */
+        /* The ceiling's numbers, or nulls when the tables were not the
+         * shipped ones (as in no_ceiling.c's line). */
+        char ceiling_text[1400] = "\"ceiling\":false,\"ceiling_events_per_s\":null,\"ratio\":null";
+        char ratios_text[1100] = "null", ccpu_text[32] = "null";
+        if (has_ceiling) {
+            snprintf(ceiling_text, sizeof ceiling_text,
+                     "\"ceiling\":true,\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f",
+                     median(ceps, n), median(ratio, n));
+            snprintf(ratios_text, sizeof ratios_text, "[%s]", ratios);
+            snprintf(ccpu_text, sizeof ccpu_text, "%.3f", median(ccpu, n));
+        }
+        static const char *const table_names[] = {"shipped", "two-index", "both"};
+        char two_text[3200] = "\"two_index_events_per_s\":null,\"two_index_ratio\":null,"
+                              "\"two_index_rounds\":null,\"two_index_ratios\":null";
+        if (o->table == BENCH_TABLE_BOTH)
+            snprintf(two_text, sizeof two_text,
+                     "\"two_index_events_per_s\":%.0f,\"two_index_ratio\":%.3f,"
+                     "\"two_index_rounds\":[%s],\"two_index_ratios\":[%s]",
+                     median(teps, n), median(tratio, n), trates, tratios);
+        /* The keys and their order are those of no_ceiling.c's line, then
+         * the table's. */
         printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
                "\"batch\":%ld,\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,"
-               "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,\"ceiling\":true,"
-               "\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f,\"repeat\":%ld,\"ratios\":[%s],"
-               "\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":%.3f,\"cpu_ratio\":%s,"
-               "\"stage_events_per_s\":%.0f,%s,\"sql_verified\":%s,\"missing_entries\":%s,"
-               "\"loadavg\":%.2f}\n",
+               "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,%s,\"repeat\":%ld,"
+               "\"ratios\":%s,\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":%s,"
+               "\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,%s,\"sql_verified\":%s,"
+               "\"missing_entries\":%s,\"loadavg\":%.2f,\"table\":\"%s\",%s}\n",
                store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
-               cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), median(ceps, n),
-               median(ratio, n), n, ratios, rates, median(ccpu, n), cpu_ratio_text,
+               cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), ceiling_text, n,
+               ratios_text, rates, ccpu_text, has_ceiling ? cpu_ratio_text : "null",
                stage_s > 0 ? (double)o->events / stage_s : 0, reference,
-               verified ? "true" : "false", missing, bench_loadavg());
+               has_ceiling ? (verified ? "true" : "false") : "null", missing, bench_loadavg(),
+               table_names[o->table], two_text);
         fflush(stdout);
     } else {
         bench_err("%s", err);
@@ -534,5 +597,7 @@ int bench_throughput(const bench_opts_t *o)
     free(cpu_ratio);
     free(reps);
     free(rratio);
+    free(teps);
+    free(tratio);
     return rc;
 }

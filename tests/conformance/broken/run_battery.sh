@@ -5,6 +5,9 @@
 #   EXPECT  pass      every case that ran passed (exit 0)
 #           pass-all  the same, and no case was skipped
 #           CASE      the battery failed (exit 1), and CASE is "not ok" in the TAP
+#           all-but:CASE  CASE is "not ok", every other case passed, none skipped
+#                     (a driver that rightly fails one case, e.g. a schema check
+#                     that reports what a test variant left out)
 #           unchecked:CASE  every case that ran passed (exit 0), and the battery
 #                     said which check of CASE it could not run (the driver lacks
 #                     the optional entries it needs), in its output and the TAP
@@ -56,6 +59,19 @@ skipped=$(grep -c '# SKIP' "$tap")
 echo "exit $status; failed: ${failed:-none}; skipped: $skipped"
 
 case $expect in
+all-but:*)
+    only=${expect#all-but:}
+    if [ "$status" -ne 1 ] || [ "$failed" != "$only " ]; then
+        echo "FAIL: exactly $only should fail on $driver (exit $status, failed: ${failed:-none})"
+        exit 1
+    fi
+    if [ "$skipped" -ne 0 ]; then
+        echo "FAIL: $skipped cases were skipped on $driver:"
+        grep '# SKIP' "$tap"
+        exit 1
+    fi
+    grep -A1 "^not ok [0-9]* - $only\$" "$tap"
+    ;;
 pass | pass-all)
     if [ "$status" -ne 0 ] || [ -n "$failed" ]; then
         echo "FAIL: the battery should pass on $driver"

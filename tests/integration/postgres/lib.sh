@@ -1,13 +1,16 @@
 # Shared helpers of the PostgreSQL shell tests. Source it with
 #   . "$(dirname "$0")/lib.sh" "$@"
-# where the arguments are the outbox CLI and the pg_load helper. Every test
-# works in its own schema, dropped on exit with anything it started.
+# where the arguments are the outbox CLI and the pg_load helper (then the
+# pg_stage example, the sql/postgres directory, and "canonical" for a table
+# with only the canonical indexes). Every test works in its own schema,
+# dropped on exit with anything it started.
 set -u
 export LC_ALL=C
 
 OUTBOX=${1:?usage: $0 OUTBOX_CLI PG_LOAD [PG_STAGE]}
 PG_LOAD=${2:?usage: $0 OUTBOX_CLI PG_LOAD [PG_STAGE]}
 PG_STAGE=${3:-}
+TABLE_KIND=${5:-shipped}
 
 if [ -z "${OUTBOX_PG_URI:-}" ]; then
     if [ "${CI:-}" = true ]; then
@@ -64,10 +67,17 @@ finish() {
     exit 1
 }
 
-# The outbox table of this test, made by the driver's own schema apply.
+# The outbox table of this test, made by the driver's own schema apply;
+# with "canonical", left with only the canonical table's indexes.
 make_table() {
     "$OUTBOX" schema apply --store "$URI" --relation "$REL" --yes-i-know "$@" >/dev/null ||
         { echo "FAIL: schema apply"; exit 1; }
+    if [ "$TABLE_KIND" = canonical ]; then
+        q "SET client_min_messages = warning; DROP INDEX IF EXISTS $SCH.outbox_pending_idx,
+           $SCH.outbox_key_idx, $SCH.outbox_processing_idx, $SCH.outbox_pending_hlc_idx,
+           $SCH.outbox_key_hlc_idx" >/dev/null || { echo "FAIL: dropping the extra indexes"; exit 1; }
+        echo "table $REL with only the canonical indexes"
+    fi
 }
 
 # relay ARGS...: a relay in the background on this test's table; its pid is
