@@ -177,6 +177,24 @@ static void excerpt(char dst[EXCERPT_BUF], const char *src, bool mask_password)
     copy_masked(dst, EXCERPT_MAX, src, mask_password);
 }
 
+void outbox_uri_secrets(const char *text, void (*fn)(void *ctx, const char *secret, size_t len),
+                        void *ctx)
+{
+    if (text == NULL || fn == NULL)
+        return;
+    masker_t m;
+    masker_init(&m, text);
+    for (size_t i = 0; text[i];) {
+        size_t until = masker_until(&m, i);
+        if (until > i) {
+            fn(ctx, text + i, until - i);
+            i = until;
+        } else {
+            i++;
+        }
+    }
+}
+
 char *outbox_uri_mask(const char *text, char *out, size_t size)
 {
     if (out == NULL || size == 0)

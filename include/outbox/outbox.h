@@ -266,6 +266,13 @@ OUTBOX_API int outbox_relation_valid(const char *name);
  * way. Returns out. */
 OUTBOX_API char *outbox_uri_mask(const char *text, char *out, size_t size);
 
+/* Calls fn once for each secret of text that outbox_uri_mask() would hide,
+ * in text order, with the secret as it is written there (len bytes at
+ * secret, inside text; a quoted libpq value keeps its quotes). */
+OUTBOX_API void outbox_uri_secrets(const char *text,
+                                   void (*fn)(void *ctx, const char *secret, size_t len),
+                                   void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -313,6 +313,12 @@ START_TEST(test_passwords_never_in_messages)
 }
 END_TEST
 
+static void collect_secret(void *ctx, const char *secret, size_t len)
+{
+    char *seen = ctx;
+    snprintf(seen + strlen(seen), 256 - strlen(seen), "[%.*s]", (int)len, secret);
+}
+
 /* The public mask: what applications and the battery print. */
 START_TEST(test_uri_mask)
 {
@@ -347,6 +353,11 @@ START_TEST(test_uri_mask)
     ck_assert_msg(strlen(out) < 40 && strstr(out, "s3c") == NULL && strstr(out, "...") != NULL, "%s",
                   out);
     ck_assert_str_eq(outbox_uri_mask(NULL, out, sizeof out), "");
+    /* The secrets themselves, as the mask finds them. */
+    char seen[256] = "";
+    outbox_uri_secrets("postgresql://app:s3#c@db/x?sslmode=require&sslpassword=p1 password='a b'",
+                       collect_secret, seen);
+    ck_assert_str_eq(seen, "[s3#c][p1]['a b']");
     ck_assert_str_eq(outbox_uri_mask("abc", out, 2), "");
 }
 END_TEST

@@ -31,77 +31,6 @@ static bool is_alpha(char c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
-static bool name_char(char c)
-{
-    return is_alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-}
-
-typedef struct span {
-    size_t from, to;
-} span_t;
-
-/* The next secret of uri at or after *pos, in order: the password of a
- * "//user:password@host" authority, then every NAME=VALUE whose NAME is a
- * secret's (?password=..., or host=h password='x y' in a key=value string).
- * Start with *pos = 0; it moves past what is returned. The spans are the
- * library's: '#' ends nothing (the URI parser has no fragments), and a
- * password written with a raw '/' or '?' runs to the last '@'. */
-static bool next_secret(const char *uri, size_t *pos, span_t *out)
-{
-    const char *a = *pos == 0 ? strstr(uri, "//") : NULL;
-    if (a) {
-        a += 2;
-        size_t alen = strcspn(a, "/?");
-        const char *at = NULL;
-        for (size_t i = 0; i < alen; i++)
-            if (a[i] == '@')
-                at = a + i;
-        if (!at)
-            at = strrchr(a, '@');
-        const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
-        if (colon && colon + 1 < at) {
-            *out = (span_t){(size_t)(colon + 1 - uri), (size_t)(at - uri)};
-            *pos = out->to;
-            return true;
-        }
-    }
-    for (size_t i = *pos; uri[i]; i++) {
-        if (!name_char(uri[i]) || (i > 0 && !strchr("?&; \t", uri[i - 1])))
-            continue;
-        size_t end = i;
-        while (name_char(uri[end]))
-            end++;
-        size_t v = end;
-        while (uri[v] == ' ')
-            v++;
-        if (uri[v] != '=' || !outbox_uri_secret_name(uri + i, end - i)) {
-            i = end - 1;
-            continue;
-        }
-        v++;
-        while (uri[v] == ' ')
-            v++;
-        size_t w = v;
-        if (uri[w] == '\'') {
-            for (w++; uri[w] && uri[w] != '\''; w++)
-                if (uri[w] == '\\' && uri[w + 1])
-                    w++;
-            if (uri[w])
-                w++;
-        } else {
-            w += strcspn(uri + w, "&; \t");
-        }
-        if (w > v) {
-            *out = (span_t){v, w};
-            *pos = w;
-            return true;
-        }
-        i = w > i ? w - 1 : i;
-    }
-    *pos = strlen(uri);
-    return false;
-}
-
 static void add_secret(const char *s, size_t len)
 {
     if (len == 0)
@@ -156,12 +85,16 @@ static void add_secret_forms(const char *s, size_t len)
     free(plain);
 }
 
+static void note_secret(void *ctx, const char *secret, size_t len)
+{
+    (void)ctx;
+    add_secret_forms(secret, len);
+}
+
 void cli_note_secrets(const char *uri)
 {
-    size_t pos = 0;
-    span_t sp;
-    while (uri && next_secret(uri, &pos, &sp))
-        add_secret_forms(uri + sp.from, sp.to - sp.from);
+    /* The library's own spans, so the backstop hides what its messages do. */
+    outbox_uri_secrets(uri, note_secret, NULL);
 }
 
 void cli_forget_secrets(void)
