@@ -93,3 +93,105 @@ int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msgs, size_t n
     }
     return OUTBOX_OK;
 }
+
+const outbox_driver_t *outbox_sink_driver(const outbox_sink_t *k)
+{
+    return k ? k->drv : NULL;
+}
+
+/* The driver's optional entry m, or NULL when its vtable is too old or
+ * leaves it out. */
+#define SINK_ENTRY(k, m)                                                                    \
+    (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, (k)->drv->sink, m) ? (k)->drv->sink->m : NULL)
+
+static int unsupported(outbox_diag_t *d, const outbox_sink_t *k, const char *what)
+{
+    return outbox_diag_set(d, OUTBOX_ENOTSUP, "sink %s has no %s", k->drv->name, what);
+}
+
+static int destination_call(outbox_sink_t *k, const char *destination, int drop)
+{
+    if (k == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&k->diag);
+    if (destination == NULL || destination[0] == '\0')
+        return outbox_diag_set(&k->diag, OUTBOX_EINVAL, "the destination is empty");
+    int (*fn)(void *, const char *, outbox_diag_t *) =
+        drop ? SINK_ENTRY(k, destination_drop) : SINK_ENTRY(k, destination_create);
+    if (fn == NULL)
+        return unsupported(&k->diag, k, drop ? "destination_drop" : "destination_create");
+    int rc = fn(k->h, destination, &k->diag);
+    if (rc != OUTBOX_OK && k->diag.message[0] == '\0')
+        outbox_diag_set(&k->diag, rc, "%s %s: %s", drop ? "dropping" : "creating", destination,
+                        outbox_strerror(rc));
+    return rc;
+}
+
+int outbox_sink_destination_create(outbox_sink_t *k, const char *destination)
+{
+    return destination_call(k, destination, 0);
+}
+
+int outbox_sink_destination_drop(outbox_sink_t *k, const char *destination)
+{
+    return destination_call(k, destination, 1);
+}
+
+struct outbox_sink_reader {
+    const outbox_driver_t *drv;
+    void *h;
+    outbox_diag_t diag;
+};
+
+int outbox_sink_reader_open(outbox_sink_t *k, const char *destination, outbox_sink_reader_t **out)
+{
+    if (k == NULL || out == NULL)
+        return OUTBOX_EINVAL;
+    *out = NULL;
+    outbox_diag_clear(&k->diag);
+    if (destination == NULL || destination[0] == '\0')
+        return outbox_diag_set(&k->diag, OUTBOX_EINVAL, "the destination is empty");
+    if (SINK_ENTRY(k, reader_open) == NULL || SINK_ENTRY(k, reader_next) == NULL)
+        return unsupported(&k->diag, k, "reader");
+    outbox_sink_reader_t *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return outbox_diag_set(&k->diag, OUTBOX_ENOMEM, "out of memory");
+    r->drv = k->drv;
+    int rc = k->drv->sink->reader_open(k->h, destination, &r->h, &k->diag);
+    if (rc != OUTBOX_OK) {
+        if (k->diag.message[0] == '\0')
+            outbox_diag_set(&k->diag, rc, "reading %s: %s", destination, outbox_strerror(rc));
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return OUTBOX_OK;
+}
+
+int outbox_sink_reader_next(outbox_sink_reader_t *r, int timeout_ms, outbox_received_t *out)
+{
+    if (r == NULL || out == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&r->diag);
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    int rc = r->drv->sink->reader_next(r->h, timeout_ms < 0 ? 0 : timeout_ms, out, &r->diag);
+    if (rc != OUTBOX_OK && rc != OUTBOX_ENOTFOUND && r->diag.message[0] == '\0')
+        outbox_diag_set(&r->diag, rc, "reading: %s", outbox_strerror(rc));
+    return rc;
+}
+
+const char *outbox_sink_reader_message(const outbox_sink_reader_t *r)
+{
+    return r ? r->diag.message : "no reader";
+}
+
+void outbox_sink_reader_close(outbox_sink_reader_t *r)
+{
+    if (r == NULL)
+        return;
+    if (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, r->drv->sink, reader_close) &&
+        r->drv->sink->reader_close != NULL)
+        r->drv->sink->reader_close(r->h);
+    free(r);
+}

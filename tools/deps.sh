@@ -31,3 +31,8 @@ outbox_install() {
 # appends its own packages. PostgreSQL: the server for
 # tools/services/postgres.sh and libpq for the store driver.
 OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
+# Kafka: librdkafka for the sink, a JDK and Maven for the broker
+# (tools/services/kafka.sh), kcat for reading back by hand. NATS: the C
+# client and Debian's nats-server with JetStream. python3-venv: the
+# third-party Python clients of tools/services/pyclients.sh.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-headless maven kcat libnats-dev nats-server python3-venv"

@@ -17,7 +17,8 @@
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
  *    the end: outbox_host_t, outbox_driver_t, outbox_store_vtable_t,
  *    outbox_sink_vtable_t, outbox_store_open_t, outbox_schema_opts_t,
- *    outbox_stage_ctx_t, outbox_claim_req_t, outbox_sink_open_t. The
+ *    outbox_stage_ctx_t, outbox_claim_req_t, outbox_sink_open_t,
+ *    outbox_received_t. The
  *    reader of such a struct reads a member only when struct_size covers
  *    it (OUTBOX_STRUCT_HAS in outbox/common.h); a member past the end has
  *    its default (NULL, 0). Each side writes struct_size = sizeof of its
@@ -58,7 +59,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 1
+#define OUTBOX_ABI_MINOR 2
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -332,6 +333,12 @@ typedef struct outbox_store_vtable {
  * after the call: if it dies first, the rejected message is offered again
  * and may be accepted, and it must not then arrive after its successors. */
 
+#define OUTBOX_SINK_CAP_DEDUPE (1u << 1)
+/* OUTBOX_SINK_CAP_DEDUPE: the sink hands event_id to the broker as its
+ * dedupe id, and the broker drops a second message with the same id
+ * (within its dedupe window), so a message published twice is read once.
+ * The sink battery checks it. */
+
 /* One header (frozen). name is the CloudEvents attribute name without any binding
  * prefix ("id", "type", "source", "specversion", "time", "datacontenttype",
  * "partitionkey", "traceparent", "tenantid", "correlationid",
@@ -373,6 +380,24 @@ typedef struct outbox_sink_open {
     const outbox_uri_t *uri;
 } outbox_sink_open_t;
 
+/* One message read back from the broker by a sink's reader (versioned;
+ * ABI 1.2). The reader fills it; everything it points to belongs to the
+ * reader and stays valid until the next reader_next or reader_close. */
+typedef struct outbox_received {
+    uint32_t struct_size;       /* set by the caller */
+    const char *destination;    /* where it was read from */
+    const char *key;            /* the broker's message key; NULL when the protocol has none */
+    const char *dedupe_id;      /* the broker's dedupe id (Nats-Msg-Id, message_id); NULL if none */
+    const char *payload;        /* the bytes as the broker holds them */
+    size_t payload_len;
+    /* The CloudEvents attributes the message carries, named as in
+     * outbox_header_t (the binding's prefix taken off again: "id", not
+     * "ce_id"; "datacontenttype" also for Kafka's content-type), in any
+     * order. Headers that are not CloudEvents attributes are left out. */
+    const outbox_header_t *headers;
+    size_t n_headers;
+} outbox_received_t;
+
 typedef struct outbox_sink_vtable {
     uint32_t struct_size;
     /* Required. */
@@ -384,6 +409,29 @@ typedef struct outbox_sink_vtable {
      * call as a whole failed and the host treats every message as RETRY. */
     int (*publish)(void *handle, const outbox_message_t *msgs, size_t n,
                    outbox_publish_result_t *results, outbox_diag_t *d);
+
+    /* ABI 1.2, optional: what the sink conformance battery (and an
+     * operator's tooling) uses. The battery publishes to destinations
+     * of its own, conf_<pid>_<n>, reads back what arrived, and removes
+     * them afterwards.
+     *
+     * destination_create: make publishing to destination work: a Kafka
+     * topic, a JetStream stream that captures the subject. Creating one
+     * that exists is not an error. destination_drop removes it and what
+     * it holds. A sink whose destinations need no creating leaves both
+     * NULL. */
+    int (*destination_create)(void *handle, const char *destination, outbox_diag_t *d);
+    int (*destination_drop)(void *handle, const char *destination, outbox_diag_t *d);
+    /* A reader of destination from its first message, on its own
+     * connection (the sink handle may be closed or used for publishing
+     * while the reader lives; the reader does not use it after
+     * reader_open returns). reader_next returns OUTBOX_OK with *out
+     * filled, or OUTBOX_ENOTFOUND when no further message arrived within
+     * timeout_ms, or another negative code on an error. */
+    int (*reader_open)(void *handle, const char *destination, void **reader, outbox_diag_t *d);
+    int (*reader_next)(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d);
+    /* NULL is a no-op. */
+    void (*reader_close)(void *reader);
 } outbox_sink_vtable_t;
 
 /* ------------------------------------------------------------ descriptor */

@@ -628,6 +628,39 @@ static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, ch
     outbox_text_line(text, out, size);
 }
 
+/* ------------------------------------------------------------- sinks */
+
+/* Appends m's destination through a sink's own template, typically its
+ * URI's path: "{route}" becomes the route, "{destination}" the relay's
+ * destination (its own template, default the route); anything else is
+ * copied. NULL or "" is "{destination}". */
+static inline void outbox_kit_destination(outbox_buf_t *b, const char *tpl,
+                                          const outbox_message_t *m)
+{
+    if (tpl == NULL || tpl[0] == '\0')
+        tpl = "{destination}";
+    while (*tpl != '\0') {
+        if (strncmp(tpl, "{route}", 7) == 0) {
+            outbox_buf_puts(b, m->route ? m->route : "");
+            tpl += 7;
+        } else if (strncmp(tpl, "{destination}", 13) == 0) {
+            outbox_buf_puts(b, m->destination ? m->destination : "");
+            tpl += 13;
+        } else {
+            outbox_buf_putc(b, *tpl++);
+        }
+    }
+}
+
+/* The value of header name in m, or NULL. */
+static inline const char *outbox_message_header(const outbox_message_t *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_headers; i++)
+        if (strcmp(m->headers[i].name, name) == 0)
+            return m->headers[i].value;
+    return NULL;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -158,6 +158,29 @@ OUTBOX_API const char *outbox_sink_message(const outbox_sink_t *k);
 OUTBOX_API uint32_t outbox_sink_capabilities(const outbox_sink_t *k);
 OUTBOX_API int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msgs, size_t n,
                                    outbox_publish_result_t *results);
+/* The driver behind the handle. */
+OUTBOX_API const outbox_driver_t *outbox_sink_driver(const outbox_sink_t *k);
+
+/* Destinations and reading back, for tests, the sink conformance battery
+ * and tooling; the relay needs none of it. Each returns OUTBOX_ENOTSUP
+ * when the driver lacks the entry (a driver built for ABI 1.1, or a sink
+ * with nothing to create), and says why in outbox_sink_message(). */
+OUTBOX_API int outbox_sink_destination_create(outbox_sink_t *k, const char *destination);
+OUTBOX_API int outbox_sink_destination_drop(outbox_sink_t *k, const char *destination);
+
+typedef struct outbox_sink_reader outbox_sink_reader_t;
+
+/* A reader of what was published to destination, from its first message,
+ * on a connection of its own. */
+OUTBOX_API int outbox_sink_reader_open(outbox_sink_t *k, const char *destination,
+                                       outbox_sink_reader_t **out);
+/* OUTBOX_OK: *out holds the next message (valid until the next call or
+ * close); OUTBOX_ENOTFOUND: none arrived within timeout_ms. out->struct_size
+ * is set by this call. */
+OUTBOX_API int outbox_sink_reader_next(outbox_sink_reader_t *r, int timeout_ms,
+                                       outbox_received_t *out);
+OUTBOX_API const char *outbox_sink_reader_message(const outbox_sink_reader_t *r);
+OUTBOX_API void outbox_sink_reader_close(outbox_sink_reader_t *r);
 
 /* -------------------------------------------------------------- relay */
 
