@@ -17,10 +17,11 @@
 #   STORE   sqlite-temp  a fresh SQLite file in a temporary directory
 #           env:VAR      the URI in $VAR (a server started by tools/test);
 #                        when VAR is unset: skipped (77), or a failure under CI=true
-#           broker:NAME  a private broker started with tools/services/NAME.sh in a
+#           broker:NAME[?QUERY]  a private broker started with tools/services/NAME.sh in a
 #                        temporary directory on a port of its own, which the
 #                        battery may stop and start (--broker-stop/--broker-start);
-#                        when it does not start: skipped (77), or a failure under CI=true
+#                        when it does not start: skipped (77), or a failure under CI=true;
+#                        QUERY is added to the URI it prints (the sink's options)
 #   RUNNER  the command: "outbox conformance" or the battery test program
 set -u
 expect=$1
@@ -54,6 +55,8 @@ env:*)
     ;;
 broker:*)
     name=${store#broker:}
+    query=
+    case $name in *\?*) query=?${name#*\?}; name=${name%%\?*} ;; esac
     service=$here/tools/services/$name.sh
     # A port of its own, away from the shared servers' and other tests'.
     port=$((56000 + $$ % 1000 * 2))
@@ -68,7 +71,7 @@ broker:*)
         echo "SKIP: the $name broker did not start (see tools/services/$name.sh)"
         exit 77
     fi
-    uri=$(sed -n "s/^export OUTBOX_${upper}_URI=//p" "$tmp/broker.env")
+    uri=$(sed -n "s/^export OUTBOX_${upper}_URI=//p" "$tmp/broker.env")$query
     set -- "$@" --broker-stop "'$service' stop '$tmp/broker' >/dev/null" \
         --broker-start "'$service' start '$tmp/broker' >/dev/null"
     ;;
