@@ -99,8 +99,8 @@ static msgs_t make(size_t n, const char *route, size_t keys, size_t payload_size
     s.key = calloc(n, sizeof *s.key);
     s.payload = calloc(n, sizeof *s.payload);
     for (size_t i = 0; i < n; i++) {
-        snprintf(s.id[i], sizeof s.id[i], "0190aaaa-0000-7000-8000-%012zu", i);
-        snprintf(s.key[i], sizeof s.key[i], "key%zu", i % keys);
+        snprintf(s.id[i], sizeof s.id[i], "0190aaaa-0000-7000-8000-%012u", (unsigned)(i % 1000000));
+        snprintf(s.key[i], sizeof s.key[i], "key%u", (unsigned)(i % keys % 1000));
         size_t len = payload_size > 32 ? payload_size : 32;
         s.payload[i] = malloc(len + 1);
         int w = snprintf(s.payload[i], len + 1, "{\"n\":%zu,\"pad\":\"", i);
@@ -371,7 +371,7 @@ START_TEST(order_after_broker_reject)
     const char *topic = topic_name("order");
     create_small_topic(topic, "4000");
     outbox_sink_t *k = open_ok(base_uri);
-    size_t keys = 5, n = 1500;
+    size_t keys = 5, n = 1500, rejected = 0;
     const size_t culprits[] = {500, 21, 1234};
     for (int round = 0; round < 3; round++) {
         msgs_t s = make(n, topic, keys, 120);
@@ -387,15 +387,25 @@ START_TEST(order_after_broker_reject)
         size_t ok = 0, retry = 0;
         for (size_t i = 0; i < n; i++) {
             int same = i % keys == bad % keys;
-            if (i == bad)
-                ck_assert_msg(r[i].status == OUTBOX_PUBLISH_REJECT, "round %d: the culprit %zu: %d %s",
-                              round, i, r[i].status, r[i].message);
-            else if (same && i > bad)
+            /* The culprit is REJECT, unless an earlier message of its key
+             * already failed (one the resending after the refusal had no
+             * time left for stays RETRY, and holds the key back). */
+            if (i == bad && r[i].status != OUTBOX_PUBLISH_REJECT) {
+                size_t j = bad % keys;
+                while (j < bad && r[j].status == OUTBOX_PUBLISH_OK)
+                    j += keys;
+                ck_assert_msg(j < bad && r[i].status == OUTBOX_PUBLISH_RETRY,
+                              "round %d: the culprit %zu: %d %s", round, i, r[i].status, r[i].message);
+                printf("round %d: the culprit is RETRY: %s\n", round, r[i].message);
+            } else if (i == bad) {
+                rejected++;
+            } else if (same && i > bad) {
                 ck_assert_msg(r[i].status == OUTBOX_PUBLISH_RETRY, "round %d: %zu after the culprit: %d %s",
                               round, i, r[i].status, r[i].message);
-            else
+            } else {
                 ck_assert_msg(r[i].status != OUTBOX_PUBLISH_REJECT, "round %d: innocent %zu REJECT: %s",
                               round, i, r[i].message);
+            }
             ok += r[i].status == OUTBOX_PUBLISH_OK;
             retry += r[i].status == OUTBOX_PUBLISH_RETRY;
         }
@@ -424,6 +434,8 @@ START_TEST(order_after_broker_reject)
             create_small_topic(topic, "4000");
         }
     }
+    /* The refusal itself was seen and reported as REJECT. */
+    ck_assert_uint_gt(rejected, 0);
     outbox_sink_close(k);
 }
 END_TEST
