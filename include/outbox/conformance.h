@@ -1,5 +1,6 @@
 /* liboutbox conformance battery: the same Check cases against any store
- * driver, loaded through the real loader.
+ * driver, or any sink driver, loaded through the real loader. The driver's
+ * kind chooses the battery.
  *
  * Link with liboutbox-conformance (pkg-config: liboutbox-conformance).
  * The `outbox conformance` command is a thin front end to this call.
@@ -10,6 +11,13 @@
  * driver's schema_apply and drops afterwards with its schema_drop when it
  * has one. A case that the driver's capabilities exclude is skipped with
  * the reason printed, and counted as skipped, never as passed.
+ *
+ * A sink driver gets the sink cases (named sink_*): each publishes to
+ * destinations of its own, conf_<pid>_<n> and conf_<pid>_<n>_b, created
+ * and dropped with the driver's destination_create/destination_drop when
+ * it has them, and reads back what arrived with the driver's reader. The
+ * cases that stop the broker run only when broker_stop and broker_start
+ * are given; the breaker case also needs the sqlite store driver.
  *
  * Not thread-safe: run one battery per process at a time. Output (Check's
  * report, one line per skipped case and a summary) goes to stdout.
@@ -42,25 +50,33 @@ typedef struct outbox_conformance_counts {
 
 typedef struct outbox_conformance_opts {
     uint32_t struct_size;        /* sizeof(outbox_conformance_opts_t) */
-    const char *driver;          /* required: store driver name ("sqlite") or module path */
-    const char *uri;             /* required: a store the battery may create and drop relations in */
+    const char *driver;          /* required: driver name ("sqlite", "nats") or module path */
+    const char *uri;             /* required: a store the battery may create and drop relations
+                                    in, or a broker it may create and drop destinations on */
     const char *tap_file;        /* NULL = none; else TAP 13, one line per case, skips as "# SKIP" */
     const char *case_filter;     /* NULL = every case; else only cases whose name contains it */
     int verbosity;               /* < 0 silent; 0 failures and summary (Check's CK_VERBOSITY
                                     may ask for more); > 0 every case */
     outbox_diag_t *diag;         /* OUT, may be NULL: why the battery could not start */
     outbox_conformance_counts_t *counts; /* OUT, may be NULL */
+    /* Sinks only: shell commands that stop the broker (it must refuse
+     * connections once the command returns) and start it again with its
+     * data (ready once the command returns). NULL: the cases that need
+     * them are skipped. */
+    const char *broker_stop;
+    const char *broker_start;
 } outbox_conformance_opts_t;
 
 /* Runs the battery. Returns the number of failed cases (0 = every case
  * that ran passed), or a negative OUTBOX_E* code when it could not start:
- * bad options, a driver that does not load or is not a store driver, a URI
- * it cannot open, a driver without schema_apply, or a filter that matches
- * no case. */
+ * bad options, a driver that does not load, a URI it cannot open, a store
+ * driver without schema_apply, a sink driver without a reader, or a filter
+ * that matches no case. */
 OUTBOX_CONFORMANCE_API int outbox_conformance_run(const outbox_conformance_opts_t *o);
 
-/* The name of case i, in the order the battery runs them; NULL past the
- * last. Names are static strings, usable as case_filter. */
+/* The name of case i: the store cases in the order the battery runs
+ * them, then the sink cases (sink_*); NULL past the last. Names are
+ * static strings, usable as case_filter. */
 OUTBOX_CONFORMANCE_API const char *outbox_conformance_case_name(size_t i);
 
 #ifdef __cplusplus

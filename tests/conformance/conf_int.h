@@ -50,6 +50,16 @@ void conf_cases_concurrency(conf_cases_t *c);
 void conf_cases_checkpoint(conf_cases_t *c);
 void conf_cases_admin(conf_cases_t *c);
 void conf_cases_schema(conf_cases_t *c);
+void conf_cases_sink(conf_cases_t *c);
+
+/* The sink battery's fixture (sink_fixture.c); its cases' helpers are in
+ * conf_sink.h. */
+int conf_sink_init(const outbox_conformance_opts_t *o, outbox_diag_t *d);
+const char *conf_sink_need_reason(unsigned needs);
+void conf_sink_schedule(const conf_case_t *const *cases, size_t n);
+void conf_sink_setup(void);
+void conf_sink_teardown(void);
+unsigned conf_sink_leftovers(void);
 
 /* ------------------------------------------------- the run, set before fork */
 
@@ -64,6 +74,11 @@ typedef struct conf_env {
     char checkpoint_relation[80];        /* conf_<pid>_<n>_ckpt */
     char setup_error[OUTBOX_MESSAGE_MAX]; /* non-empty: the relation could not be created */
     int unchecked_fd;                    /* where the cases' conf_unchecked() lines go, or -1 */
+    /* Sinks: the case's destinations, and the broker's stop/start commands. */
+    char destination[64];                /* conf_<pid>_<n> */
+    char destination_b[72];              /* conf_<pid>_<n>_b */
+    const char *broker_stop;
+    const char *broker_start;
 } conf_env_t;
 
 extern conf_env_t conf_env;
@@ -172,6 +187,8 @@ void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind);
  * read states back another way first, and call this only when no way is
  * left. */
 void conf_unchecked(const char *what, const char *why);
+/* Opens the channel conf_unchecked() writes to (the fixtures' init). */
+void conf_unchecked_open(void);
 /* In the runner: the checks the cases could not run, one per line as
  * "CASE: WHAT (WHY)"; how many; and the channel's cleanup. */
 size_t conf_unchecked_collect(char ***lines);

@@ -6,27 +6,60 @@
 
 #include "conf_int.h"
 
-static conf_cases_t all_cases;
+static conf_cases_t store_cases, sink_cases;
 
-static const conf_cases_t *cases(void)
+static const conf_cases_t *cases_of(int kind)
 {
-    if (all_cases.n == 0) {
-        conf_cases_stage(&all_cases);
-        conf_cases_claim(&all_cases);
-        conf_cases_settle(&all_cases);
-        conf_cases_concurrency(&all_cases);
-        conf_cases_checkpoint(&all_cases);
-        conf_cases_admin(&all_cases);
-        conf_cases_schema(&all_cases);
+    if (store_cases.n == 0) {
+        conf_cases_stage(&store_cases);
+        conf_cases_claim(&store_cases);
+        conf_cases_settle(&store_cases);
+        conf_cases_concurrency(&store_cases);
+        conf_cases_checkpoint(&store_cases);
+        conf_cases_admin(&store_cases);
+        conf_cases_schema(&store_cases);
+        conf_cases_sink(&sink_cases);
     }
-    return &all_cases;
+    return kind == OUTBOX_DRIVER_SINK ? &sink_cases : &store_cases;
 }
 
 const char *outbox_conformance_case_name(size_t i)
 {
-    const conf_cases_t *c = cases();
-    return i < c->n ? c->v[i].test->name : NULL;
+    const conf_cases_t *st = cases_of(OUTBOX_DRIVER_STORE);
+    const conf_cases_t *sk = cases_of(OUTBOX_DRIVER_SINK);
+    if (i < st->n)
+        return st->v[i].test->name;
+    return i - st->n < sk->n ? sk->v[i - st->n].test->name : NULL;
 }
+
+/* The two batteries differ only in their cases and their fixture. */
+typedef struct battery {
+    const char *kind;
+    int (*init)(const outbox_conformance_opts_t *o, outbox_diag_t *d);
+    const char *(*need_reason)(unsigned needs);
+    void (*schedule)(const conf_case_t *const *cases, size_t n);
+    void (*setup)(void);
+    void (*teardown)(void);
+    unsigned (*leftovers)(void);
+    const char *leftover_text;
+} battery_t;
+
+static int store_init(const outbox_conformance_opts_t *o, outbox_diag_t *d)
+{
+    return conf_fixture_init(o->driver, o->uri, d);
+}
+
+static const battery_t store_battery = {
+    "store", store_init, conf_need_reason, conf_fixture_schedule, conf_fixture_setup,
+    conf_fixture_teardown, conf_fixture_leftovers,
+    "relations conf_* were left behind (the driver has no schema_drop, or it failed)",
+};
+
+static const battery_t sink_battery = {
+    "sink", conf_sink_init, conf_sink_need_reason, conf_sink_schedule, conf_sink_setup,
+    conf_sink_teardown, conf_sink_leftovers,
+    "destinations conf_* were left behind (the driver has no destination_drop, or it failed)",
+};
 
 /* What happened to one selected case. */
 typedef struct outcome {
@@ -96,29 +129,29 @@ static void write_tap(FILE *f, const outcome_t *out, size_t n)
 static int check_opts(const outbox_conformance_opts_t *o, outbox_diag_t *d)
 {
     if (o->driver == NULL || o->driver[0] == '\0')
-        return set_error(d, OUTBOX_EINVAL, "%s", "no store driver given");
+        return set_error(d, OUTBOX_EINVAL, "%s", "no driver given");
     if (o->uri == NULL || o->uri[0] == '\0')
-        return set_error(d, OUTBOX_EINVAL, "%s", "no store URI given");
+        return set_error(d, OUTBOX_EINVAL, "%s", "no URI given");
     return OUTBOX_OK;
 }
 
 /* Builds one TCase per case that runs: each gets its own relation (the
  * unchecked fixtures run in this process, around the fork), its own
  * timeout and its own line in the results. */
-static Suite *build_suite(outcome_t *out, size_t n, const conf_case_t **run, size_t *n_run,
-                          int verbosity)
+static Suite *build_suite(const battery_t *b, outcome_t *out, size_t n, const conf_case_t **run,
+                          size_t *n_run, int verbosity)
 {
     Suite *suite = suite_create("conformance");
     *n_run = 0;
     for (size_t i = 0; i < n; i++) {
-        out[i].skip = conf_need_reason(out[i].c->needs);
+        out[i].skip = b->need_reason(out[i].c->needs);
         if (out[i].skip != NULL) {
             if (verbosity >= 0)
                 printf("conformance: SKIP %s: %s\n", out[i].c->test->name, out[i].skip);
             continue;
         }
         TCase *tc = tcase_create(out[i].c->test->name);
-        tcase_add_unchecked_fixture(tc, conf_fixture_setup, conf_fixture_teardown);
+        tcase_add_unchecked_fixture(tc, b->setup, b->teardown);
         tcase_set_timeout(tc, out[i].c->timeout_s);
         tcase_add_test(tc, out[i].c->test);
         suite_add_tcase(suite, tc);
@@ -146,6 +179,8 @@ static void read_opts(const outbox_conformance_opts_t *given, outbox_conformance
     OPT(verbosity);
     OPT(diag);
     OPT(counts);
+    OPT(broker_stop);
+    OPT(broker_start);
 }
 #undef OPT
 
@@ -163,7 +198,13 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     if (rc != OUTBOX_OK)
         return rc;
 
-    const conf_cases_t *all = cases();
+    /* The driver's kind chooses the battery. */
+    const outbox_driver_t *loaded = NULL;
+    rc = outbox_driver_load(o->driver, &loaded, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    const battery_t *b = loaded->kind == OUTBOX_DRIVER_SINK ? &sink_battery : &store_battery;
+    const conf_cases_t *all = cases_of((int)loaded->kind);
     outcome_t *out = calloc(all->n, sizeof *out);
     const conf_case_t **run = calloc(all->n, sizeof *run);
     if (out == NULL || run == NULL) {
@@ -182,7 +223,7 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     else if (o->tap_file != NULL && (tap = fopen(o->tap_file, "w")) == NULL)
         rc = set_error(d, OUTBOX_EINVAL, "cannot write the TAP file %s", o->tap_file);
     else
-        rc = conf_fixture_init(o->driver, o->uri, d);
+        rc = b->init(o, d);
     if (rc != OUTBOX_OK) {
         if (tap != NULL)
             fclose(tap);
@@ -193,12 +234,12 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
 
     const outbox_driver_t *drv = conf_env.driver;
     if (o->verbosity >= 0)
-        printf("conformance: store driver %s %s (ABI %u.%u) on %s: %zu cases\n", drv->name,
+        printf("conformance: %s driver %s %s (ABI %u.%u) on %s: %zu cases\n", b->kind, drv->name,
                drv->version ? drv->version : "", (unsigned)drv->abi_major,
                (unsigned)drv->abi_minor, conf_env.shown_uri, n);
     size_t n_run = 0;
-    Suite *suite = build_suite(out, n, run, &n_run, o->verbosity);
-    conf_fixture_schedule(run, n_run);
+    Suite *suite = build_suite(b, out, n, run, &n_run, o->verbosity);
+    b->schedule(run, n_run);
     SRunner *sr = srunner_create(suite);
     /* Isolation is the point: never let CK_FORK=no share one process. */
     srunner_set_fork_status(sr, CK_FORK);
@@ -224,10 +265,8 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
         for (size_t i = 0; i < n; i++)
             if (out[i].skip == NULL && !out[i].ran)
                 printf("conformance: %s: %s\n", out[i].c->test->name, out[i].detail);
-        if (conf_fixture_leftovers() > 0)
-            printf("conformance: %u relations conf_* were left behind (the driver has no "
-                   "schema_drop, or it failed)\n",
-                   conf_fixture_leftovers());
+        if (b->leftovers() > 0)
+            printf("conformance: %u %s\n", b->leftovers(), b->leftover_text);
         for (size_t i = 0; i < n_unchecked; i++)
             printf("conformance: NOT CHECKED %s\n", unchecked[i]);
         printf("conformance: %u passed, %u failed, %u skipped\n", counts.passed, counts.failed,

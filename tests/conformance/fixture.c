@@ -168,7 +168,7 @@ static int probe(const char *driver, uint32_t flags, uint32_t *caps, outbox_diag
 
 /* Cases run in forked children; what they could not check reaches the
  * runner through an unlinked temporary file opened for appending. */
-static void unchecked_open(void)
+void conf_unchecked_open(void)
 {
     char path[] = "/tmp/outbox-conformance-XXXXXX";
     int fd = mkstemp(path);
@@ -290,7 +290,7 @@ int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
         }
     }
     conf_env.caps = caps;
-    unchecked_open();
+    conf_unchecked_open();
     memset(d, 0, sizeof *d);
     return OUTBOX_OK;
 }

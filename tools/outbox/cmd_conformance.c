@@ -1,5 +1,5 @@
-/* outbox conformance: the store-driver conformance battery
- * (liboutbox-conformance) against a driver given by name or path. */
+/* outbox conformance: the conformance battery (liboutbox-conformance)
+ * against a store or sink driver given by name or path. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,19 +13,26 @@
 
 static const char usage[] =
     "usage: outbox conformance --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR]\n"
+    "                          [--broker-stop CMD --broker-start CMD]\n"
     "       outbox conformance --list\n"
     "\n"
-    "Runs the conformance battery against a store driver: every case in its own\n"
-    "process, on a fresh relation conf_<pid>_<n> that it creates with the driver's\n"
-    "schema apply and drops afterwards. Cases the driver's capabilities exclude are\n"
-    "skipped with the reason. Check's report goes to stdout.\n"
+    "Runs the conformance battery against a store or a sink driver, chosen by the\n"
+    "driver's kind: every case in its own process. A store case works on a fresh\n"
+    "relation conf_<pid>_<n> that it creates with the driver's schema apply and\n"
+    "drops afterwards; a sink case publishes to fresh destinations conf_<pid>_<n>\n"
+    "and reads back what arrived with the driver's reader. Cases the driver's\n"
+    "capabilities exclude are skipped with the reason. Check's report goes to stdout.\n"
     "\n"
-    "  --driver NAME_OR_PATH  the driver to test: a name on the driver path (sqlite)\n"
-    "                         or a module file (./store-mine.so)\n"
-    "  --uri URI              a store the battery may create and drop relations in;\n"
+    "  --driver NAME_OR_PATH  the driver to test: a name on the driver path (sqlite,\n"
+    "                         nats) or a module file (./store-mine.so)\n"
+    "  --uri URI              a store the battery may create and drop relations in,\n"
+    "                         or a broker it may create and drop destinations on;\n"
     "                         default: $OUTBOX_CONFORMANCE_URI\n"
     "  --tap FILE             also write the results as TAP (skips as \"# SKIP why\")\n"
     "  --case SUBSTR          run only the cases whose name contains SUBSTR\n"
+    "  --broker-stop CMD      sinks: a shell command that stops the broker; with\n"
+    "  --broker-start CMD     the one that starts it again, the cases that stop the\n"
+    "                         broker under the sink run (else they are skipped)\n"
     "  --list                 print the case names and exit\n"
     "\n"
     "Exit status: 0 every case that ran passed, 1 a case failed, 2 usage or setup\n"
@@ -38,12 +45,15 @@ enum {
     OPT_CONF_TAP,
     OPT_CONF_CASE,
     OPT_CONF_LIST,
+    OPT_CONF_BROKER_STOP,
+    OPT_CONF_BROKER_START,
 };
 
 static const cli_option_t options[] = {
     {"driver", true, OPT_CONF_DRIVER}, {"uri", true, OPT_CONF_URI},
     {"tap", true, OPT_CONF_TAP},       {"case", true, OPT_CONF_CASE},
-    {"list", false, OPT_CONF_LIST},    {NULL, false, 0},
+    {"list", false, OPT_CONF_LIST},    {"broker-stop", true, OPT_CONF_BROKER_STOP},
+    {"broker-start", true, OPT_CONF_BROKER_START}, {NULL, false, 0},
 };
 
 typedef struct conformance_args {
@@ -51,6 +61,8 @@ typedef struct conformance_args {
     const char *uri;
     const char *tap;
     const char *filter;
+    const char *broker_stop;
+    const char *broker_start;
     bool list;
 } conformance_args_t;
 
@@ -72,6 +84,8 @@ static int run_battery(const conformance_args_t *a)
         .tap_file = a->tap,
         .case_filter = a->filter,
         .diag = &d,
+        .broker_stop = a->broker_stop,
+        .broker_start = a->broker_start,
     };
     int rc = outbox_conformance_run(&o);
     if (rc < 0)
@@ -116,19 +130,25 @@ int cli_cmd_conformance(int argc, char **argv)
         case OPT_CONF_TAP: a.tap = p.value; break;
         case OPT_CONF_CASE: a.filter = p.value; break;
         case OPT_CONF_LIST: a.list = true; break;
+        case OPT_CONF_BROKER_STOP: a.broker_stop = p.value; break;
+        case OPT_CONF_BROKER_START: a.broker_start = p.value; break;
         default: return cli_error("%s: unhandled option", cmd);
         }
     }
     if (a.list)
         return list_cases();
     if (!cli_require(cmd, "--driver", a.driver) || !cli_nonempty(cmd, "--uri", a.uri) ||
-        !cli_nonempty(cmd, "--tap", a.tap) || !cli_nonempty(cmd, "--case", a.filter))
+        !cli_nonempty(cmd, "--tap", a.tap) || !cli_nonempty(cmd, "--case", a.filter) ||
+        !cli_nonempty(cmd, "--broker-stop", a.broker_stop) ||
+        !cli_nonempty(cmd, "--broker-start", a.broker_start))
         return CLI_EXIT_ERROR;
+    if ((a.broker_stop == NULL) != (a.broker_start == NULL))
+        return cli_error("%s: give --broker-stop and --broker-start together", cmd);
     if (a.uri == NULL)
         a.uri = getenv("OUTBOX_CONFORMANCE_URI");
     cli_note_secrets(a.uri);
     if (a.uri == NULL || a.uri[0] == '\0') {
-        cli_error("%s: no store URI (give --uri or set OUTBOX_CONFORMANCE_URI): nothing tested",
+        cli_error("%s: no URI (give --uri or set OUTBOX_CONFORMANCE_URI): nothing tested",
                   cmd);
         return CONFORMANCE_EXIT_NO_URI;
     }

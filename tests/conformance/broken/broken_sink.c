@@ -1,0 +1,136 @@
+/* Deliberately broken sink drivers, to prove the sink battery fails them.
+ *
+ * Each is a loadable module that links a real sink driver's sources
+ * statically (built with -DOUTBOX_DRIVER_STATIC=sink_base, so its entry is
+ * outbox_driver_entry_sink_base()) and exports a copy of its descriptor
+ * whose publish breaks one promise, chosen at build time:
+ *
+ *   BROKEN_SINK_DROP     leaves the tenantid header out of every message;
+ *   BROKEN_SINK_EARLY    reports OK whatever the broker said, as a sink
+ *                        that answers before the broker acknowledged;
+ *   BROKEN_SINK_REORDER  hands the broker each key's first two messages of
+ *                        a call swapped.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox/driver.h"
+
+const outbox_driver_t *outbox_driver_entry_sink_base(void);
+
+static outbox_driver_t descriptor;
+static outbox_sink_vtable_t vtable;
+static const outbox_sink_vtable_t *real;
+
+#if defined(BROKEN_SINK_DROP)
+#define BROKEN_NAME "sink-broken-drop"
+
+static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                          outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    outbox_message_t *copy = calloc(n ? n : 1, sizeof *copy);
+    outbox_header_t *headers = calloc(n ? n : 1, sizeof(outbox_header_t) * 16);
+    int rc = OUTBOX_ENOMEM;
+    if (copy != NULL && headers != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            copy[i] = msgs[i];
+            outbox_header_t *h = headers + i * 16;
+            size_t k = 0;
+            for (size_t j = 0; j < msgs[i].n_headers && k < 16; j++)
+                if (strcmp(msgs[i].headers[j].name, "tenantid") != 0)
+                    h[k++] = msgs[i].headers[j];
+            copy[i].headers = h;
+            copy[i].n_headers = k;
+        }
+        rc = real->publish(handle, copy, n, results, d);
+    }
+    free(copy);
+    free(headers);
+    return rc;
+}
+
+#elif defined(BROKEN_SINK_EARLY)
+#define BROKEN_NAME "sink-broken-early"
+
+static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                          outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    real->publish(handle, msgs, n, results, d);
+    for (size_t i = 0; i < n; i++) {
+        results[i].status = OUTBOX_PUBLISH_OK;
+        results[i].message[0] = '\0';
+    }
+    return OUTBOX_OK;
+}
+
+#elif defined(BROKEN_SINK_REORDER)
+#define BROKEN_NAME "sink-broken-reorder"
+
+static int same_key(const outbox_message_t *a, const outbox_message_t *b)
+{
+    return a->key != NULL && b->key != NULL && strcmp(a->key, b->key) == 0;
+}
+
+static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                          outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    size_t *order = calloc(n ? n : 1, sizeof *order);
+    outbox_message_t *copy = calloc(n ? n : 1, sizeof *copy);
+    outbox_publish_result_t *res = calloc(n ? n : 1, sizeof *res);
+    char *swapped = calloc(n ? n : 1, 1);
+    int rc = OUTBOX_ENOMEM;
+    if (order != NULL && copy != NULL && res != NULL && swapped != NULL) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = i;
+        /* The first message of each key trades places with the key's next. */
+        for (size_t i = 0; i < n; i++) {
+            int first = !swapped[i];
+            for (size_t j = 0; j < i && first; j++)
+                first = !same_key(&msgs[j], &msgs[i]);
+            for (size_t j = i + 1; j < n && first; j++)
+                if (same_key(&msgs[j], &msgs[i])) {
+                    order[i] = j;
+                    order[j] = i;
+                    swapped[i] = swapped[j] = 1;
+                    break;
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+            copy[i] = msgs[order[i]];
+        rc = real->publish(handle, copy, n, res, d);
+        for (size_t i = 0; i < n; i++)
+            results[order[i]] = res[i];
+    }
+    free(order);
+    free(copy);
+    free(res);
+    free(swapped);
+    return rc;
+}
+
+#else
+#error "define BROKEN_SINK_DROP, BROKEN_SINK_EARLY or BROKEN_SINK_REORDER"
+#endif
+
+static void build(void)
+{
+    const outbox_driver_t *base = outbox_driver_entry_sink_base();
+    real = base->sink;
+    descriptor = *base;
+    size_t size = real->struct_size < sizeof vtable ? real->struct_size : sizeof vtable;
+    memcpy(&vtable, real, size);
+    vtable.struct_size = (uint32_t)size;
+    vtable.publish = broken_publish;
+    descriptor.name = BROKEN_NAME;
+    descriptor.schemes = NULL; /* load it by path, never for the real driver's URIs */
+    descriptor.sink = &vtable;
+}
+
+__attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void);
+__attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build);
+    return &descriptor;
+}

@@ -1,0 +1,578 @@
+/* Sink conformance cases: what every sink driver must do, checked by
+ * publishing to a real broker and reading back with the driver's reader. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf_sink.h"
+
+/* How long a reader waits for a message that should come. */
+#define QUIET_MS 15000
+/* Over every broker's default limit (Kafka and NATS: 1 MB). */
+#define OVERSIZE ((size_t)4 << 20)
+
+static const char *result_text(int status)
+{
+    return status == OUTBOX_PUBLISH_OK ? "OK" : status == OUTBOX_PUBLISH_RETRY ? "RETRY" : "REJECT";
+}
+
+static void assert_all(const conf_batch_t *b, int status, const char *when)
+{
+    for (size_t i = 0; i < b->n; i++)
+        ck_assert_msg(b->res[i].status == status, "%s: message %zu of %zu is %s (%s), expected %s",
+                      when, i, b->n, result_text(b->res[i].status), b->res[i].message,
+                      result_text(status));
+}
+
+/* The message read back that is event n, or NULL. */
+static const conf_got_t *find(const conf_read_t *r, unsigned long n)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->v[i].n == n)
+            return &r->v[i];
+    return NULL;
+}
+
+static size_t occurrences(const conf_read_t *r, unsigned long n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < r->n; i++)
+        c += r->v[i].n == n;
+    return c;
+}
+
+/* g is what was read back of s: payload bytes, every header, the key. */
+static void assert_same(const conf_smsg_t *s, const conf_got_t *g)
+{
+    ck_assert_msg(g->payload_len == s->m.payload_len &&
+                      memcmp(g->payload, s->m.payload, s->m.payload_len) == 0,
+                  "event %s: the payload read back (%zu bytes: %.80s) differs from the one "
+                  "published (%zu bytes: %.80s)",
+                  s->event_id, g->payload_len, g->payload, s->m.payload_len, s->m.payload);
+    for (size_t h = 0; h < s->m.n_headers; h++) {
+        const char *got = conf_got_header(g, s->h[h].name);
+        ck_assert_msg(got != NULL, "event %s: header %s is missing from what was read back",
+                      s->event_id, s->h[h].name);
+        ck_assert_msg(strcmp(got, s->h[h].value) == 0,
+                      "event %s: header %s reads back as \"%s\", published as \"%s\"",
+                      s->event_id, s->h[h].name, got, s->h[h].value);
+    }
+    const char *key = conf_got_key(g);
+    ck_assert_msg(key != NULL && strcmp(key, s->key) == 0,
+                  "event %s: its key reads back as %s%s%s, published as \"%s\"", s->event_id,
+                  key ? "\"" : "", key ? key : "nothing (no key and no partitionkey header)",
+                  key ? "\"" : "", s->key);
+}
+
+/* --------------------------------------------------------------- cases */
+
+START_TEST(sink_round_trip)
+{
+    outbox_sink_t *k = conf_sink_open();
+    conf_batch_t b = conf_batch_new(1);
+    conf_smsg_init(&b.v[0], 1, "conf-key-1", conf_env.destination, 1);
+    conf_sink_ok(k, conf_batch_publish(k, &b));
+    assert_all(&b, OUTBOX_PUBLISH_OK, "publishing one message with every header");
+    conf_read_t r = conf_sink_read(k, conf_env.destination, 1, QUIET_MS);
+    ck_assert_msg(r.n == 1, "published 1 message to %s, read back %zu", conf_env.destination, r.n);
+    ck_assert_msg(r.v[0].n == 1, "the message read back is not the one published (id %s)",
+                  conf_got_header(&r.v[0], "id") ? conf_got_header(&r.v[0], "id") : "missing");
+    assert_same(&b.v[0], &r.v[0]);
+    ck_assert_msg(r.v[0].n_headers == b.v[0].m.n_headers,
+                  "published %zu CloudEvents headers, read back %zu", b.v[0].m.n_headers,
+                  r.v[0].n_headers);
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_optional_headers_absent)
+{
+    /* An event without tenant, trace or hlc carries no such header, not an
+     * empty one. */
+    outbox_sink_t *k = conf_sink_open();
+    conf_batch_t b = conf_batch_new(1);
+    conf_smsg_init(&b.v[0], 2, NULL, conf_env.destination, 0);
+    conf_sink_ok(k, conf_batch_publish(k, &b));
+    assert_all(&b, OUTBOX_PUBLISH_OK, "publishing one message with the required headers only");
+    conf_read_t r = conf_sink_read(k, conf_env.destination, 1, QUIET_MS);
+    ck_assert_msg(r.n == 1, "published 1 message, read back %zu", r.n);
+    assert_same(&b.v[0], &r.v[0]);
+    const char *optional[] = {"traceparent", "tenantid", "correlationid", "causationid",
+                              "executionid", "hlc"};
+    for (size_t i = 0; i < sizeof optional / sizeof *optional; i++)
+        ck_assert_msg(conf_got_header(&r.v[0], optional[i]) == NULL,
+                      "a message published without %s reads back with %s = \"%s\"", optional[i],
+                      optional[i], conf_got_header(&r.v[0], optional[i]));
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_keys_and_destinations)
+{
+    outbox_sink_t *k = conf_sink_open();
+    enum { N = 20 };
+    conf_batch_t b = conf_batch_new(N);
+    for (unsigned long i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%lu", i % 4);
+        conf_smsg_init(&b.v[i], i, key, i % 2 ? conf_env.destination_b : conf_env.destination, 1);
+    }
+    /* One message per key and call, which every sink must take. */
+    for (size_t i = 0; i < N; i++) {
+        conf_batch_t one = {&b.v[i], &b.msgs[i], &b.res[i], 1};
+        conf_sink_ok(k, conf_batch_publish(k, &one));
+    }
+    assert_all(&b, OUTBOX_PUBLISH_OK, "publishing to two destinations");
+    const char *dests[2] = {conf_env.destination, conf_env.destination_b};
+    for (int d = 0; d < 2; d++) {
+        conf_read_t r = conf_sink_read(k, dests[d], N / 2, QUIET_MS);
+        ck_assert_msg(r.n == N / 2, "published %d messages to %s, read back %zu", N / 2, dests[d],
+                      r.n);
+        for (size_t i = 0; i < r.n; i++) {
+            ck_assert_msg(r.v[i].n < N && (int)(r.v[i].n % 2) == d,
+                          "%s holds event %lu, which was published to %s", dests[d], r.v[i].n,
+                          r.v[i].n < N ? dests[r.v[i].n % 2] : "no destination");
+            ck_assert_msg(r.v[i].destination == NULL || strcmp(r.v[i].destination, dests[d]) == 0,
+                          "the reader of %s says event %lu came from %s", dests[d], r.v[i].n,
+                          r.v[i].destination);
+            assert_same(&b.v[r.v[i].n], &r.v[i]);
+        }
+        conf_read_free(&r);
+    }
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_key_order)
+{
+    /* Many messages over a few keys: each key's messages arrive in the
+     * order they were published. An ordered sink gets them in one call, as
+     * the relay hands it a batch; another gets one message per key per
+     * call. */
+    outbox_sink_t *k = conf_sink_open();
+    enum { N = 2000, KEYS = 8 };
+    int ordered = (outbox_sink_capabilities(k) & OUTBOX_SINK_CAP_ORDERED) != 0;
+    conf_batch_t b = conf_batch_new(N);
+    for (unsigned long i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "key-%lu", (i * 7 + i / 13) % KEYS);
+        conf_smsg_init(&b.v[i], i, key, conf_env.destination, i % 3 == 0);
+    }
+    if (ordered) {
+        conf_sink_ok(k, conf_batch_publish(k, &b));
+    } else {
+        for (size_t i = 0; i < N; i++) {
+            conf_batch_t one = {&b.v[i], &b.msgs[i], &b.res[i], 1};
+            conf_sink_ok(k, conf_batch_publish(k, &one));
+        }
+    }
+    assert_all(&b, OUTBOX_PUBLISH_OK, "publishing 2000 messages over 8 keys");
+    conf_read_t r = conf_sink_read(k, conf_env.destination, N, QUIET_MS);
+    ck_assert_msg(r.n == N, "published %d messages, read back %zu", N, r.n);
+    long last[KEYS];
+    for (int i = 0; i < KEYS; i++)
+        last[i] = -1;
+    for (size_t i = 0; i < r.n; i++) {
+        unsigned long n = r.v[i].n;
+        ck_assert_msg(n < N, "read back a message that was not published (id %s)",
+                      conf_got_header(&r.v[i], "id") ? conf_got_header(&r.v[i], "id") : "missing");
+        ck_assert_msg(occurrences(&r, n) == 1, "event %lu was read back %zu times", n,
+                      occurrences(&r, n));
+        const char *key = conf_got_key(&r.v[i]);
+        ck_assert_msg(key != NULL && strcmp(key, b.v[n].key) == 0,
+                      "event %lu reads back with key %s, published with %s", n, key ? key : "none",
+                      b.v[n].key);
+        int kk = atoi(b.v[n].key + 4);
+        ck_assert_msg((long)n > last[kk],
+                      "%s: event %lu arrived after event %ld, which was published after it",
+                      b.v[n].key, n, last[kk]);
+        last[kk] = (long)n;
+    }
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_dedupe)
+{
+    /* The broker drops a second message with the same event id. */
+    outbox_sink_t *k = conf_sink_open();
+    conf_batch_t b = conf_batch_new(2);
+    conf_smsg_init(&b.v[0], 5, NULL, conf_env.destination, 1);
+    conf_smsg_init(&b.v[1], 6, NULL, conf_env.destination, 1);
+    conf_batch_t first = {&b.v[0], &b.msgs[0], &b.res[0], 1};
+    conf_sink_ok(k, conf_batch_publish(k, &first));
+    conf_sink_ok(k, conf_batch_publish(k, &first));
+    ck_assert_msg(b.res[0].status == OUTBOX_PUBLISH_OK,
+                  "publishing a message a second time gave %s (%s): a duplicate the broker "
+                  "drops is delivered, so OK",
+                  result_text(b.res[0].status), b.res[0].message);
+    conf_batch_t second = {&b.v[1], &b.msgs[1], &b.res[1], 1};
+    conf_sink_ok(k, conf_batch_publish(k, &second));
+    ck_assert_msg(b.res[1].status == OUTBOX_PUBLISH_OK, "publishing event 6: %s (%s)",
+                  result_text(b.res[1].status), b.res[1].message);
+    conf_read_t r = conf_sink_read(k, conf_env.destination, 2, QUIET_MS);
+    ck_assert_msg(occurrences(&r, 5) == 1,
+                  "event 5, published twice with one event id, was read back %zu times",
+                  occurrences(&r, 5));
+    ck_assert_msg(occurrences(&r, 6) == 1, "event 6 was read back %zu times", occurrences(&r, 6));
+    const conf_got_t *g = find(&r, 5);
+    ck_assert_msg(g->dedupe_id == NULL || strcmp(g->dedupe_id, b.v[0].event_id) == 0,
+                  "the broker's dedupe id is \"%s\", not the event id %s", g->dedupe_id,
+                  b.v[0].event_id);
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_oversize_reject)
+{
+    /* A message over the broker's size limit can never be delivered:
+     * REJECT, and the messages around it (other keys) are delivered. */
+    outbox_sink_t *k = conf_sink_open();
+    conf_batch_t b = conf_batch_new(3);
+    conf_smsg_init(&b.v[0], 10, "a", conf_env.destination, 1);
+    conf_smsg_init(&b.v[1], 11, "b", conf_env.destination, 1);
+    conf_smsg_big(&b.v[1], OVERSIZE);
+    conf_smsg_init(&b.v[2], 12, "c", conf_env.destination, 1);
+    conf_sink_ok(k, conf_batch_publish(k, &b));
+    ck_assert_msg(b.res[1].status == OUTBOX_PUBLISH_REJECT,
+                  "a %zu-byte message gave %s (%s), expected REJECT", OVERSIZE,
+                  result_text(b.res[1].status), b.res[1].message);
+    ck_assert_msg(b.res[1].message[0] != '\0', "the REJECT of the oversized message says nothing");
+    ck_assert_msg(b.res[0].status == OUTBOX_PUBLISH_OK && b.res[2].status == OUTBOX_PUBLISH_OK,
+                  "the messages beside the oversized one (other keys) gave %s (%s) and %s (%s)",
+                  result_text(b.res[0].status), b.res[0].message, result_text(b.res[2].status),
+                  b.res[2].message);
+    conf_read_t r = conf_sink_read(k, conf_env.destination, 2, QUIET_MS);
+    ck_assert_msg(r.n == 2 && find(&r, 10) && find(&r, 12) && !find(&r, 11),
+                  "read back %zu messages; expected events 10 and 12 only", r.n);
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_reject_stops_key)
+{
+    /* An ordered sink delivers nothing of a key after a failure in the same
+     * call: k1 is OK, REJECT, then RETRY (not delivered); k2 goes on. */
+    outbox_sink_t *k = conf_sink_open();
+    conf_batch_t b = conf_batch_new(5);
+    conf_smsg_init(&b.v[0], 20, "k1", conf_env.destination, 1);
+    conf_smsg_init(&b.v[1], 21, "k1", conf_env.destination, 1);
+    conf_smsg_big(&b.v[1], OVERSIZE);
+    conf_smsg_init(&b.v[2], 22, "k1", conf_env.destination, 1);
+    conf_smsg_init(&b.v[3], 23, "k2", conf_env.destination, 1);
+    conf_smsg_init(&b.v[4], 24, "k1", conf_env.destination, 1);
+    conf_sink_ok(k, conf_batch_publish(k, &b));
+    ck_assert_msg(b.res[0].status == OUTBOX_PUBLISH_OK, "k1's first message: %s (%s)",
+                  result_text(b.res[0].status), b.res[0].message);
+    ck_assert_msg(b.res[1].status == OUTBOX_PUBLISH_REJECT, "k1's oversized message: %s (%s)",
+                  result_text(b.res[1].status), b.res[1].message);
+    for (int i = 2; i <= 4; i += 2)
+        ck_assert_msg(b.res[i].status == OUTBOX_PUBLISH_RETRY,
+                      "k1's message %d, after its REJECT in the same call, gave %s (%s), "
+                      "expected RETRY",
+                      i, result_text(b.res[i].status), b.res[i].message);
+    ck_assert_msg(b.res[3].status == OUTBOX_PUBLISH_OK, "k2's message: %s (%s)",
+                  result_text(b.res[3].status), b.res[3].message);
+    conf_read_t r = conf_sink_read(k, conf_env.destination, 2, QUIET_MS);
+    ck_assert_msg(!find(&r, 22) && !find(&r, 24),
+                  "k1's messages after its REJECT were delivered (event 22: %s, event 24: %s)",
+                  find(&r, 22) ? "yes" : "no", find(&r, 24) ? "yes" : "no");
+    ck_assert_msg(find(&r, 20) && find(&r, 23), "events 20 (k1) and 23 (k2) were not read back");
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+/* The test URI pointed at a loopback port nothing listens on. */
+static void unreachable_uri(char *out, size_t size)
+{
+    char hostport[32];
+    snprintf(hostport, sizeof hostport, "127.0.0.1:%d", conf_closed_port());
+    ck_assert(conf_uri_with_host(conf_env.uri, hostport, out, size) == 0);
+}
+
+START_TEST(sink_unreachable_retry)
+{
+    /* No broker: every message is RETRY (the relay keeps them), never
+     * REJECT (it would dead-letter them) nor OK. Opening may fail instead,
+     * but not as an invalid argument. */
+    char uri[1024], msg[OUTBOX_MESSAGE_MAX];
+    unreachable_uri(uri, sizeof uri);
+    int rc = 0;
+    outbox_sink_t *k = conf_sink_open_uri(uri, &rc, msg, sizeof msg);
+    if (k == NULL) {
+        ck_assert_msg(rc != OUTBOX_EINVAL,
+                      "opening the sink on an unreachable broker failed as an invalid argument: %s",
+                      msg);
+        conf_unchecked("publishing to an unreachable broker",
+                       "the sink does not open while its broker is unreachable");
+        return;
+    }
+    conf_batch_t b = conf_batch_new(3);
+    for (unsigned long i = 0; i < 3; i++)
+        conf_smsg_init(&b.v[i], 30 + i, i == 2 ? "k" : NULL, conf_env.destination, 1);
+    conf_batch_publish(k, &b);
+    assert_all(&b, OUTBOX_PUBLISH_RETRY, "publishing with no broker listening");
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(sink_no_password_printed)
+{
+    /* A password in the URI appears in no message of the sink: not when
+     * opening, not in publish results, not in the sink's own message. */
+    char secret[40], userinfo[64], uri[1024], msg[OUTBOX_MESSAGE_MAX];
+    snprintf(secret, sizeof secret, "Pw%ldq%lx", (long)getpid(), (unsigned long)conf_now_us());
+    snprintf(userinfo, sizeof userinfo, "conformance:%s", secret);
+    char down[1024];
+    unreachable_uri(down, sizeof down);
+    const char *bases[2] = {conf_env.uri, down};
+    for (int v = 0; v < 2; v++) {
+        ck_assert(conf_uri_with_userinfo(bases[v], userinfo, uri, sizeof uri) == 0);
+        int rc = 0;
+        outbox_sink_t *k = conf_sink_open_uri(uri, &rc, msg, sizeof msg);
+        ck_assert_msg(strstr(msg, secret) == NULL, "opening the sink printed the password: %s", msg);
+        if (k == NULL)
+            continue;
+        conf_batch_t b = conf_batch_new(2);
+        conf_smsg_init(&b.v[0], 40, NULL, conf_env.destination, 1);
+        conf_smsg_init(&b.v[1], 41, NULL, conf_env.destination, 1);
+        conf_smsg_big(&b.v[1], OVERSIZE);
+        conf_batch_publish(k, &b);
+        for (size_t i = 0; i < b.n; i++)
+            ck_assert_msg(strstr(b.res[i].message, secret) == NULL,
+                          "a publish result printed the password: %s", b.res[i].message);
+        ck_assert_msg(strstr(outbox_sink_message(k), secret) == NULL,
+                      "the sink's message printed the password: %s", outbox_sink_message(k));
+        conf_batch_free(&b);
+        outbox_sink_close(k);
+    }
+}
+END_TEST
+
+START_TEST(sink_breaker_charges_nothing)
+{
+    /* A relay on a SQLite store publishing to an unreachable broker:
+     * every batch is an outage, released without charging attempts, so an
+     * outage never dead-letters anything. */
+    char uri[1024], msg[OUTBOX_MESSAGE_MAX];
+    unreachable_uri(uri, sizeof uri);
+    int rc = 0;
+    outbox_sink_t *k = conf_sink_open_uri(uri, &rc, msg, sizeof msg);
+    if (k == NULL) {
+        conf_unchecked("a relay's breaker on an unreachable broker",
+                       "the sink does not open while its broker is unreachable");
+        return;
+    }
+    char dir[] = "/tmp/outbox-conf-sink-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char store_uri[128];
+    snprintf(store_uri, sizeof store_uri, "sqlite:%s/relay.db", dir);
+    outbox_store_options_t so = {.struct_size = sizeof so, .driver = "sqlite",
+                                 .flags = OUTBOX_OPEN_SCHEMA_ONLY};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_msg(outbox_store_open(store_uri, &so, &s, &d) == OUTBOX_OK, "sqlite: %s", d.message);
+    outbox_schema_opts_t sch = {.struct_size = sizeof sch};
+    conf_ok(s, outbox_schema_apply(s, &sch));
+    outbox_store_close(s);
+    so.flags = 0;
+    ck_assert_msg(outbox_store_open(store_uri, &so, &s, &d) == OUTBOX_OK, "sqlite: %s", d.message);
+    conf_stage(s, NULL, "conf.sink", 0, 5, NULL);
+    conf_stage(s, NULL, "conf.sink", 5, 3, "k");
+
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = "conf.sink";
+    cfg.max_attempts = 2;
+    cfg.backoff_base_us = 0;
+    cfg.destination = conf_env.destination;
+    outbox_relay_t *r = NULL;
+    ck_assert_msg(outbox_relay_new(s, k, &cfg, &r, &d) == OUTBOX_OK, "relay: %s", d.message);
+    for (int i = 0; i < 2; i++) {
+        size_t claimed = 0;
+        ck_assert_msg(outbox_relay_step(r, &claimed) == OUTBOX_OK, "relay step %d: %s", i,
+                      outbox_relay_message(r));
+        ck_assert_msg(claimed > 0, "relay step %d claimed nothing: the outage kept the rows", i);
+    }
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    outbox_relay_free(r);
+    ck_assert_msg(c.published == 0 && c.dead == 0 && c.retried == 0,
+                  "with no broker, a relay published %llu, dead-lettered %llu and rescheduled %llu "
+                  "events: each publish result was not RETRY for all",
+                  (unsigned long long)c.published, (unsigned long long)c.dead,
+                  (unsigned long long)c.retried);
+    ck_assert_msg(c.outages == 2, "2 steps with no broker counted %llu outages",
+                  (unsigned long long)c.outages);
+    conf_claim_t cl = conf_claim(s, "conf.sink", 100, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(cl.n == 8, "after the outage %zu of 8 events are claimable", cl.n);
+    for (size_t i = 0; i < cl.n; i++)
+        ck_assert_msg(cl.rows[i].attempts == 1,
+                      "event %lu has attempts %d after 2 outages and one claim: the outage "
+                      "charged attempts",
+                      cl.rows[i].n, (int)cl.rows[i].attempts);
+    conf_claim_free(&cl);
+    outbox_store_close(s);
+    outbox_sink_close(k);
+    char path[160];
+    snprintf(path, sizeof path, "%s/relay.db", dir);
+    unlink(path);
+    for (const char *ext = "-wal"; ext; ext = ext[1] == 'w' ? "-shm" : NULL) {
+        snprintf(path, sizeof path, "%s/relay.db%s", dir, ext);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(sink_broker_stopped_retry)
+{
+    /* The broker goes away after the sink opened: RETRY, never OK (nothing
+     * acknowledged it) nor REJECT; once it is back the same handle
+     * delivers again. */
+    outbox_sink_t *k = conf_sink_open();
+    conf_batch_t b = conf_batch_new(6);
+    for (unsigned long i = 0; i < 6; i++)
+        conf_smsg_init(&b.v[i], 50 + i, i % 2 ? "k" : NULL, conf_env.destination, 1);
+    conf_batch_t first = {&b.v[0], &b.msgs[0], &b.res[0], 1};
+    conf_sink_ok(k, conf_batch_publish(k, &first));
+    assert_all(&first, OUTBOX_PUBLISH_OK, "publishing before the broker stops");
+
+    conf_broker_stop();
+    conf_batch_t down = {&b.v[1], &b.msgs[1], &b.res[1], 4};
+    conf_batch_publish(k, &down);
+    int bad = -1;
+    for (size_t i = 0; i < down.n && bad < 0; i++)
+        if (down.res[i].status != OUTBOX_PUBLISH_RETRY)
+            bad = (int)i;
+    conf_broker_start();
+    ck_assert_msg(bad < 0, "with the broker stopped, message %d gave %s (%s), expected RETRY", bad,
+                  bad >= 0 ? result_text(down.res[bad].status) : "", bad >= 0 ? down.res[bad].message : "");
+
+    /* Back: the handle reconnects by itself (give it a minute). */
+    conf_batch_t last = {&b.v[5], &b.msgs[5], &b.res[5], 1};
+    int64_t until = conf_now_us() + INT64_C(60000000);
+    do {
+        conf_batch_publish(k, &last);
+        if (last.res[0].status == OUTBOX_PUBLISH_OK)
+            break;
+        ck_assert_msg(last.res[0].status == OUTBOX_PUBLISH_RETRY,
+                      "after the broker restarted, a message gave %s (%s)",
+                      result_text(last.res[0].status), last.res[0].message);
+        conf_sleep_ms(500);
+    } while (conf_now_us() < until);
+    ck_assert_msg(last.res[0].status == OUTBOX_PUBLISH_OK,
+                  "a minute after the broker restarted the sink still gives RETRY (%s)",
+                  last.res[0].message);
+    conf_read_t r = conf_sink_read(k, conf_env.destination, 2, QUIET_MS);
+    ck_assert_msg(find(&r, 50) && find(&r, 55),
+                  "the messages reported OK before the stop and after the restart were not both "
+                  "read back (event 50: %s, event 55: %s)",
+                  find(&r, 50) ? "yes" : "no", find(&r, 55) ? "yes" : "no");
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+typedef struct publisher {
+    outbox_sink_t *k;
+    conf_batch_t *b;
+    int rc;
+} publisher_t;
+
+static void *publish_thread(void *arg)
+{
+    publisher_t *p = arg;
+    p->rc = conf_batch_publish(p->k, p->b);
+    return NULL;
+}
+
+START_TEST(sink_broker_stops_mid_batch)
+{
+    /* The broker stops while a large call is under way: whatever the sink
+     * reported OK is on the broker once it is back, and nothing is REJECT. */
+    outbox_sink_t *k = conf_sink_open();
+    int ordered = (outbox_sink_capabilities(k) & OUTBOX_SINK_CAP_ORDERED) != 0;
+    enum { N = 20000 };
+    conf_batch_t b = conf_batch_new(N);
+    for (unsigned long i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "key-%lu", ordered ? i % 16 : i);
+        conf_smsg_init(&b.v[i], i, key, conf_env.destination, 1);
+    }
+    publisher_t p = {k, &b, 0};
+    pthread_t t;
+    ck_assert(pthread_create(&t, NULL, publish_thread, &p) == 0);
+    conf_sleep_ms(30);
+    conf_broker_stop();
+    pthread_join(t, NULL);
+    conf_broker_start();
+    size_t ok = conf_batch_count(&b, OUTBOX_PUBLISH_OK);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_msg(b.res[i].status != OUTBOX_PUBLISH_REJECT,
+                      "the broker stopping made message %zu REJECT (%s): it would be dead-lettered",
+                      i, b.res[i].message);
+    if (ok == N)
+        conf_unchecked("that an OK meant a broker's acknowledgement while it stopped",
+                       "the whole call was acknowledged before the broker stopped");
+    /* The reader's own connection may need the broker a while to be back. */
+    conf_read_t r = {0};
+    int64_t until = conf_now_us() + INT64_C(60000000);
+    for (;;) {
+        r = conf_sink_read(k, conf_env.destination, ok, QUIET_MS);
+        int missing = 0;
+        for (size_t i = 0; i < N && !missing; i++)
+            missing = b.res[i].status == OUTBOX_PUBLISH_OK && !find(&r, i);
+        if (!missing || conf_now_us() > until)
+            break;
+        conf_read_free(&r);
+        conf_sleep_ms(1000);
+    }
+    for (size_t i = 0; i < N; i++)
+        ck_assert_msg(b.res[i].status != OUTBOX_PUBLISH_OK || find(&r, i),
+                      "message %zu was reported OK during the broker's stop but is not on the "
+                      "broker after it came back (%zu OK of %d, %zu read back)",
+                      i, ok, N, r.n);
+    conf_read_free(&r);
+    conf_batch_free(&b);
+    outbox_sink_close(k);
+}
+END_TEST
+
+void conf_cases_sink(conf_cases_t *c)
+{
+    conf_add(c, sink_round_trip, 0, 0, 60);
+    conf_add(c, sink_optional_headers_absent, 0, 0, 60);
+    conf_add(c, sink_keys_and_destinations, 0, 0, 90);
+    conf_add(c, sink_key_order, 0, 0, 180);
+    conf_add(c, sink_dedupe, CONF_NEED_SINK_DEDUPE, 0, 60);
+    conf_add(c, sink_oversize_reject, 0, 0, 60);
+    conf_add(c, sink_reject_stops_key, CONF_NEED_SINK_ORDERED, 0, 60);
+    conf_add(c, sink_unreachable_retry, CONF_NEED_HOST, 0, 120);
+    conf_add(c, sink_no_password_printed, CONF_NEED_HOST, 0, 120);
+    conf_add(c, sink_breaker_charges_nothing, CONF_NEED_HOST | CONF_NEED_RELAY_STORE, 0, 300);
+    conf_add(c, sink_broker_stopped_retry, CONF_NEED_BROKER, 0, 240);
+    conf_add(c, sink_broker_stops_mid_batch, CONF_NEED_BROKER, 0, 300);
+}
