@@ -106,7 +106,10 @@ start() {
         echo "$port" >"$dir/port"
         echo "$mport" >"$dir/monitor_port"
     fi
-    nats-server -js -sd "$dir/js" -a 127.0.0.1 -p "$port" -m "$mport" \
+    # A session of its own, like a daemon: whoever ran start may be a
+    # process group that is killed as a whole when it ends (a Check test
+    # case is), and the server must outlive it.
+    setsid nats-server -js -sd "$dir/js" -a 127.0.0.1 -p "$port" -m "$mport" \
         >>"$dir/server.log" 2>&1 </dev/null &
     echo $! >"$dir/pid"
     local i
