@@ -103,8 +103,17 @@ SUBJ=itn_$$_sqlite
 add_stream "$OUTBOX_NATS_URI" "$SUBJ"
 new_db e2e
 stage_events "sqlite:$DB" orders 400
-"$OUTBOX" relay --store "sqlite:$DB" --route orders --sink "$OUTBOX_NATS_URI/$SUBJ" --until-idle \
+# With a password in the URI (a server without authorization takes any):
+# no line of the relay's log shows it.
+SECRET=Nats5ecretPw
+WITH_PW=$(echo "$OUTBOX_NATS_URI" | sed "s#^nats://#nats://outbox:$SECRET@#")
+"$OUTBOX" relay --store "sqlite:$DB" --route orders --sink "$WITH_PW/$SUBJ" --until-idle \
     --batch 100 2>"$TMP/relay-sqlite.log" || fail "relay to NATS: $(tail -2 "$TMP/relay-sqlite.log")"
+if grep -q "$SECRET" "$TMP/relay-sqlite.log"; then
+    fail "the relay's log shows the sink's password: $(grep "$SECRET" "$TMP/relay-sqlite.log" | head -2)"
+else
+    pass "no password in the relay's $(wc -l <"$TMP/relay-sqlite.log" | tr -d ' ') log lines ($(grep -m1 -o 'sink nats://[^ ]*' "$TMP/relay-sqlite.log"))"
+fi
 sqlite_staged "$TMP/staged-sqlite"
 check_stream "$OUTBOX_NATS_URI" "$SUBJ" "$TMP/staged-sqlite" orders 0
 
