@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "outbox/outbox.h"
@@ -453,6 +456,20 @@ END_TEST
 
 static char private_dir[256];
 
+/* A port nothing listens on now, from the kernel (bound to port 0 and
+ * let go), so parallel tests with servers of their own do not collide. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    ck_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 static void service(const char *cmd)
 {
     char line[1024];
@@ -485,9 +502,11 @@ START_TEST(retry_server_down)
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", private_dir, private_dir);
     ck_assert(system(cmd) == 0);
-    int port = 56000 + (int)(getpid() % 2000) * 2;
+    int port = free_port(), mport = free_port();
+    while (mport == port)
+        mport = free_port();
     snprintf(cmd, sizeof cmd, "echo %d >%s/port && echo %d >%s/monitor_port", port, private_dir,
-             port + 1, private_dir);
+             mport, private_dir);
     ck_assert(system(cmd) == 0);
     char uri[128];
     snprintf(uri, sizeof uri, "nats://127.0.0.1:%d?timeout=3s&reconnect_wait=100ms", port);
