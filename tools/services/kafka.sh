@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# A throwaway Kafka broker for the tests: Apache Kafka 4.1.1 in KRaft mode,
+# one node that is both broker and controller, from the jars on Maven Central.
+#
+#   tools/services/kafka.sh start DIR   fetch the jars (first time), format DIR
+#                                       (first time), start the broker, and print
+#                                       `export OUTBOX_KAFKA_...=...` lines to eval
+#   tools/services/kafka.sh env DIR     print those lines again (broker running)
+#   tools/services/kafka.sh stop DIR    SIGTERM, a clean shutdown (DIR is kept: a
+#                                       later start brings the same broker back,
+#                                       with its topics and on the same port)
+#   tools/services/kafka.sh kill DIR    SIGKILL, as a crash (start recovers it)
+#   tools/services/kafka.sh status DIR  exit 0 when it runs
+#
+# The broker listens on 127.0.0.1, on the first free port from
+# OUTBOX_KAFKA_PORT (default 59092); its controller takes the next free port
+# after that. Topics are never created on first use
+# (auto.create.topics.enable=false): a sink that names a missing topic
+# must be told so. The jars live in ${OUTBOX_CACHE:-$HOME/.cache/liboutbox}/kafka-4.1.1,
+# fetched once by Maven (about 43 MB).
+#
+# Every command is idempotent: start on a running broker only prints the
+# exports, stop and kill on a stopped one do nothing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/../.." && pwd)
+kafka_version=4.1.1
+log4j_version=2.24.3
+
+die() {
+    echo "kafka.sh: $*" >&2
+    exit 2
+}
+
+usage() {
+    echo "usage: $0 start|env|stop|kill|status DIR" >&2
+    exit 2
+}
+
+[ $# -eq 2 ] || usage
+cmd=$1
+dir=$2
+cache=${OUTBOX_CACHE:-$HOME/.cache/liboutbox}/kafka-$kafka_version
+
+ensure_packages() {
+    if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1 ||
+        ! command -v kcat >/dev/null 2>&1; then
+        # shellcheck source=../deps.sh
+        . "$here/tools/deps.sh"
+        outbox_install openjdk-17-jre-headless maven kcat || die "could not install a JDK, maven and kcat"
+    fi
+}
+
+# The broker's jars, copied by Maven from Central into $cache/libs once;
+# a stamp names what was fetched so a change of pins fetches again.
+ensure_jars() {
+    local want="kafka_2.13:$kafka_version log4j-slf4j-impl:$log4j_version"
+    [ "$(cat "$cache/.pins" 2>/dev/null)" = "$want" ] && return 0
+    mkdir -p "$cache"
+    # One fetch at a time when several starts race for an empty cache.
+    exec 9>"$cache/.lock"
+    flock 9
+    if [ "$(cat "$cache/.pins" 2>/dev/null)" != "$want" ]; then
+        cat >"$cache/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>liboutbox.test</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>$kafka_version</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>$log4j_version</version>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+        rm -rf "$cache/libs"
+        echo "kafka.sh: fetching Kafka $kafka_version from Maven Central into $cache" >&2
+        (cd "$cache" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory=libs) >"$cache/mvn.log" 2>&1 || {
+            tail -20 "$cache/mvn.log" >&2
+            die "mvn dependency:copy-dependencies failed"
+        }
+        ls "$cache/libs"/kafka_2.13-"$kafka_version".jar >/dev/null 2>&1 || die "no kafka jar in $cache/libs"
+        echo "$want" >"$cache/.pins"
+    fi
+    flock -u 9
+}
+
+port_in_use() {
+    # bash's /dev/tcp connects: success means something listens there.
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_port FROM [NOT]: the first port from FROM on that nothing listens on
+# and that is not NOT.
+free_port() {
+    local p=$1 tries=0
+    while port_in_use "$p" || [ "$p" = "${2:-}" ]; do
+        p=$((p + 1))
+        tries=$((tries + 1))
+        [ $tries -lt 100 ] || die "no free port from $1 on"
+    done
+    echo "$p"
+}
+
+pid_alive() {
+    local pid
+    pid=$(cat "$dir/pid" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# Answers a metadata request: what "ready" means here.
+answers() {
+    local out
+    out=$(kcat -L -b "127.0.0.1:$(cat "$dir/port")" -m 3 2>/dev/null) || return 1
+    grep -q "broker 1 at 127.0.0.1" <<<"$out"
+}
+
+running() {
+    pid_alive && [ -f "$dir/port" ]
+}
+
+print_env() {
+    local port
+    port=$(cat "$dir/port")
+    echo "export OUTBOX_KAFKA_URI=kafka://127.0.0.1:$port"
+    echo "export OUTBOX_KAFKA_DIR=$dir"
+    echo "export OUTBOX_KAFKA_PORT=$port"
+}
+
+write_config() {
+    local port=$1 cport=$2
+    cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=3
+auto.create.topics.enable=false
+delete.topic.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+# The cleaner's default 128 MiB buffer does not fit the small heap.
+log.cleaner.dedupe.buffer.size=8388608
+EOF
+    cat >"$dir/log4j2.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="warn">
+  <Appenders>
+    <File name="file" fileName="$dir/server.log" append="false">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Logger name="kafka" level="info"/>
+    <Logger name="org.apache.kafka" level="info"/>
+    <Root level="warn"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+EOF
+}
+
+# A KRaft cluster id: 16 random bytes, URL-safe base64 without padding. One
+# that starts with '-' would be read as an option, so draw again.
+cluster_id() {
+    local id
+    while :; do
+        id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        [ "${id#-}" = "$id" ] && { echo "$id"; return; }
+    done
+}
+
+java_opts=(-Xmx192m -Xms64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true)
+
+start() {
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    if running; then
+        print_env
+        return 0
+    fi
+    # A stopped broker comes back on its own ports; a new one takes free ones.
+    local port cport
+    if [ -f "$dir/port" ] && [ -f "$dir/controller_port" ]; then
+        port=$(cat "$dir/port")
+        cport=$(cat "$dir/controller_port")
+        ! port_in_use "$port" || die "port $port of the broker in $dir is taken by another process"
+        ! port_in_use "$cport" || die "controller port $cport of the broker in $dir is taken by another process"
+    else
+        port=$(free_port "${OUTBOX_KAFKA_PORT:-59092}")
+        cport=$(free_port $((port + 1)) "$port")
+        echo "$port" >"$dir/port"
+        echo "$cport" >"$dir/controller_port"
+    fi
+    write_config "$port" "$cport"
+    if [ ! -f "$dir/data/meta.properties" ]; then
+        mkdir -p "$dir/data"
+        java "${java_opts[@]}" -Dlog4j2.configurationFile="$dir/log4j2.xml" -cp "$cache/libs/*" \
+            kafka.tools.StorageTool format --cluster-id="$(cluster_id)" \
+            --config "$dir/server.properties" >"$dir/format.log" 2>&1 || {
+            cat "$dir/format.log" >&2
+            die "formatting the log directory failed"
+        }
+    fi
+    # The log is written afresh by each start (append=false), and removed
+    # first, so the last run's "started" line cannot fake readiness.
+    rm -f "$dir/server.log"
+    setsid java "${java_opts[@]}" -Dlog4j2.configurationFile="$dir/log4j2.xml" \
+        -cp "$cache/libs/*" kafka.Kafka "$dir/server.properties" \
+        </dev/null >"$dir/stdout.log" 2>&1 &
+    echo $! >"$dir/pid"
+    local end=$((SECONDS + 90))
+    until grep -q "Kafka Server started" "$dir/server.log" 2>/dev/null && answers; do
+        if ! pid_alive; then
+            tail -20 "$dir/server.log" "$dir/stdout.log" >&2 2>/dev/null || true
+            die "the broker exited during start"
+        fi
+        if [ $SECONDS -ge $end ]; then
+            tail -20 "$dir/server.log" >&2 2>/dev/null || true
+            kill -9 "$(cat "$dir/pid")" 2>/dev/null || true
+            die "the broker did not answer within 90 s"
+        fi
+        sleep 0.2
+    done
+    print_env
+}
+
+# wait_gone SECONDS: until the broker's process has exited; 1 on timeout.
+wait_gone() {
+    local end=$((SECONDS + $1))
+    while pid_alive; do
+        [ $SECONDS -lt $end ] || return 1
+        sleep 0.1
+    done
+}
+
+stop() {
+    pid_alive || return 0
+    kill -TERM "$(cat "$dir/pid")" 2>/dev/null || true
+    wait_gone 60 || {
+        echo "kafka.sh: the broker did not stop within 60 s; killing it" >&2
+        kill -KILL "$(cat "$dir/pid")" 2>/dev/null || true
+        wait_gone 10 || die "the broker in $dir does not die"
+    }
+}
+
+kill_broker() {
+    pid_alive || return 0
+    kill -KILL "$(cat "$dir/pid")" 2>/dev/null || true
+    wait_gone 10 || die "the broker in $dir does not die"
+}
+
+case $cmd in
+start)
+    ensure_packages
+    ensure_jars
+    start
+    ;;
+env)
+    running || die "no broker running in $dir"
+    print_env
+    ;;
+stop)
+    stop
+    ;;
+kill)
+    kill_broker
+    ;;
+status)
+    running
+    ;;
+*)
+    usage
+    ;;
+esac
