@@ -1,0 +1,352 @@
+/* Producing one publish call: every message handed to librdkafka at once,
+ * then one wait for all their delivery reports.
+ *
+ * Order. With enable.idempotence the broker appends a partition's batches
+ * only in sequence, so a message is never written after a later one of its
+ * partition. What idempotence alone does not stop: when the broker refuses
+ * a batch for good (too large for the topic, an invalid record), librdkafka
+ * renumbers the batches behind it and sends them anyway, so a key's later
+ * messages arrive after the refused one. enable.gapless.guarantee turns
+ * that refusal into a fatal error of the producer instead: nothing behind
+ * the gap is written. The sink then purges what is left, reports it RETRY,
+ * and makes a new producer for the next call. The same happens when the
+ * call's time is up: the sink purges everything left at once, before
+ * librdkafka's own message timeout could fail some messages of a partition
+ * and send the later ones after them.
+ *
+ * The broker refuses a whole batch when it exceeds the topic's
+ * max.message.bytes, so the messages that shared a batch with the culprit
+ * come back with the same error. Those are sent again one at a time within
+ * the call, in order, to tell the culprit from its neighbours. */
+#include <string.h>
+
+#include "kafka_int.h"
+
+static const outbox_host_t **host = &kafka_host;
+#define H (*host)
+
+enum { SLOT_NONE, SLOT_SENT, SLOT_DONE };
+
+typedef struct slot {
+    kafka_sink_t *k;
+    int state;
+    rd_kafka_resp_err_t err;
+    int32_t partition;
+    int again; /* refused as too large beside others of its batch: to be sent alone */
+} slot_t;
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    slot_t *s = m->_private;
+    if (s == NULL || s->state != SLOT_SENT)
+        return;
+    s->state = SLOT_DONE;
+    s->err = m->err;
+    s->partition = m->partition;
+    s->k->pending--;
+}
+
+void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    kafka_sink_t *k = rk ? rd_kafka_opaque(rk) : NULL;
+    if (k == NULL)
+        return;
+    char line[400];
+    kafka_cfg_mask(&k->cfg, buf, line, sizeof line);
+    /* librdkafka speaks syslog levels. Its warning that the gapless
+     * guarantee is experimental is the sink's own choice, not news. */
+    int lvl = level <= 3 ? OUTBOX_LOG_WARN : level == 4 ? OUTBOX_LOG_INFO : OUTBOX_LOG_DEBUG;
+    if (fac != NULL && strcmp(fac, "CONFWARN") == 0 && strstr(buf, "gapless") != NULL)
+        lvl = OUTBOX_LOG_DEBUG;
+    H->log(lvl, KAFKA_SINK_NAME, "librdkafka %s: %s", fac, line);
+}
+
+int kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
+{
+    if (k->rk != NULL)
+        return OUTBOX_OK;
+    rd_kafka_conf_t *conf = kafka_cfg_conf(&k->cfg, 1, k, d);
+    if (conf == NULL)
+        return d->code;
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    char err[512];
+    k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (k->rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        char shown[400];
+        kafka_cfg_mask(&k->cfg, err, shown, sizeof shown);
+        return H->error(d, OUTBOX_EINVAL, "kafka sink URI %s: %s", k->cfg.shown, shown);
+    }
+    k->fatal[0] = '\0';
+    return OUTBOX_OK;
+}
+
+void kafka_producer_drop(kafka_sink_t *k)
+{
+    if (k->rk == NULL)
+        return;
+    rd_kafka_purge(k->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_destroy(k->rk);
+    k->rk = NULL;
+}
+
+/* ------------------------------------------------------------ verdicts */
+
+static int verdict(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR_NO_ERROR:
+        return OUTBOX_PUBLISH_OK;
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+        return OUTBOX_PUBLISH_REJECT;
+    default:
+        /* Transport, timeouts, brokers down, full queues, purges after a
+         * fatal error, and whatever is not known to be permanent. */
+        return OUTBOX_PUBLISH_RETRY;
+    }
+}
+
+static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+    OUTBOX_PRINTF(3, 4);
+static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+{
+    r->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+static int same_key(const outbox_message_t *a, const outbox_message_t *b)
+{
+    return a->key != NULL && b->key != NULL && strcmp(a->key, b->key) == 0;
+}
+
+/* The first message before i with i's key that did not go out OK, or -1. */
+static long failed_before(const outbox_message_t *msgs, const outbox_publish_result_t *res,
+                          const slot_t *slots, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (same_key(&msgs[i], &msgs[j]) && (slots[j].state == SLOT_NONE || slots[j].state == SLOT_DONE) &&
+            res[j].status != OUTBOX_PUBLISH_OK)
+            return (long)j;
+    return -1;
+}
+
+/* ------------------------------------------------------------- produce */
+
+static const char *kafka_header_name(const char *ce, char *buf, size_t size)
+{
+    if (strcmp(ce, "datacontenttype") == 0)
+        return "content-type";
+    if (strcmp(ce, "traceparent") == 0)
+        return "traceparent";
+    snprintf(buf, size, "ce_%s", ce);
+    return buf;
+}
+
+/* Hands msgs[i] to librdkafka; RD_KAFKA_RESP_ERR_NO_ERROR once it is queued. */
+static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *m, slot_t *s,
+                                       outbox_buf_t *topic, int64_t deadline)
+{
+    outbox_buf_reset(topic);
+    outbox_kit_destination(topic, k->cfg.topic_tpl, m);
+    if (topic->failed)
+        return RD_KAFKA_RESP_ERR__CRIT_SYS_RESOURCE;
+    for (;;) {
+        rd_kafka_headers_t *hs = rd_kafka_headers_new(m->n_headers);
+        for (size_t h = 0; h < m->n_headers; h++) {
+            char name[80];
+            if (m->headers[h].name == NULL || m->headers[h].value == NULL)
+                continue;
+            rd_kafka_header_add(hs, kafka_header_name(m->headers[h].name, name, sizeof name), -1,
+                                m->headers[h].value, -1);
+        }
+        s->state = SLOT_SENT;
+        k->pending++;
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            k->rk, RD_KAFKA_V_TOPIC(topic->data),
+            RD_KAFKA_V_KEY(m->key, m->key ? strlen(m->key) : 0),
+            RD_KAFKA_V_VALUE((void *)m->payload, m->payload_len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hs),
+            RD_KAFKA_V_OPAQUE(s), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return e;
+        s->state = SLOT_NONE;
+        k->pending--;
+        rd_kafka_headers_destroy(hs);
+        /* A full local queue drains as reports come in. */
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || H->monotonic_us() >= deadline)
+            return e;
+        rd_kafka_poll(k->rk, 10);
+    }
+}
+
+/* Serves delivery reports until none is pending, the producer failed
+ * fatally, or deadline. 1 when all came in. */
+static int wait_reports(kafka_sink_t *k, int64_t deadline)
+{
+    while (k->pending > 0) {
+        char why[256];
+        if (rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kafka_cfg_mask(&k->cfg, why, k->fatal, sizeof k->fatal);
+            return 0;
+        }
+        int64_t left = (deadline - H->monotonic_us()) / 1000;
+        if (left <= 0)
+            return 0;
+        rd_kafka_poll(k->rk, left < 100 ? (int)left : 100);
+    }
+    return 1;
+}
+
+/* What is still in librdkafka's hands is taken back (each one reported
+ * _PURGE_QUEUE or _PURGE_INFLIGHT, so RETRY) and the producer is dropped:
+ * the next call starts with a new one, a new producer id and no gap. */
+static void abandon(kafka_sink_t *k)
+{
+    rd_kafka_purge(k->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    int64_t until = H->monotonic_us() + 2000000;
+    while (k->pending > 0 && H->monotonic_us() < until)
+        rd_kafka_poll(k->rk, 20);
+    kafka_producer_drop(k);
+}
+
+static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
+                   outbox_publish_result_t *r)
+{
+    if (s->state != SLOT_DONE) {
+        set_result(r, OUTBOX_PUBLISH_RETRY, "kafka: no delivery report within timeout=%lldms%s%s",
+                   (long long)k->cfg.timeout_ms, k->fatal[0] ? "; " : "", k->fatal);
+        return;
+    }
+    int v = verdict(s->err);
+    if (v == OUTBOX_PUBLISH_OK) {
+        r->status = OUTBOX_PUBLISH_OK;
+        r->message[0] = '\0';
+        return;
+    }
+    outbox_buf_t t;
+    outbox_buf_init(&t, H);
+    outbox_kit_destination(&t, k->cfg.topic_tpl, m);
+    int purged = s->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || s->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
+    set_result(r, v, "kafka topic %s: %s%s%s", t.data ? t.data : "?", rd_kafka_err2str(s->err),
+               purged && k->fatal[0] ? " after: " : "", purged ? k->fatal : "");
+    outbox_buf_free(&t);
+}
+
+/* Messages the broker refused as too large that did not travel alone in
+ * their partition's batch: each goes again on its own, in array order,
+ * within the call's time, so only the message that is too large itself is
+ * REJECT. A key stops at its first failure. */
+static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
+                    outbox_publish_result_t *res, slot_t *slots, int64_t deadline)
+{
+    size_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (slots[i].state != SLOT_DONE || slots[i].err != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+            continue;
+        /* Alone in its partition's refusals, it was alone in its batch:
+         * the verdict stands. */
+        for (size_t j = 0; j < n && !slots[i].again; j++)
+            slots[i].again = j != i && slots[j].state == SLOT_DONE &&
+                             slots[j].err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE &&
+                             slots[j].partition == slots[i].partition;
+        any += (size_t)slots[i].again;
+    }
+    if (any == 0)
+        return;
+    outbox_buf_t topic;
+    outbox_buf_init(&topic, H);
+    for (size_t i = 0; i < n; i++) {
+        if (!slots[i].again)
+            continue;
+        long f = failed_before(msgs, res, slots, i);
+        if (f >= 0) {
+            set_result(&res[i], OUTBOX_PUBLISH_RETRY,
+                       "held back: an earlier message of the same key (event %s) failed in this call",
+                       msgs[f].event_id ? msgs[f].event_id : "?");
+            continue;
+        }
+        outbox_diag_t d = {0};
+        rd_kafka_resp_err_t e = H->monotonic_us() < deadline && kafka_producer(k, &d) == OUTBOX_OK
+                                    ? produce_one(k, &msgs[i], &slots[i], &topic, deadline)
+                                    : RD_KAFKA_RESP_ERR__TIMED_OUT;
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR && !wait_reports(k, deadline))
+            abandon(k);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            slots[i].state = SLOT_DONE;
+            slots[i].err = e;
+        }
+        report(k, &msgs[i], &slots[i], &res[i]);
+        if (k->rk != NULL && rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            abandon(k);
+    }
+    outbox_buf_free(&topic);
+}
+
+int kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                  outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    kafka_sink_t *k = handle;
+    if (n == 0)
+        return OUTBOX_OK;
+    int rc = kafka_producer(k, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    slot_t *slots = H->alloc(n * sizeof *slots);
+    if (slots == NULL)
+        return H->error(d, OUTBOX_ENOMEM, "out of memory for %zu delivery slots", n);
+    int64_t deadline = H->monotonic_us() + k->cfg.timeout_ms * 1000;
+    outbox_buf_t topic;
+    outbox_buf_init(&topic, H);
+    size_t local_failures = 0;
+    k->pending = 0;
+    k->fatal[0] = '\0';
+
+    for (size_t i = 0; i < n; i++) {
+        slots[i] = (slot_t){.k = k, .state = SLOT_NONE, .partition = -1, .again = 0};
+        /* A key whose message failed here already sends nothing more. */
+        long f = local_failures ? failed_before(msgs, results, slots, i) : -1;
+        if (f >= 0) {
+            set_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                       "held back: an earlier message of the same key (event %s) failed in this call",
+                       msgs[f].event_id ? msgs[f].event_id : "?");
+            continue;
+        }
+        rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], &topic, deadline);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            slots[i].state = SLOT_DONE;
+            slots[i].err = e;
+            report(k, &msgs[i], &slots[i], &results[i]);
+            slots[i].state = SLOT_NONE;
+            local_failures++;
+        }
+    }
+    outbox_buf_free(&topic);
+
+    rd_kafka_flush(k->rk, 0); /* send now rather than after linger.ms */
+    if (!wait_reports(k, deadline))
+        abandon(k);
+    else if (rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        abandon(k);
+    for (size_t i = 0; i < n; i++)
+        if (slots[i].state != SLOT_NONE)
+            report(k, &msgs[i], &slots[i], &results[i]);
+    isolate(k, msgs, n, results, slots, deadline);
+    H->free(slots);
+    return OUTBOX_OK;
+}

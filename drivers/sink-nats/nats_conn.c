@@ -1,0 +1,128 @@
+/* Connections and JetStream contexts, made from the parsed URI. */
+#include <stdio.h>
+#include <string.h>
+
+#include "nats_int.h"
+
+static void on_connected(natsConnection *nc, void *closure)
+{
+    /* Only there so that a failed first connect goes on in the
+     * background instead of blocking open. */
+    (void)nc;
+    (void)closure;
+}
+
+void outbox_nats_status_text(const nats_config_t *cfg, natsStatus s, const char *extra, char *out,
+                             size_t size)
+{
+    char text[512];
+    snprintf(text, sizeof text, "%s%s%s", natsStatus_GetText(s), extra && extra[0] ? ": " : "",
+             extra ? extra : "");
+    outbox_nats_redact(cfg, text, out, size);
+}
+
+void outbox_nats_redact(const nats_config_t *cfg, const char *in, char *out, size_t size)
+{
+    char text[512];
+    snprintf(text, sizeof text, "%s", in ? in : "");
+    /* Our own secrets, whatever the library quoted. */
+    const char *secrets[] = {cfg ? cfg->password : NULL, cfg ? cfg->token : NULL};
+    for (size_t k = 0; k < 2; k++) {
+        const char *sec = secrets[k];
+        size_t n = sec ? strlen(sec) : 0;
+        if (n == 0)
+            continue;
+        char *p;
+        while ((p = strstr(text, sec)) != NULL) {
+            memmove(p + 3, p + n, strlen(p + n) + 1);
+            memcpy(p, "***", 3);
+        }
+    }
+    outbox_text_line(text, out, size);
+}
+
+int outbox_nats_connect(const nats_config_t *cfg, const char *shown, natsConnection **nc,
+                        outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    natsOptions *o = NULL;
+    *nc = NULL;
+    natsStatus s = natsOptions_Create(&o);
+    if (s == NATS_OK)
+        s = natsOptions_SetServers(o, (const char **)cfg->servers, (int)cfg->n_servers);
+    if (s == NATS_OK && cfg->user)
+        s = natsOptions_SetUserInfo(o, cfg->user, cfg->password ? cfg->password : "");
+    if (s == NATS_OK && cfg->token)
+        s = natsOptions_SetToken(o, cfg->token);
+    if (s == NATS_OK && cfg->name)
+        s = natsOptions_SetName(o, cfg->name);
+    if (s == NATS_OK)
+        s = natsOptions_SetTimeout(o, cfg->connect_timeout_ms);
+    if (s == NATS_OK)
+        s = natsOptions_SetMaxReconnect(o, -1);
+    if (s == NATS_OK)
+        s = natsOptions_SetReconnectWait(o, cfg->reconnect_wait_ms);
+    if (s == NATS_OK)
+        s = natsOptions_SetRetryOnFailedConnect(o, true, on_connected, NULL);
+    const char *what = "setting connection options";
+    if (s == NATS_OK && cfg->tls) {
+        what = "setting up TLS";
+        s = natsOptions_SetSecure(o, true);
+        if (s == NATS_OK && cfg->tls_ca)
+            s = natsOptions_LoadCATrustedCertificates(o, cfg->tls_ca);
+        if (s == NATS_OK && (cfg->tls_cert || cfg->tls_key))
+            s = natsOptions_LoadCertificatesChain(o, cfg->tls_cert, cfg->tls_key);
+    }
+    if (s != NATS_OK) {
+        char text[256];
+        outbox_nats_status_text(cfg, s, nats_GetLastError(NULL), text, sizeof text);
+        natsOptions_Destroy(o);
+        return host->error(d, s == NATS_NO_MEMORY ? OUTBOX_ENOMEM : OUTBOX_EINVAL,
+                           "NATS sink %s: %s: %s", shown, what, text);
+    }
+    s = natsConnection_Connect(nc, o);
+    natsOptions_Destroy(o);
+    if (s == NATS_OK || s == NATS_NOT_YET_CONNECTED)
+        return OUTBOX_OK;
+    char text[256];
+    outbox_nats_status_text(cfg, s, nats_GetLastError(NULL), text, sizeof text);
+    *nc = NULL;
+    return host->error(d, OUTBOX_ETRANSIENT, "NATS sink %s: cannot connect: %s", shown, text);
+}
+
+int outbox_nats_jetstream(natsConnection *nc, int64_t wait_ms, jsPubAckHandler ack_handler,
+                          void *closure, jsCtx **js, outbox_diag_t *d)
+{
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = wait_ms;
+    jo.PublishAsync.AckHandler = ack_handler;
+    jo.PublishAsync.AckHandlerClosure = closure;
+    natsStatus s = natsConnection_JetStream(js, nc, &jo);
+    if (s != NATS_OK) {
+        *js = NULL;
+        return outbox_nats_host->error(d, OUTBOX_ENOMEM, "NATS sink: no JetStream context: %s",
+                                       natsStatus_GetText(s));
+    }
+    return OUTBOX_OK;
+}
+
+void outbox_nats_config_free(nats_config_t *cfg)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    for (size_t i = 0; i < cfg->n_servers; i++)
+        host->free(cfg->servers[i]);
+    host->free(cfg->servers);
+    host->free(cfg->user);
+    if (cfg->password)
+        memset(cfg->password, 0, strlen(cfg->password));
+    host->free(cfg->password);
+    if (cfg->token)
+        memset(cfg->token, 0, strlen(cfg->token));
+    host->free(cfg->token);
+    host->free(cfg->name);
+    host->free(cfg->tls_ca);
+    host->free(cfg->tls_cert);
+    host->free(cfg->tls_key);
+    memset(cfg, 0, sizeof *cfg);
+}

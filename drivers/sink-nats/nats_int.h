@@ -1,0 +1,94 @@
+/* The NATS JetStream sink: what its files share.
+ *
+ * Floors, from the bottom: nats_subject.c (subjects and stream names),
+ * nats_conn.c (connections from the parsed URI), nats_publish.c and
+ * nats_stream.c (publishing; streams and the reader), and nats.c on top
+ * (the URI, open/close and the descriptor). */
+#ifndef OUTBOX_SINK_NATS_INT_H
+#define OUTBOX_SINK_NATS_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include "outbox/kit.h"
+
+#define NATS_SINK_NAME "nats"
+
+extern const outbox_host_t *outbox_nats_host;
+
+/* What the URI says about connecting, kept so the reader can open a
+ * connection of its own like the sink's. */
+typedef struct nats_config {
+    char **servers;       /* "nats://host:port" (or tls://), host->alloc'ed */
+    size_t n_servers;
+    char *user;           /* NULL when none */
+    char *password;       /* never printed */
+    char *token;          /* never printed */
+    char *name;           /* connection name the server shows */
+    bool tls;
+    char *tls_ca, *tls_cert, *tls_key;
+    int64_t connect_timeout_ms;
+    int64_t reconnect_wait_ms;
+} nats_config_t;
+
+typedef struct nats_call nats_call_t;
+
+typedef struct nats_sink {
+    nats_config_t cfg;
+    natsConnection *nc;
+    jsCtx *js;
+    char *subject_tpl;    /* the URI path without its '/'; "" = the relay's destination */
+    int64_t timeout_ms;   /* the longest a publish call waits for PubAcks */
+    char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
+    /* The publish call in progress, which the PubAck handler (a libnats
+     * thread) fills in; NULL between calls. */
+    pthread_mutex_t mu;
+    nats_call_t *call;
+    bool handler_may_run; /* a call ended with acks outstanding: never free the handle */
+} nats_sink_t;
+
+/* nats_subject.c */
+/* The subject of m through tpl into b (reset first); 0, or -1 when it is
+ * no valid subject to publish to (why says what is wrong). */
+int outbox_nats_subject(outbox_buf_t *b, const char *tpl, const outbox_message_t *m, char *why,
+                        size_t size);
+/* The stream name our destination_create gives a subject: the subject with
+ * every character a stream name may not hold turned into '_', and when
+ * anything was turned, a hash of the subject appended so that "a.b" and
+ * "a_b" get two streams. */
+void outbox_nats_stream_name(const char *subject, char *out, size_t size);
+
+/* nats_conn.c */
+/* Connects with retry on a failed connect and reconnects forever: a
+ * server that is down at open is not an error (the connection is then
+ * pending and comes up by itself). */
+int outbox_nats_connect(const nats_config_t *cfg, const char *shown, natsConnection **nc,
+                        outbox_diag_t *d);
+/* A JetStream context on nc; ack_handler/closure for async publishing,
+ * NULL for one that only makes requests. */
+int outbox_nats_jetstream(natsConnection *nc, int64_t wait_ms, jsPubAckHandler ack_handler,
+                          void *closure, jsCtx **js, outbox_diag_t *d);
+/* The text of a libnats status for a message, with any secret of the
+ * config taken out. */
+void outbox_nats_status_text(const nats_config_t *cfg, natsStatus s, const char *extra, char *out,
+                             size_t size);
+/* in as one line with the config's password and token taken out. */
+void outbox_nats_redact(const nats_config_t *cfg, const char *in, char *out, size_t size);
+void outbox_nats_config_free(nats_config_t *cfg);
+
+/* nats_publish.c */
+int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                        outbox_publish_result_t *results, outbox_diag_t *d);
+void outbox_nats_on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure);
+
+/* nats_stream.c */
+int outbox_nats_destination_create(void *handle, const char *destination, outbox_diag_t *d);
+int outbox_nats_destination_drop(void *handle, const char *destination, outbox_diag_t *d);
+int outbox_nats_reader_open(void *handle, const char *destination, void **reader, outbox_diag_t *d);
+int outbox_nats_reader_next(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d);
+void outbox_nats_reader_close(void *reader);
+
+#endif

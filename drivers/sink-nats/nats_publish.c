@@ -1,0 +1,423 @@
+/* Publishing: JetStream async publish, OK only on the PubAck.
+ *
+ * A call goes out in rounds. A round holds the next message of every key
+ * whose messages so far were all acknowledged: they are all published
+ * asynchronously (pipelined on the one connection), then the round waits
+ * once for all their PubAcks. So a key's message is never sent before the
+ * one ahead of it is stored, and after one fails nothing later of its key
+ * goes out in this call (those are RETRY, "held back"): the order promise
+ * of OUTBOX_SINK_CAP_ORDERED holds for failures the server reports too
+ * (a stream's max_msg_size, a full store), not only for local ones. A call
+ * whose messages all have different keys is one round; a call takes as
+ * many rounds as its longest run of one key.
+ *
+ * PubAcks arrive on a libnats thread (outbox_nats_on_ack), which finds the
+ * message's slot by its natsMsg pointer in a small hash table of the
+ * round, under the handle's mutex. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* qsort_r */
+#endif
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nats_int.h"
+
+enum { SLOT_IDLE = 0, SLOT_IN_FLIGHT = 1, SLOT_DONE = 2 };
+
+typedef struct slot {
+    const natsMsg *msg;
+    size_t idx;
+} slot_t;
+
+struct nats_call {
+    const outbox_message_t *msgs;
+    outbox_publish_result_t *results;
+    unsigned char *state;
+    slot_t *table;
+    size_t mask; /* table size - 1 for this round (a power of two) */
+};
+
+static size_t ptr_hash(const natsMsg *m)
+{
+    uintptr_t v = (uintptr_t)m;
+    v ^= v >> 17;
+    v *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (size_t)(v ^ (v >> 29));
+}
+
+/* A natsMsg freed after its ack may come back from malloc as the next
+ * message of the round: the same pointer then takes over its entry. */
+static void table_put(nats_call_t *c, const natsMsg *m, size_t idx)
+{
+    size_t i = ptr_hash(m) & c->mask;
+    while (c->table[i].msg != NULL && c->table[i].msg != m)
+        i = (i + 1) & c->mask;
+    c->table[i].msg = m;
+    c->table[i].idx = idx;
+}
+
+static long table_get(const nats_call_t *c, const natsMsg *m)
+{
+    size_t i = ptr_hash(m) & c->mask;
+    while (c->table[i].msg != NULL) {
+        if (c->table[i].msg == m)
+            return (long)c->table[i].idx;
+        i = (i + 1) & c->mask;
+    }
+    return -1;
+}
+
+static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+    OUTBOX_PRINTF(3, 4);
+static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+{
+    r->status = status;
+    char text[OUTBOX_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    outbox_text_line(text, r->message, sizeof r->message);
+}
+
+/* JetStream API errors that will come back the same way on a retry; every
+ * other code (a full store, limits, no leader, ...) may clear up, and is
+ * RETRY so that the relay's max_attempts decides. */
+static int permanent_js_error(jsErrCode code)
+{
+    return code == JSStreamMessageExceedsMaximumErr || code == JSBadRequestErr ||
+           code == JSStreamInvalidConfig;
+}
+
+/* The verdict of a PubAck or its error. */
+static void ack_result(const nats_sink_t *h, const outbox_message_t *m, const char *subject,
+                       jsPubAck *pa, jsPubAckErr *pae, outbox_publish_result_t *r)
+{
+    if (pa != NULL) {
+        r->status = OUTBOX_PUBLISH_OK;
+        r->message[0] = '\0';
+        return;
+    }
+    const char *id = m->event_id ? m->event_id : "?";
+    natsStatus err = pae ? pae->Err : NATS_ERR;
+    char what[300];
+    outbox_nats_redact(&h->cfg, pae && pae->ErrText ? pae->ErrText : natsStatus_GetText(err), what,
+                       sizeof what);
+    if (err == NATS_NO_RESPONDERS) {
+        char shown[200];
+        outbox_text_line(subject, shown, sizeof shown);
+        set_result(r, OUTBOX_PUBLISH_REJECT,
+                   "no JetStream stream captures subject %s: create a stream for it", shown);
+    } else if (err == NATS_ERR && pae && pae->ErrCode != 0) {
+        int permanent = permanent_js_error(pae->ErrCode);
+        set_result(r, permanent ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
+                   "JetStream refused event %s: %s (error %d)", id, what, (int)pae->ErrCode);
+    } else {
+        set_result(r, OUTBOX_PUBLISH_RETRY, "no PubAck for event %s: %s", id, what);
+    }
+}
+
+void outbox_nats_on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+    (void)js;
+    nats_sink_t *h = closure;
+    pthread_mutex_lock(&h->mu);
+    nats_call_t *c = h->call;
+    long i = c ? table_get(c, msg) : -1;
+    if (i >= 0 && c->state[i] == SLOT_IN_FLIGHT) {
+        ack_result(h, &c->msgs[i], natsMsg_GetSubject(msg), pa, pae, &c->results[i]);
+        c->state[i] = SLOT_DONE;
+    }
+    pthread_mutex_unlock(&h->mu);
+    natsMsg_Destroy(msg);
+}
+
+/* Message i as a NATS message: the payload, CloudEvents headers "ce-<name>"
+ * (traceparent under its own name), Nats-Msg-Id from the publish options. */
+static natsStatus build_msg(const outbox_message_t *m, const char *subject, natsMsg **out)
+{
+    natsMsg *msg = NULL;
+    natsStatus s = natsMsg_Create(&msg, subject, NULL, m->payload, (int)m->payload_len);
+    for (size_t k = 0; s == NATS_OK && k < m->n_headers; k++) {
+        const outbox_header_t *hd = &m->headers[k];
+        if (hd->name == NULL || hd->value == NULL)
+            continue;
+        char name[80];
+        if (strcmp(hd->name, "traceparent") == 0)
+            snprintf(name, sizeof name, "%s", hd->name);
+        else
+            snprintf(name, sizeof name, "ce-%s", hd->name);
+        s = natsMsgHeader_Set(msg, name, hd->value);
+    }
+    if (s != NATS_OK) {
+        natsMsg_Destroy(msg);
+        msg = NULL;
+    }
+    *out = msg;
+    return s;
+}
+
+/* Why a message that did not leave is RETRY or REJECT. */
+static void local_failure(const nats_sink_t *h, const outbox_message_t *m, natsStatus s,
+                          outbox_publish_result_t *r)
+{
+    const char *id = m->event_id ? m->event_id : "?";
+    if (s == NATS_MAX_PAYLOAD) {
+        set_result(r, OUTBOX_PUBLISH_REJECT,
+                   "event %s is larger than the server's max_payload of %lld bytes "
+                   "(%zu bytes of payload plus headers)",
+                   id, (long long)natsConnection_GetMaxPayload(h->nc), m->payload_len);
+    } else if (s == NATS_INVALID_ARG || s == NATS_INVALID_SUBJECT) {
+        char text[256];
+        outbox_nats_status_text(&h->cfg, s, nats_GetLastError(NULL), text, sizeof text);
+        set_result(r, OUTBOX_PUBLISH_REJECT, "event %s cannot be published: %s", id, text);
+    } else {
+        char text[256];
+        outbox_nats_status_text(&h->cfg, s, NULL, text, sizeof text);
+        set_result(r, OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id, text);
+    }
+}
+
+/* Index order by key, then position: runs of one key, in array order. */
+static int by_key(const void *a, const void *b, void *arg)
+{
+    const outbox_message_t *msgs = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(msgs[i].key, msgs[j].key);
+    return c ? c : (i > j) - (i < j);
+}
+
+static char *format_ms(int64_t ms, char *buf, size_t size)
+{
+    if (ms % 1000 == 0)
+        snprintf(buf, size, "%llds", (long long)(ms / 1000));
+    else
+        snprintf(buf, size, "%lldms", (long long)ms);
+    return buf;
+}
+
+/* Later messages of i's key in this call: RETRY, never sent. */
+static void hold_back(const outbox_message_t *msgs, outbox_publish_result_t *results,
+                      unsigned char *state, const size_t *next, size_t i, const char *why)
+{
+    const char *id = msgs[i].event_id ? msgs[i].event_id : "?";
+    for (size_t j = next[i]; j != SIZE_MAX; j = next[j]) {
+        set_result(&results[j], OUTBOX_PUBLISH_RETRY, "held back: event %s of the same key %s",
+                   id, why);
+        state[j] = SLOT_DONE;
+    }
+}
+
+/* Waits for the round's acks until the deadline, in slices, so that a
+ * connection lost meanwhile ends the wait early. 1 when all came. */
+static int wait_acks(nats_sink_t *h, int64_t deadline_us)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    for (;;) {
+        int64_t left_ms = (deadline_us - host->monotonic_us()) / 1000;
+        if (left_ms <= 0)
+            return 0;
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MaxWait = left_ms < 200 ? left_ms : 200;
+        natsStatus s = js_PublishAsyncComplete(h->js, &po);
+        if (s == NATS_OK)
+            return 1;
+        if (s != NATS_TIMEOUT || natsConnection_Status(h->nc) != NATS_CONN_STATUS_CONNECTED)
+            return 0;
+    }
+}
+
+/* Takes back the messages whose acks did not come, and waits for a
+ * handler that may still be running on one of them. */
+static void abandon_round(nats_sink_t *h)
+{
+    natsMsgList pending = {0};
+    if (js_PublishAsyncGetPendingList(&pending, h->js) == NATS_OK)
+        natsMsgList_Destroy(&pending);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 5000;
+    if (js_PublishAsyncComplete(h->js, &po) != NATS_OK)
+        h->handler_may_run = true;
+}
+
+int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                        outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    nats_sink_t *h = handle;
+    if (n == 0)
+        return OUTBOX_OK;
+    char tmo[32];
+    format_ms(h->timeout_ms, tmo, sizeof tmo);
+
+    /* One block: order, next-of-key, the rounds, states and the table. */
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t bytes = 4 * n * sizeof(size_t) + n + cap * sizeof(slot_t);
+    char *mem = host->alloc(bytes);
+    if (mem == NULL)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
+    size_t *order = (size_t *)mem, *next = order + n, *cur = next + n, *nxt = cur + n;
+    slot_t *table = (slot_t *)(nxt + n);
+    unsigned char *state = (unsigned char *)(table + cap);
+    memset(state, SLOT_IDLE, n);
+
+    /* next[i]: the following message of i's key; the first of each key
+     * (or a message without a key) starts in round one. */
+    size_t n_keyed = 0, n_cur = 0;
+    for (size_t i = 0; i < n; i++) {
+        next[i] = SIZE_MAX;
+        if (msgs[i].key)
+            order[n_keyed++] = i;
+    }
+    qsort_r(order, n_keyed, sizeof *order, by_key, (void *)msgs);
+    for (size_t k = 0; k + 1 < n_keyed; k++)
+        if (strcmp(msgs[order[k]].key, msgs[order[k + 1]].key) == 0)
+            next[order[k]] = order[k + 1];
+    unsigned char *later = (unsigned char *)nxt; /* scratch: has an earlier message of its key */
+    memset(later, 0, n);
+    for (size_t i = 0; i < n; i++)
+        if (next[i] != SIZE_MAX)
+            later[next[i]] = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!later[i])
+            cur[n_cur++] = i;
+
+    nats_call_t call = {.msgs = msgs, .results = results, .state = state, .table = table};
+    pthread_mutex_lock(&h->mu);
+    h->call = &call;
+    pthread_mutex_unlock(&h->mu);
+
+    outbox_buf_t subject;
+    outbox_buf_init(&subject, host);
+    int64_t deadline = host->monotonic_us() + h->timeout_ms * 1000;
+    while (n_cur > 0) {
+        if (natsConnection_Status(h->nc) != NATS_CONN_STATUS_CONNECTED) {
+            for (size_t k = 0; k < n_cur; k++) {
+                size_t i = cur[k];
+                set_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                           "not connected to the NATS server (%s): reconnecting", h->shown);
+                state[i] = SLOT_DONE;
+                hold_back(msgs, results, state, next, i, "was not sent");
+            }
+            break;
+        }
+        if (host->monotonic_us() >= deadline) {
+            for (size_t k = 0; k < n_cur; k++) {
+                size_t i = cur[k];
+                set_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                           "not sent: the call's PubAck timeout of %s was spent on events ahead "
+                           "of it",
+                           tmo);
+                state[i] = SLOT_DONE;
+                hold_back(msgs, results, state, next, i, "was not sent");
+            }
+            break;
+        }
+        size_t tcap = 16;
+        while (tcap < 2 * n_cur)
+            tcap *= 2;
+        pthread_mutex_lock(&h->mu);
+        memset(table, 0, tcap * sizeof *table);
+        call.mask = tcap - 1;
+        pthread_mutex_unlock(&h->mu);
+
+        size_t sent = 0;
+        for (size_t k = 0; k < n_cur; k++) {
+            size_t i = cur[k];
+            const outbox_message_t *m = &msgs[i];
+            char why[OUTBOX_MESSAGE_MAX / 2];
+            if (m->payload == NULL || m->payload_len > (size_t)INT_MAX) {
+                set_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s has %s",
+                           m->event_id ? m->event_id : "?",
+                           m->payload ? "a payload too large for NATS" : "no payload");
+                state[i] = SLOT_DONE;
+                continue;
+            }
+            if (outbox_nats_subject(&subject, h->subject_tpl, m, why, sizeof why) != 0) {
+                set_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s: %s",
+                           m->event_id ? m->event_id : "?", why);
+                state[i] = SLOT_DONE;
+                continue;
+            }
+            natsMsg *msg = NULL;
+            natsStatus s = build_msg(m, subject.data, &msg);
+            if (s != NATS_OK) {
+                local_failure(h, m, s, &results[i]);
+                state[i] = SLOT_DONE;
+                continue;
+            }
+            jsPubOptions po;
+            jsPubOptions_Init(&po);
+            po.MsgId = m->event_id;
+            /* In the table before it leaves: its ack may come at once. */
+            pthread_mutex_lock(&h->mu);
+            table_put(&call, msg, i);
+            state[i] = SLOT_IN_FLIGHT;
+            pthread_mutex_unlock(&h->mu);
+            s = js_PublishMsgAsync(h->js, &msg, &po);
+            if (s != NATS_OK) {
+                pthread_mutex_lock(&h->mu);
+                if (state[i] == SLOT_IN_FLIGHT) {
+                    local_failure(h, m, s, &results[i]);
+                    state[i] = SLOT_DONE;
+                }
+                pthread_mutex_unlock(&h->mu);
+                natsMsg_Destroy(msg);
+                continue;
+            }
+            sent++;
+        }
+
+        if (sent > 0 && !wait_acks(h, deadline)) {
+            abandon_round(h);
+            int connected = natsConnection_Status(h->nc) == NATS_CONN_STATUS_CONNECTED;
+            pthread_mutex_lock(&h->mu);
+            for (size_t k = 0; k < n_cur; k++) {
+                size_t i = cur[k];
+                if (state[i] != SLOT_IN_FLIGHT)
+                    continue;
+                if (connected)
+                    set_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                               "no PubAck for event %s within %s",
+                               msgs[i].event_id ? msgs[i].event_id : "?", tmo);
+                else
+                    set_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                               "no PubAck for event %s: the connection to the NATS server (%s) "
+                               "was lost",
+                               msgs[i].event_id ? msgs[i].event_id : "?", h->shown);
+                state[i] = SLOT_DONE;
+            }
+            pthread_mutex_unlock(&h->mu);
+        }
+
+        /* Every slot of the round is done now. */
+        size_t n_next = 0;
+        for (size_t k = 0; k < n_cur; k++) {
+            size_t i = cur[k];
+            if (next[i] == SIZE_MAX)
+                continue;
+            if (results[i].status == OUTBOX_PUBLISH_OK)
+                nxt[n_next++] = next[i];
+            else
+                hold_back(msgs, results, state, next, i,
+                          results[i].status == OUTBOX_PUBLISH_REJECT ? "was refused in this call"
+                                                                     : "failed in this call");
+        }
+        memcpy(cur, nxt, n_next * sizeof *cur);
+        n_cur = n_next;
+    }
+    outbox_buf_free(&subject);
+
+    pthread_mutex_lock(&h->mu);
+    h->call = NULL;
+    pthread_mutex_unlock(&h->mu);
+    host->free(mem);
+    return OUTBOX_OK;
+}

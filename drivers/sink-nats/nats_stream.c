@@ -1,0 +1,208 @@
+/* Streams (destination_create/drop) and the reader: what the sink battery
+ * and an operator's tooling use, beside publishing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nats_int.h"
+
+/* The subject a destination publishes to, through the sink's template. */
+static int destination_subject(const nats_sink_t *h, const char *destination, outbox_buf_t *b,
+                               outbox_diag_t *d)
+{
+    outbox_message_t m = {.route = destination, .destination = destination};
+    char why[OUTBOX_MESSAGE_MAX / 2];
+    if (destination == NULL || outbox_nats_subject(b, h->subject_tpl, &m, why, sizeof why) != 0)
+        return outbox_nats_host->error(d, OUTBOX_EINVAL, "NATS sink: destination %s: %s",
+                                       destination ? destination : "(none)",
+                                       destination ? why : "none given");
+    return OUTBOX_OK;
+}
+
+static int js_failure(const nats_sink_t *h, natsStatus s, jsErrCode code, const char *what,
+                      const char *name, outbox_diag_t *d)
+{
+    char text[300];
+    outbox_nats_status_text(&h->cfg, s, nats_GetLastError(NULL), text, sizeof text);
+    int rc = s == NATS_TIMEOUT || s == NATS_CONNECTION_CLOSED || s == NATS_NOT_YET_CONNECTED ||
+                     s == NATS_CONNECTION_DISCONNECTED || s == NATS_NO_SERVER
+                 ? OUTBOX_ETRANSIENT
+                 : OUTBOX_EPERMANENT;
+    if (code != 0)
+        return outbox_nats_host->error(d, rc, "NATS sink: %s stream %s: %s (JetStream error %d)",
+                                       what, name, text, (int)code);
+    return outbox_nats_host->error(d, rc, "NATS sink: %s stream %s: %s", what, name, text);
+}
+
+int outbox_nats_destination_create(void *handle, const char *destination, outbox_diag_t *d)
+{
+    nats_sink_t *h = handle;
+    outbox_buf_t subject;
+    outbox_buf_init(&subject, outbox_nats_host);
+    int rc = destination_subject(h, destination, &subject, d);
+    if (rc != OUTBOX_OK) {
+        outbox_buf_free(&subject);
+        return rc;
+    }
+    char name[128];
+    outbox_nats_stream_name(subject.data, name, sizeof name);
+    const char *subjects[] = {subject.data};
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    jsStreamInfo *si = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_AddStream(&si, h->js, &cfg, NULL, &code);
+    jsStreamInfo_Destroy(si);
+    /* One that exists with this name is fine whatever it was made with. */
+    if (s != NATS_OK && code == JSStreamNameExistErr)
+        s = NATS_OK;
+    if (s != NATS_OK)
+        rc = js_failure(h, s, code, "creating", name, d);
+    outbox_buf_free(&subject);
+    return rc;
+}
+
+int outbox_nats_destination_drop(void *handle, const char *destination, outbox_diag_t *d)
+{
+    nats_sink_t *h = handle;
+    outbox_buf_t subject;
+    outbox_buf_init(&subject, outbox_nats_host);
+    int rc = destination_subject(h, destination, &subject, d);
+    if (rc == OUTBOX_OK) {
+        char name[128];
+        outbox_nats_stream_name(subject.data, name, sizeof name);
+        jsErrCode code = 0;
+        natsStatus s = js_DeleteStream(h->js, name, NULL, &code);
+        if (s != NATS_OK && code != JSStreamNotFoundErr)
+            rc = js_failure(h, s, code, "deleting", name, d);
+    }
+    outbox_buf_free(&subject);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+#define READER_MAX_HEADERS 32
+
+typedef struct nats_reader {
+    natsConnection *nc;
+    jsCtx *js;
+    natsSubscription *sub;
+    natsMsg *msg;                /* what *out points into */
+    const char **keys;           /* libnats' array of header names (malloc'ed) */
+    outbox_header_t headers[READER_MAX_HEADERS];
+    char shown[OUTBOX_MESSAGE_MAX / 2];
+} nats_reader_t;
+
+static void reader_release_msg(nats_reader_t *r)
+{
+    free((void *)r->keys); /* libnats allocates it with malloc */
+    r->keys = NULL;
+    natsMsg_Destroy(r->msg);
+    r->msg = NULL;
+}
+
+void outbox_nats_reader_close(void *reader)
+{
+    nats_reader_t *r = reader;
+    if (r == NULL)
+        return;
+    reader_release_msg(r);
+    natsSubscription_Destroy(r->sub);
+    jsCtx_Destroy(r->js);
+    natsConnection_Destroy(r->nc);
+    outbox_nats_host->free(r);
+}
+
+int outbox_nats_reader_open(void *handle, const char *destination, void **reader, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    nats_sink_t *h = handle;
+    *reader = NULL;
+    outbox_buf_t subject;
+    outbox_buf_init(&subject, host);
+    int rc = destination_subject(h, destination, &subject, d);
+    if (rc != OUTBOX_OK) {
+        outbox_buf_free(&subject);
+        return rc;
+    }
+    nats_reader_t *r = host->alloc(sizeof *r);
+    if (r == NULL) {
+        outbox_buf_free(&subject);
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening a NATS reader");
+    }
+    memset(r, 0, sizeof *r);
+    snprintf(r->shown, sizeof r->shown, "%s", h->shown);
+    rc = outbox_nats_connect(&h->cfg, h->shown, &r->nc, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_nats_jetstream(r->nc, h->timeout_ms, NULL, NULL, &r->js, d);
+    if (rc == OUTBOX_OK) {
+        /* An ordered consumer: ephemeral, from the first message, and
+         * recreated by the library from where it was if the connection
+         * drops. The stream is whichever captures the subject, ours or
+         * one made by hand. */
+        jsSubOptions so;
+        jsSubOptions_Init(&so);
+        so.Ordered = true;
+        so.Config.DeliverPolicy = js_DeliverAll;
+        jsErrCode code = 0;
+        natsStatus s = js_SubscribeSync(&r->sub, r->js, subject.data, NULL, &so, &code);
+        if (s != NATS_OK)
+            rc = js_failure(h, s, code, "reading the", subject.data, d);
+    }
+    outbox_buf_free(&subject);
+    if (rc != OUTBOX_OK) {
+        outbox_nats_reader_close(r);
+        return rc;
+    }
+    *reader = r;
+    return OUTBOX_OK;
+}
+
+int outbox_nats_reader_next(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    nats_reader_t *r = reader;
+    reader_release_msg(r);
+    natsMsg *msg = NULL;
+    natsStatus s = natsSubscription_NextMsg(&msg, r->sub, timeout_ms > 0 ? timeout_ms : 1);
+    if (s == NATS_TIMEOUT)
+        return OUTBOX_ENOTFOUND;
+    if (s != NATS_OK)
+        return host->error(d, OUTBOX_ETRANSIENT, "NATS reader (%s): %s", r->shown,
+                           natsStatus_GetText(s));
+    r->msg = msg;
+    const char *dedupe = NULL;
+    natsMsgHeader_Get(msg, "Nats-Msg-Id", &dedupe);
+    int n_keys = 0;
+    size_t n = 0;
+    if (natsMsgHeader_Keys(msg, &r->keys, &n_keys) != NATS_OK) {
+        r->keys = NULL;
+        n_keys = 0;
+    }
+    for (int k = 0; k < n_keys && n < READER_MAX_HEADERS; k++) {
+        const char *key = r->keys[k], *value = NULL;
+        const char *name = NULL;
+        if (strncmp(key, "ce-", 3) == 0 && key[3] != '\0')
+            name = key + 3;
+        else if (strcmp(key, "traceparent") == 0)
+            name = key;
+        if (name == NULL || natsMsgHeader_Get(msg, key, &value) != NATS_OK)
+            continue;
+        r->headers[n].name = name;
+        r->headers[n].value = value;
+        n++;
+    }
+    out->destination = natsMsg_GetSubject(msg);
+    out->key = NULL;
+    out->dedupe_id = dedupe;
+    out->payload = natsMsg_GetData(msg);
+    out->payload_len = (size_t)natsMsg_GetDataLength(msg);
+    out->headers = r->headers;
+    out->n_headers = n;
+    return OUTBOX_OK;
+}
