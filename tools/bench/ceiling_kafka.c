@@ -1,7 +1,8 @@
 /* outbox-bench: the Kafka producer ceiling. A bare librdkafka producer,
  * configured as the Kafka sink configures its own (acks=all,
- * enable.idempotence=true, the sink's batching settings, and every
- * librdkafka property the sink URI passes through), publishes the messages
+ * enable.idempotence=true, enable.gapless.guarantee=true, linger.ms=5
+ * unless the URI says otherwise, and every librdkafka property the sink
+ * URI passes through), publishes the messages
  * the relay would publish (same payload bytes, keys and CloudEvents
  * headers) to a fresh topic, --batch at a time: all of a chunk is handed to
  * rd_kafka_producev(), then rd_kafka_flush() waits for its delivery
@@ -16,7 +17,8 @@
 #include "bench.h"
 
 /* The sink URI's own names, which are not librdkafka properties. */
-static const char *const sink_names[] = {"timeout", "partitions", "replication", NULL};
+static const char *const sink_names[] = {"timeout", "partitions", "replication",
+                                         "bootstrap.servers", "metadata.broker.list", NULL};
 
 typedef struct kstate {
     long delivered, failed;
@@ -64,12 +66,14 @@ static int kafka_drain(const bench_sink_uri_t *u, const char *target, const benc
              strchr(u->host, ':') ? "]" : "", u->port ? u->port : 9092);
     kstate_t st = {0};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    int rc = conf_set(conf, "bootstrap.servers", brokers, err, errlen);
-    /* What the sink pins, then what it passes through from its URI. */
+    /* drivers/sink-kafka/conf.c's order: its defaults, the URI's
+     * properties, then what it pins (message.timeout.ms is its default
+     * timeout of 30 s plus 10 s). */
+    /* Errors only: librdkafka warns at every start that the gapless
+     * guarantee is experimental. */
+    int rc = conf_set(conf, "log_level", "3", err, errlen);
     if (rc == 0)
-        rc = conf_set(conf, "acks", "all", err, errlen);
-    if (rc == 0)
-        rc = conf_set(conf, "enable.idempotence", "true", err, errlen);
+        rc = conf_set(conf, "linger.ms", "5", err, errlen);
     for (long i = 0; rc == 0 && i < u->n_params; i++) {
         int own = 0;
         for (const char *const *s = sink_names; *s; s++)
@@ -77,6 +81,16 @@ static int kafka_drain(const bench_sink_uri_t *u, const char *target, const benc
         if (!own)
             rc = conf_set(conf, u->key[i], u->value[i], err, errlen);
     }
+    if (rc == 0)
+        rc = conf_set(conf, "bootstrap.servers", brokers, err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "enable.idempotence", "true", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "acks", "all", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "enable.gapless.guarantee", "true", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "message.timeout.ms", "40000", err, errlen);
     if (rc != 0) {
         rd_kafka_conf_destroy(conf);
         return rc;
