@@ -281,6 +281,8 @@ extern const bench_producer_t bench_nats_producer;
 long bench_rss_kb(void);
 long bench_hwm_kb(void);
 int bench_hwm_reset(void);
+/* The largest high-water mark a reset took away (0 before any). */
+long bench_peak_before_resets_kb(void);
 
 /* --------------------------------------------------------------- modes */
 

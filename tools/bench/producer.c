@@ -2,10 +2,12 @@
  * would publish, sink URIs taken apart), and the relay's share of the
  * resident set. The bare clients are ceiling_kafka.c and ceiling_nats.c. */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "bench.h"
@@ -288,8 +290,23 @@ long bench_hwm_kb(void)
     return status_kb("VmHWM");
 }
 
+/* The high-water marks a reset took away, so that bench_peak_rss_kb()
+ * still reports the whole run's peak. */
+static atomic_long hwm_before_resets;
+
+long bench_peak_before_resets_kb(void)
+{
+    return atomic_load(&hwm_before_resets);
+}
+
 int bench_hwm_reset(void)
 {
+    long hwm = bench_hwm_kb();
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > hwm)
+        hwm = ru.ru_maxrss;
+    if (hwm > atomic_load(&hwm_before_resets))
+        atomic_store(&hwm_before_resets, hwm);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f)
         return -1;
