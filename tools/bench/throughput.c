@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -564,7 +565,13 @@ int bench_throughput(const bench_opts_t *o)
             return urc;
         }
         sides[n_sides++] = SIDE_PRODUCER;
-    } else if (!ss.has_destinations) {
+    } else if (has_ceiling && (strncasecmp(o->sink, "kafka:", 6) == 0 ||
+                               strncasecmp(o->sink, "nats:", 5) == 0)) {
+        bench_err("note: this outbox-bench was built without the %.*s client library: no "
+                  "producer ceiling",
+                  (int)strcspn(o->sink, ":"), o->sink);
+    }
+    if (!ss.producer && !ss.has_destinations) {
         outbox_sink_close(ss.ctl);
         ss.ctl = NULL;
     }
