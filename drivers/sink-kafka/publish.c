@@ -140,7 +140,8 @@ static long failed_before(const outbox_message_t *msgs, const outbox_publish_res
                           const slot_t *slots, size_t i)
 {
     for (size_t j = 0; j < i; j++)
-        if (same_key(&msgs[i], &msgs[j]) && (slots[j].state == SLOT_NONE || slots[j].state == SLOT_DONE) &&
+        if (same_key(&msgs[i], &msgs[j]) && !slots[j].again &&
+            (slots[j].state == SLOT_NONE || slots[j].state == SLOT_DONE) &&
             res[j].status != OUTBOX_PUBLISH_OK)
             return (long)j;
     return -1;
@@ -203,12 +204,22 @@ static int wait_reports(kafka_sink_t *k, int64_t deadline)
         char why[256];
         if (rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR) {
             kafka_cfg_mask(&k->cfg, why, k->fatal, sizeof k->fatal);
+            /* The refused batch's own reports (the real verdict: too
+             * large, invalid) are queued just after the fatal error is
+             * raised: serve them before the purge turns them into RETRY. */
+            size_t before;
+            int64_t until = H->monotonic_us() + 1000000;
+            do {
+                before = k->pending;
+                rd_kafka_poll(k->rk, 100);
+            } while (k->pending > 0 && (k->pending != before || before == 0) &&
+                     H->monotonic_us() < until);
             return 0;
         }
         int64_t left = (deadline - H->monotonic_us()) / 1000;
         if (left <= 0)
             return 0;
-        rd_kafka_poll(k->rk, left < 100 ? (int)left : 100);
+        rd_kafka_flush(k->rk, left < 100 ? (int)left : 100);
     }
     return 1;
 }
@@ -248,23 +259,20 @@ static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
     outbox_buf_free(&t);
 }
 
-/* Messages the broker refused as too large that did not travel alone in
- * their partition's batch: each goes again on its own, in array order,
- * within the call's time, so only the message that is too large itself is
- * REJECT. A key stops at its first failure. */
+/* After the gapless guarantee stopped the producer, the reports of the
+ * refused batch are lost in the purge, and the broker refuses a whole
+ * batch for one message that is too large for the topic: which message it
+ * was is not known. So every message of the call that did not go out is
+ * sent again alone, in array order, on a new producer, within the call's
+ * time; only the message the broker refuses on its own is REJECT. A key
+ * stops at its first failure; what the time does not cover stays RETRY.
+ * This costs a round trip per message, and happens only after a refusal. */
 static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
                     outbox_publish_result_t *res, slot_t *slots, int64_t deadline)
 {
     size_t any = 0;
     for (size_t i = 0; i < n; i++) {
-        if (slots[i].state != SLOT_DONE || slots[i].err != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
-            continue;
-        /* Alone in its partition's refusals, it was alone in its batch:
-         * the verdict stands. */
-        for (size_t j = 0; j < n && !slots[i].again; j++)
-            slots[i].again = j != i && slots[j].state == SLOT_DONE &&
-                             slots[j].err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE &&
-                             slots[j].partition == slots[i].partition;
+        slots[i].again = slots[i].state != SLOT_NONE && res[i].status != OUTBOX_PUBLISH_OK;
         any += (size_t)slots[i].again;
     }
     if (any == 0)
@@ -274,6 +282,7 @@ static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (!slots[i].again)
             continue;
+        slots[i].again = 0;
         long f = failed_before(msgs, res, slots, i);
         if (f >= 0) {
             set_result(&res[i], OUTBOX_PUBLISH_RETRY,
@@ -281,19 +290,30 @@ static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
                        msgs[f].event_id ? msgs[f].event_id : "?");
             continue;
         }
+        if (H->monotonic_us() >= deadline)
+            continue; /* stays RETRY */
         outbox_diag_t d = {0};
-        rd_kafka_resp_err_t e = H->monotonic_us() < deadline && kafka_producer(k, &d) == OUTBOX_OK
-                                    ? produce_one(k, &msgs[i], &slots[i], &topic, deadline)
-                                    : RD_KAFKA_RESP_ERR__TIMED_OUT;
-        if (e == RD_KAFKA_RESP_ERR_NO_ERROR && !wait_reports(k, deadline))
-            abandon(k);
+        if (kafka_producer(k, &d) != OUTBOX_OK)
+            break;
+        rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], &topic, deadline);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
             slots[i].state = SLOT_DONE;
             slots[i].err = e;
+        } else if (!wait_reports(k, deadline)) {
+            /* Refused, and the guarantee stopped the producer again: the
+             * report, when it came before the purge, names the reason;
+             * alone in its batch, the refusal is this message's own. */
+            if (slots[i].state != SLOT_DONE) {
+                slots[i].state = SLOT_DONE;
+                slots[i].err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+                if (strstr(k->fatal, "too large") == NULL)
+                    slots[i].err = RD_KAFKA_RESP_ERR__FATAL;
+            }
+            abandon(k);
+        } else if (rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            abandon(k);
         }
         report(k, &msgs[i], &slots[i], &res[i]);
-        if (k->rk != NULL && rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            abandon(k);
     }
     outbox_buf_free(&topic);
 }
@@ -338,15 +358,18 @@ int kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
     }
     outbox_buf_free(&topic);
 
-    rd_kafka_flush(k->rk, 0); /* send now rather than after linger.ms */
-    if (!wait_reports(k, deadline))
-        abandon(k);
-    else if (rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    int complete = wait_reports(k, deadline);
+    char why[256];
+    if (k->fatal[0] == '\0' && rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        kafka_cfg_mask(&k->cfg, why, k->fatal, sizeof k->fatal);
+    int refused = k->fatal[0] != '\0';
+    if (!complete || refused)
         abandon(k);
     for (size_t i = 0; i < n; i++)
         if (slots[i].state != SLOT_NONE)
             report(k, &msgs[i], &slots[i], &results[i]);
-    isolate(k, msgs, n, results, slots, deadline);
+    if (refused)
+        isolate(k, msgs, n, results, slots, deadline);
     H->free(slots);
     return OUTBOX_OK;
 }

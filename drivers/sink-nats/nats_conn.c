@@ -23,22 +23,14 @@ void outbox_nats_status_text(const nats_config_t *cfg, natsStatus s, const char 
 
 void outbox_nats_redact(const nats_config_t *cfg, const char *in, char *out, size_t size)
 {
-    char text[512];
-    snprintf(text, sizeof text, "%s", in ? in : "");
-    /* Our own secrets, whatever the library quoted. */
-    const char *secrets[] = {cfg ? cfg->password : NULL, cfg ? cfg->token : NULL};
-    for (size_t k = 0; k < 2; k++) {
-        const char *sec = secrets[k];
-        size_t n = sec ? strlen(sec) : 0;
-        if (n == 0)
-            continue;
-        char *p;
-        while ((p = strstr(text, sec)) != NULL) {
-            memmove(p + 3, p + n, strlen(p + n) + 1);
-            memcpy(p, "***", 3);
-        }
-    }
-    outbox_text_line(text, out, size);
+    /* The kit's redaction with a URI that holds only our secrets: the
+     * password, and the token (under a secret parameter name), wherever
+     * they came from, the URI or the environment. */
+    outbox_uri_param_t token = {.key = "token", .value = cfg ? cfg->token : NULL};
+    outbox_uri_t secrets = {.password = cfg ? cfg->password : NULL,
+                            .params = &token,
+                            .n_params = cfg && cfg->token ? 1 : 0};
+    outbox_uri_redact(&secrets, in, out, size);
 }
 
 int outbox_nats_connect(const nats_config_t *cfg, const char *shown, natsConnection **nc,

@@ -145,6 +145,11 @@ static natsStatus build_msg(const outbox_message_t *m, const char *subject, nats
         const outbox_header_t *hd = &m->headers[k];
         if (hd->name == NULL || hd->value == NULL)
             continue;
+        /* A line break would end the header block on the wire. */
+        if (strpbrk(hd->value, "\r\n") != NULL) {
+            s = NATS_INVALID_ARG;
+            break;
+        }
         char name[80];
         if (strcmp(hd->name, "traceparent") == 0)
             snprintf(name, sizeof name, "%s", hd->name);
@@ -171,9 +176,10 @@ static void local_failure(const nats_sink_t *h, const outbox_message_t *m, natsS
                    "(%zu bytes of payload plus headers)",
                    id, (long long)natsConnection_GetMaxPayload(h->nc), m->payload_len);
     } else if (s == NATS_INVALID_ARG || s == NATS_INVALID_SUBJECT) {
-        char text[256];
-        outbox_nats_status_text(&h->cfg, s, nats_GetLastError(NULL), text, sizeof text);
-        set_result(r, OUTBOX_PUBLISH_REJECT, "event %s cannot be published: %s", id, text);
+        set_result(r, OUTBOX_PUBLISH_REJECT,
+                   "event %s cannot be published: a header holds a line break, or the subject "
+                   "or payload is not one NATS takes",
+                   id);
     } else {
         char text[256];
         outbox_nats_status_text(&h->cfg, s, NULL, text, sizeof text);

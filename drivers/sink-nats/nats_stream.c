@@ -29,9 +29,9 @@ static int js_failure(const nats_sink_t *h, natsStatus s, jsErrCode code, const 
                  ? OUTBOX_ETRANSIENT
                  : OUTBOX_EPERMANENT;
     if (code != 0)
-        return outbox_nats_host->error(d, rc, "NATS sink: %s stream %s: %s (JetStream error %d)",
-                                       what, name, text, (int)code);
-    return outbox_nats_host->error(d, rc, "NATS sink: %s stream %s: %s", what, name, text);
+        return outbox_nats_host->error(d, rc, "NATS sink: %s %s: %s (JetStream error %d)", what,
+                                       name, text, (int)code);
+    return outbox_nats_host->error(d, rc, "NATS sink: %s %s: %s", what, name, text);
 }
 
 int outbox_nats_destination_create(void *handle, const char *destination, outbox_diag_t *d)
@@ -61,7 +61,7 @@ int outbox_nats_destination_create(void *handle, const char *destination, outbox
     if (s != NATS_OK && code == JSStreamNameExistErr)
         s = NATS_OK;
     if (s != NATS_OK)
-        rc = js_failure(h, s, code, "creating", name, d);
+        rc = js_failure(h, s, code, "creating stream", name, d);
     outbox_buf_free(&subject);
     return rc;
 }
@@ -78,7 +78,7 @@ int outbox_nats_destination_drop(void *handle, const char *destination, outbox_d
         jsErrCode code = 0;
         natsStatus s = js_DeleteStream(h->js, name, NULL, &code);
         if (s != NATS_OK && code != JSStreamNotFoundErr)
-            rc = js_failure(h, s, code, "deleting", name, d);
+            rc = js_failure(h, s, code, "deleting stream", name, d);
     }
     outbox_buf_free(&subject);
     return rc;
@@ -152,7 +152,7 @@ int outbox_nats_reader_open(void *handle, const char *destination, void **reader
         jsErrCode code = 0;
         natsStatus s = js_SubscribeSync(&r->sub, r->js, subject.data, NULL, &so, &code);
         if (s != NATS_OK)
-            rc = js_failure(h, s, code, "reading the", subject.data, d);
+            rc = js_failure(h, s, code, "reading the stream of subject", subject.data, d);
     }
     outbox_buf_free(&subject);
     if (rc != OUTBOX_OK) {

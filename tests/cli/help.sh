@@ -25,11 +25,16 @@ expect 0 --version && grep -Eq '^outbox [0-9]+\.[0-9]+\.[0-9]+' "$OUT" && pass "
 
 # The help texts offer the drivers this build made and no others; `outbox
 # --help` names them, and they are what `outbox drivers` finds in the build.
+# Broker drivers this build made are left out of the pattern of those it
+# must not offer.
+expect 0 drivers
+absent=$(for d in kafka mongo nats amqp redis; do grep -q "^$d " "$OUT" || echo "$d"; done | tr '\n' '|')
+absent="${absent}https?:"
 for cmd in "" stage relay schema; do
     # shellcheck disable=SC2086
     expect 0 $cmd --help || continue
-    if grep -Eiq 'kafka|mongo|nats|amqp|redis|https?:' "$OUT"; then
-        fail "outbox $cmd --help offers a driver this build does not have: $(grep -Ei 'kafka|mongo|nats|amqp|redis|https?:' "$OUT")"
+    if grep -Eiq "$absent" "$OUT"; then
+        fail "outbox $cmd --help offers a driver this build does not have: $(grep -Ei "$absent" "$OUT")"
     elif [ -n "$cmd" ] && [ "$cmd" != schema ] && ! grep -q 'outbox drivers. lists them' "$OUT"; then
         fail "outbox $cmd --help does not point at outbox drivers"
     else

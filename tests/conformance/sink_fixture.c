@@ -475,12 +475,24 @@ const char *conf_got_key(const conf_got_t *g)
 
 /* --------------------------------------------------------------- broker */
 
+/* The command runs in a session of its own: Check kills the case's whole
+ * process group when the case ends, and a broker the case started must
+ * outlive it. */
 static void run_broker(const char *what, const char *cmd)
 {
     fflush(stdout);
     fflush(stderr);
-    int st = system(cmd);
-    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork failed running the broker's %s command", what);
+    if (pid == 0) {
+        setsid();
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+    }
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
                   "the broker's %s command failed (status %d): %s", what, st, cmd);
 }
 

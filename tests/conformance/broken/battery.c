@@ -16,9 +16,13 @@ int main(int argc, char **argv)
                             : strcmp(argv[i], "--uri") == 0  ? &o.uri
                             : strcmp(argv[i], "--tap") == 0  ? &o.tap_file
                             : strcmp(argv[i], "--case") == 0 ? &o.case_filter
+                            : strcmp(argv[i], "--broker-stop") == 0  ? &o.broker_stop
+                            : strcmp(argv[i], "--broker-start") == 0 ? &o.broker_start
                                                              : NULL;
         if (slot == NULL || i + 1 >= argc) {
-            fprintf(stderr, "usage: %s --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR]\n",
+            fprintf(stderr,
+                    "usage: %s --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR] "
+                    "[--broker-stop CMD --broker-start CMD]\n",
                     argv[0]);
             return 2;
         }
@@ -27,7 +31,7 @@ int main(int argc, char **argv)
     if (o.uri == NULL)
         o.uri = getenv("OUTBOX_CONFORMANCE_URI");
     if (o.uri == NULL || o.uri[0] == '\0') {
-        fprintf(stderr, "battery: no store URI (--uri or OUTBOX_CONFORMANCE_URI): skipped\n");
+        fprintf(stderr, "battery: no URI (--uri or OUTBOX_CONFORMANCE_URI): skipped\n");
         return 77;
     }
     int rc = outbox_conformance_run(&o);

@@ -4,6 +4,8 @@
 # usage: run_battery.sh EXPECT DRIVER STORE RUNNER [RUNNER ARGS...]
 #   EXPECT  pass      every case that ran passed (exit 0)
 #           pass-all  the same, and no case was skipped
+#           pass-skip:A,B  the same, and no case but A and B was skipped (a sink
+#                     whose capabilities exclude them)
 #           CASE      the battery failed (exit 1), and CASE is "not ok" in the TAP
 #           all-but:CASE  CASE is "not ok", every other case passed, none skipped
 #                     (a driver that rightly fails one case, e.g. a schema check
@@ -15,6 +17,11 @@
 #   STORE   sqlite-temp  a fresh SQLite file in a temporary directory
 #           env:VAR      the URI in $VAR (a server started by tools/test);
 #                        when VAR is unset: skipped (77), or a failure under CI=true
+#           broker:NAME[?QUERY]  a private broker started with tools/services/NAME.sh in a
+#                        temporary directory on a port of its own, which the
+#                        battery may stop and start (--broker-stop/--broker-start);
+#                        when it does not start: skipped (77), or a failure under CI=true;
+#                        QUERY is added to the URI it prints (the sink's options)
 #   RUNNER  the command: "outbox conformance" or the battery test program
 set -u
 expect=$1
@@ -23,8 +30,14 @@ store=$3
 shift 3
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-conformance.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
+service=
+cleanup() {
+    [ -n "$service" ] && "$service" stop "$tmp/broker" >/dev/null 2>&1
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
 tap=$tmp/battery.tap
+here=$(cd "$(dirname "$0")/../../.." && pwd)
 
 case $store in
 sqlite-temp) uri=sqlite://$tmp/conformance.db ;;
@@ -39,6 +52,28 @@ env:*)
         echo "SKIP: $var is not set (tools/test starts the server and sets it)"
         exit 77
     fi
+    ;;
+broker:*)
+    name=${store#broker:}
+    query=
+    case $name in *\?*) query=?${name#*\?}; name=${name%%\?*} ;; esac
+    service=$here/tools/services/$name.sh
+    # A port of its own, away from the shared servers' and other tests'.
+    port=$((56000 + $$ % 1000 * 2))
+    upper=$(echo "$name" | tr a-z A-Z)
+    if ! env "OUTBOX_${upper}_PORT=$port" "$service" start "$tmp/broker" >"$tmp/broker.env" 2>"$tmp/broker.err"; then
+        cat "$tmp/broker.err"
+        service=
+        if [ "${CI:-}" = true ]; then
+            echo "FAIL: the $name broker did not start and CI=true"
+            exit 1
+        fi
+        echo "SKIP: the $name broker did not start (see tools/services/$name.sh)"
+        exit 77
+    fi
+    uri=$(sed -n "s/^export OUTBOX_${upper}_URI=//p" "$tmp/broker.env")$query
+    set -- "$@" --broker-stop "'$service' stop '$tmp/broker' >/dev/null" \
+        --broker-start "'$service' start '$tmp/broker' >/dev/null"
     ;;
 *)
     echo "run_battery.sh: unknown store $store" >&2
@@ -72,7 +107,7 @@ all-but:*)
     fi
     grep -A1 "^not ok [0-9]* - $only\$" "$tap"
     ;;
-pass | pass-all)
+pass | pass-all | pass-skip:*)
     if [ "$status" -ne 0 ] || [ -n "$failed" ]; then
         echo "FAIL: the battery should pass on $driver"
         exit 1
@@ -82,6 +117,17 @@ pass | pass-all)
         grep '# SKIP' "$tap"
         exit 1
     fi
+    case $expect in pass-skip:*)
+        allowed=",${expect#pass-skip:},"
+        for name in $(sed -n 's/^ok [0-9]* - \([^ ]*\) # SKIP.*/\1/p' "$tap"); do
+            case $allowed in *",$name,"*) ;; *)
+                echo "FAIL: $name was skipped on $driver:"
+                grep " - $name # SKIP" "$tap"
+                exit 1 ;;
+            esac
+        done
+        ;;
+    esac
     ;;
 unchecked:*)
     aimed=${expect#unchecked:}

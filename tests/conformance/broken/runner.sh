@@ -53,7 +53,10 @@ expect 2 --uri "$uri" && error_is '--driver is required'
 expect 2 --driver sqlite --uri "$uri" --bogus && error_is 'unknown option --bogus'
 expect 2 --driver sqlite --uri "$uri" --case no_such_case && error_is 'no case name contains "no_such_case"'
 expect 2 --driver no_such_driver --uri "$uri" && error_is 'no_such_driver'
-expect 2 --driver file --uri "$uri" && error_is 'not a store driver'
+# A sink driver gets the sink battery, which needs the driver's reader.
+expect 2 --driver file --uri "$uri" && error_is 'the file driver has no reader'
+expect 2 --driver sqlite --uri "$uri" --broker-stop true && error_is 'give --broker-stop and --broker-start together'
+expect 2 --driver sqlite --uri "$uri" --broker-start '' && error_is '--broker-start'
 expect 2 --driver sqlite --uri "$uri" --case claim_limit --tap "$tmp/no/such/dir.tap" &&
     error_is 'cannot write the TAP file'
 

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "outbox/outbox.h"
@@ -323,6 +326,33 @@ START_TEST(reject_oversize)
 }
 END_TEST
 
+START_TEST(reject_line_break_header)
+{
+    /* Found before sending: REJECT, and the key's later event is held
+     * back, while another key goes on. */
+    const char *dest = name_of("lb");
+    outbox_sink_t *k = open_sink(nats_uri);
+    create(k, dest);
+    static tmsg_t t[4];
+    outbox_message_t m[4];
+    outbox_publish_result_t r[4];
+    for (int i = 0; i < 4; i++)
+        make_msg(&t[i], &m[i], dest, i == 3 ? "other" : "k", i, 0);
+    t[1].headers[1].value = "order\r\ncreated";
+    publish(k, m, 4, r);
+    ck_assert_msg(r[0].status == OUTBOX_PUBLISH_OK, "%s", r[0].message);
+    ck_assert_msg(r[1].status == OUTBOX_PUBLISH_REJECT, "%d %s", r[1].status, r[1].message);
+    ck_assert_msg(strstr(r[1].message, "line break") != NULL, "%s", r[1].message);
+    ck_assert_msg(r[2].status == OUTBOX_PUBLISH_RETRY, "%d %s", r[2].status, r[2].message);
+    ck_assert_msg(strstr(r[2].message, "held back") != NULL, "%s", r[2].message);
+    ck_assert_msg(r[3].status == OUTBOX_PUBLISH_OK, "%s", r[3].message);
+    static char ids[8][40], payloads[8][256];
+    ck_assert_int_eq(read_all(k, dest, ids, payloads, 8), 2);
+    outbox_sink_destination_drop(k, dest);
+    outbox_sink_close(k);
+}
+END_TEST
+
 /* --------------------------------------------------------------- order */
 
 /* A stream of its own with a small max_msg_size, made with libnats: the
@@ -426,6 +456,20 @@ END_TEST
 
 static char private_dir[256];
 
+/* A port nothing listens on now, from the kernel (bound to port 0 and
+ * let go), so parallel tests with servers of their own do not collide. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    ck_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 static void service(const char *cmd)
 {
     char line[1024];
@@ -458,9 +502,11 @@ START_TEST(retry_server_down)
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", private_dir, private_dir);
     ck_assert(system(cmd) == 0);
-    int port = 56000 + (int)(getpid() % 2000) * 2;
+    int port = free_port(), mport = free_port();
+    while (mport == port)
+        mport = free_port();
     snprintf(cmd, sizeof cmd, "echo %d >%s/port && echo %d >%s/monitor_port", port, private_dir,
-             port + 1, private_dir);
+             mport, private_dir);
     ck_assert(system(cmd) == 0);
     char uri[128];
     snprintf(uri, sizeof uri, "nats://127.0.0.1:%d?timeout=3s&reconnect_wait=100ms", port);
@@ -525,6 +571,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, dedupe);
     tcase_add_test(tc, reject_no_stream);
     tcase_add_test(tc, reject_oversize);
+    tcase_add_test(tc, reject_line_break_header);
     tcase_add_test(tc, order_after_server_reject);
     tcase_add_test(tc, retry_closed_port);
     if (service_script)

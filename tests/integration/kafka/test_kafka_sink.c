@@ -1,0 +1,466 @@
+/* The Kafka sink against a real broker (OUTBOX_KAFKA_URI, from
+ * tools/services/kafka.sh), through the public API and the real loader.
+ * Every case uses topics of its own, kt_<pid>_<case>, dropped at the end. */
+#include <check.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "outbox/outbox.h"
+
+static const char *base_uri;
+
+static const char *kafka_uri(void)
+{
+    const char *u = getenv("OUTBOX_KAFKA_URI");
+    if (u != NULL && u[0] != '\0')
+        return u;
+    if (getenv("CI") != NULL && strcmp(getenv("CI"), "true") == 0) {
+        printf("FAIL: OUTBOX_KAFKA_URI is not set and CI=true: start a broker with "
+               "eval \"$(tools/services/kafka.sh start DIR)\"\n");
+        exit(1);
+    }
+    printf("\n*** SKIPPED: the Kafka sink tests need a broker. ***\n"
+           "*** Install openjdk-17-jre-headless, maven and kcat (Debian), then run\n"
+           "***   eval \"$(tools/services/kafka.sh start /tmp/outbox-kafka)\"\n"
+           "*** (or set OUTBOX_KAFKA_URI=kafka://host:port) and run the tests again.\n\n");
+    exit(77);
+}
+
+/* "host:port" of the broker. */
+static const char *broker(void)
+{
+    static char hp[256];
+    snprintf(hp, sizeof hp, "%s", base_uri + strlen("kafka://"));
+    hp[strcspn(hp, "/?")] = '\0';
+    return hp;
+}
+
+static char *uri_with(const char *path_and_query)
+{
+    static char u[1024];
+    snprintf(u, sizeof u, "kafka://%s%s", broker(), path_and_query);
+    return u;
+}
+
+static outbox_sink_t *open_ok(const char *uri)
+{
+    outbox_sink_t *k = NULL;
+    outbox_diag_t d = {0};
+    int rc = outbox_sink_open(uri, NULL, &k, &d);
+    ck_assert_msg(rc == OUTBOX_OK, "open %s: %d %s", uri, rc, d.message);
+    return k;
+}
+
+/* The error message of an open that must fail with EINVAL. */
+static const char *open_einval(const char *uri)
+{
+    static outbox_diag_t d;
+    outbox_sink_t *k = NULL;
+    memset(&d, 0, sizeof d);
+    int rc = outbox_sink_open(uri, NULL, &k, &d);
+    ck_assert_msg(rc == OUTBOX_EINVAL, "open %s: rc %d (%s), want EINVAL", uri, rc, d.message);
+    ck_assert_msg(strchr(d.message, '\n') == NULL, "not one line: %s", d.message);
+    return d.message;
+}
+
+static const char *topic_name(const char *tag)
+{
+    static char t[128];
+    snprintf(t, sizeof t, "kt_%d_%s", (int)getpid(), tag);
+    return t;
+}
+
+/* ------------------------------------------------------------ messages */
+
+#define NH 13
+typedef struct msgs {
+    outbox_message_t *m;
+    outbox_header_t (*h)[NH];
+    char (*id)[40];
+    char (*key)[16];
+    char **payload;
+    size_t n;
+} msgs_t;
+
+static const char *const header_names[NH] = {
+    "id", "type", "source", "specversion", "time", "datacontenttype", "partitionkey",
+    "traceparent", "tenantid", "correlationid", "causationid", "executionid", "hlc",
+};
+
+static msgs_t make(size_t n, const char *route, size_t keys, size_t payload_size)
+{
+    msgs_t s = {.n = n};
+    s.m = calloc(n, sizeof *s.m);
+    s.h = calloc(n, sizeof *s.h);
+    s.id = calloc(n, sizeof *s.id);
+    s.key = calloc(n, sizeof *s.key);
+    s.payload = calloc(n, sizeof *s.payload);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(s.id[i], sizeof s.id[i], "0190aaaa-0000-7000-8000-%012u", (unsigned)(i % 1000000));
+        snprintf(s.key[i], sizeof s.key[i], "key%u", (unsigned)(i % keys % 1000));
+        size_t len = payload_size > 32 ? payload_size : 32;
+        s.payload[i] = malloc(len + 1);
+        int w = snprintf(s.payload[i], len + 1, "{\"n\":%zu,\"pad\":\"", i);
+        memset(s.payload[i] + w, 'x', len - (size_t)w - 2);
+        memcpy(s.payload[i] + len - 2, "\"}", 3);
+        const char *values[NH] = {s.id[i], "order.created", "/outbox/orders", "1.0",
+                                  "2026-12-01T10:00:00.123456Z", "application/json", s.key[i],
+                                  "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                                  "tenant-1", "corr-1", "cause-1", "exec-1", "1234567890"};
+        for (int h = 0; h < NH; h++)
+            s.h[i][h] = (outbox_header_t){header_names[h], values[h]};
+        s.m[i] = (outbox_message_t){.route = route, .destination = route, .key = s.key[i],
+                                    .event_id = s.id[i], .payload = s.payload[i],
+                                    .payload_len = strlen(s.payload[i]), .headers = s.h[i],
+                                    .n_headers = NH};
+    }
+    return s;
+}
+
+static void unmake(msgs_t *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->payload[i]);
+    free(s->m);
+    free(s->h);
+    free(s->id);
+    free(s->key);
+    free(s->payload);
+}
+
+static outbox_publish_result_t *publish(outbox_sink_t *k, msgs_t *s)
+{
+    outbox_publish_result_t *r = calloc(s->n, sizeof *r);
+    int rc = outbox_sink_publish(k, s->m, s->n, r);
+    ck_assert_msg(rc == OUTBOX_OK, "publish: %d %s", rc, outbox_sink_message(k));
+    return r;
+}
+
+/* Reads the whole topic: the event ids in the order of each partition,
+ * partitions one after another (which keeps each key's order). */
+typedef struct got {
+    char (*id)[40];
+    size_t n;
+} got_t;
+
+static got_t read_all(outbox_sink_t *k, const char *topic, const msgs_t *want)
+{
+    outbox_sink_reader_t *r = NULL;
+    int rc = outbox_sink_reader_open(k, topic, &r);
+    ck_assert_msg(rc == OUTBOX_OK, "reader_open %s: %s", topic, outbox_sink_message(k));
+    got_t g = {.id = calloc(want->n + 100, sizeof *g.id)};
+    outbox_received_t m = {.struct_size = sizeof m};
+    while ((rc = outbox_sink_reader_next(r, 5000, &m)) == OUTBOX_OK) {
+        ck_assert_msg(g.n < want->n + 100, "more messages than published");
+        const char *id = NULL;
+        for (size_t h = 0; h < m.n_headers; h++)
+            if (strcmp(m.headers[h].name, "id") == 0)
+                id = m.headers[h].value;
+        ck_assert_msg(id != NULL, "a message without the id header");
+        snprintf(g.id[g.n++], sizeof g.id[0], "%s", id);
+        /* Everything staged comes back: key, payload, all 13 headers. */
+        size_t i = strtoul(id + 24, NULL, 10);
+        ck_assert_uint_lt(i, want->n);
+        ck_assert_str_eq(m.key, want->key[i]);
+        ck_assert_uint_eq(m.payload_len, want->m[i].payload_len);
+        ck_assert(memcmp(m.payload, want->payload[i], m.payload_len) == 0);
+        ck_assert_uint_eq(m.n_headers, NH);
+        for (int h = 0; h < NH; h++) {
+            const char *v = NULL;
+            for (size_t j = 0; j < m.n_headers; j++)
+                if (strcmp(m.headers[j].name, header_names[h]) == 0)
+                    v = m.headers[j].value;
+            ck_assert_msg(v != NULL, "header %s missing", header_names[h]);
+            ck_assert_str_eq(v, want->h[i][h].value);
+        }
+    }
+    ck_assert_msg(rc == OUTBOX_ENOTFOUND, "reader_next: %d %s", rc, outbox_sink_reader_message(r));
+    outbox_sink_reader_close(r);
+    return g;
+}
+
+/* Per key, the ids read back in order; 1 when msg i was read. */
+static int was_read(const got_t *g, const char *id)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (strcmp(g->id[i], id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Each key's messages read back are in array order. */
+static void assert_key_order(const got_t *g, const msgs_t *s)
+{
+    long last[64];
+    for (int i = 0; i < 64; i++)
+        last[i] = -1;
+    for (size_t j = 0; j < g->n; j++) {
+        size_t i = strtoul(g->id[j] + 24, NULL, 10);
+        int key = atoi(s->key[i] + 3);
+        ck_assert_msg((long)i > last[key], "key %s: message %zu read after %ld", s->key[i], i, last[key]);
+        last[key] = (long)i;
+    }
+}
+
+/* --------------------------------------------------------------- cases */
+
+START_TEST(uri_errors)
+{
+    const char *m = open_einval(uri_with("/t?no.such.property=1"));
+    ck_assert_msg(strstr(m, "no.such.property") != NULL, "%s", m);
+    m = open_einval(uri_with("/t?linger.ms=soon"));
+    ck_assert_msg(strstr(m, "linger.ms") != NULL, "%s", m);
+    m = open_einval(uri_with("/t?acks=1"));
+    ck_assert_msg(strstr(m, "acks") != NULL && strstr(m, "all") != NULL, "%s", m);
+    m = open_einval(uri_with("/t?enable.idempotence=false"));
+    ck_assert_msg(strstr(m, "enable.idempotence") != NULL, "%s", m);
+    m = open_einval(uri_with("/t?enable.gapless.guarantee=false"));
+    ck_assert_msg(strstr(m, "enable.gapless.guarantee") != NULL, "%s", m);
+    m = open_einval(uri_with("/t?message.timeout.ms=1000"));
+    ck_assert_msg(strstr(m, "timeout=") != NULL, "%s", m);
+    m = open_einval(uri_with("/t?timeout=soon"));
+    ck_assert_msg(strstr(m, "timeout=soon") != NULL, "%s", m);
+    m = open_einval("kafka:///t");
+    ck_assert_msg(strstr(m, "broker") != NULL, "%s", m);
+
+    /* Secrets: a secret-named value, a password, a value from the
+     * environment never show, whatever else is wrong. */
+    m = open_einval(uri_with("/t?sasl.password=Sw0rdfish42&linger.ms=soon"));
+    ck_assert_msg(strstr(m, "Sw0rdfish42") == NULL && strstr(m, "linger.ms"), "%s", m);
+    char u[512];
+    snprintf(u, sizeof u, "kafka://bob:Sw0rdfish42@%s/t?acks=0", broker());
+    m = open_einval(u);
+    ck_assert_msg(strstr(m, "Sw0rdfish42") == NULL && strstr(m, "acks"), "%s", m);
+    setenv("KT_SECRET", "Env5ecretValue", 1);
+    m = open_einval(uri_with("/t?sasl.password=${KT_SECRET}&queue.buffering.max.ms=never"));
+    ck_assert_msg(strstr(m, "Env5ecretValue") == NULL, "%s", m);
+    /* librdkafka's own refusal of a value from the environment. */
+    m = open_einval(uri_with("/t?linger.ms=${KT_SECRET}"));
+    ck_assert_msg(strstr(m, "Env5ecretValue") == NULL && strstr(m, "linger.ms"), "%s", m);
+    m = open_einval(uri_with("/t?sasl.password=${KT_UNSET_VARIABLE}"));
+    ck_assert_msg(strstr(m, "KT_UNSET_VARIABLE") != NULL, "%s", m);
+
+    /* A value from the environment is used: a good one opens. */
+    setenv("KT_LINGER", "2", 1);
+    outbox_sink_close(open_ok(uri_with("/t?linger.ms=${KT_LINGER}&compression.type=lz4")));
+}
+END_TEST
+
+START_TEST(round_trip)
+{
+    const char *topic = topic_name("rt");
+    outbox_sink_t *k = open_ok(base_uri);
+    ck_assert(outbox_sink_capabilities(k) & OUTBOX_SINK_CAP_ORDERED);
+    ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
+    ck_assert_msg(outbox_sink_destination_create(k, topic) == OUTBOX_OK, "an existing topic: %s",
+                  outbox_sink_message(k));
+    msgs_t s = make(1000, topic, 7, 100);
+    outbox_publish_result_t *r = publish(k, &s);
+    for (size_t i = 0; i < s.n; i++)
+        ck_assert_msg(r[i].status == OUTBOX_PUBLISH_OK, "message %zu: %d %s", i, r[i].status, r[i].message);
+    got_t g = read_all(k, topic, &s);
+    ck_assert_uint_eq(g.n, s.n);
+    assert_key_order(&g, &s);
+    ck_assert_int_eq(outbox_sink_destination_drop(k, topic), OUTBOX_OK);
+    free(g.id);
+    free(r);
+    unmake(&s);
+    outbox_sink_close(k);
+}
+END_TEST
+
+/* Larger than the client's message.max.bytes (1 MB): refused before it is
+ * sent; the key's later messages are held back, other keys go out. */
+START_TEST(reject_oversize)
+{
+    const char *topic = topic_name("big");
+    outbox_sink_t *k = open_ok(base_uri);
+    ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
+    msgs_t s = make(40, topic, 2, 64);
+    free(s.payload[10]);
+    s.payload[10] = malloc(4 << 20);
+    memset(s.payload[10], ' ', 4 << 20);
+    s.payload[10][0] = '1';
+    s.m[10].payload = s.payload[10];
+    s.m[10].payload_len = 4 << 20;
+    outbox_publish_result_t *r = publish(k, &s);
+    ck_assert_msg(r[10].status == OUTBOX_PUBLISH_REJECT, "4 MiB: %d %s", r[10].status, r[10].message);
+    for (size_t i = 0; i < s.n; i++) {
+        int want = i == 10 ? OUTBOX_PUBLISH_REJECT
+                   : (i > 10 && i % 2 == 0) ? OUTBOX_PUBLISH_RETRY
+                                            : OUTBOX_PUBLISH_OK;
+        ck_assert_msg(r[i].status == want, "message %zu: %d (%s), want %d", i, r[i].status, r[i].message, want);
+    }
+    ck_assert_int_eq(outbox_sink_destination_drop(k, topic), OUTBOX_OK);
+    free(r);
+    unmake(&s);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(reject_unknown_topic)
+{
+    outbox_sink_t *k = open_ok(uri_with("?timeout=6s"));
+    msgs_t s = make(5, topic_name("never_created"), 2, 64);
+    outbox_publish_result_t *r = publish(k, &s);
+    for (size_t i = 0; i < s.n; i++)
+        ck_assert_msg(r[i].status == OUTBOX_PUBLISH_REJECT, "message %zu: %d %s", i, r[i].status, r[i].message);
+    ck_assert_msg(strstr(r[0].message, "nknown") != NULL, "%s", r[0].message);
+    free(r);
+    unmake(&s);
+    outbox_sink_close(k);
+}
+END_TEST
+
+/* Nothing listens: open succeeds (librdkafka connects lazily), publish
+ * says RETRY for every message, within the timeout. */
+START_TEST(retry_unreachable)
+{
+    outbox_sink_t *k = open_ok("kafka://127.0.0.1:1/kt_nowhere?timeout=2s");
+    msgs_t s = make(50, "kt_nowhere", 3, 64);
+    for (int round = 0; round < 2; round++) {
+        outbox_publish_result_t *r = publish(k, &s);
+        for (size_t i = 0; i < s.n; i++)
+            ck_assert_msg(r[i].status == OUTBOX_PUBLISH_RETRY, "message %zu: %d %s", i, r[i].status,
+                          r[i].message);
+        free(r);
+    }
+    unmake(&s);
+    outbox_sink_close(k);
+}
+END_TEST
+
+/* A topic of its own with a small max.message.bytes, made with
+ * librdkafka's admin API (the sink makes topics without configs). */
+static void create_small_topic(const char *topic, const char *max_bytes)
+{
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", broker(), err, sizeof err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    ck_assert_msg(rk != NULL, "%s", err);
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, 3, 1, err, sizeof err);
+    rd_kafka_NewTopic_set_config(nt, "max.message.bytes", max_bytes);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    ck_assert(ev != NULL);
+    size_t n = 0;
+    const rd_kafka_topic_result_t **res =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    ck_assert_msg(n == 1 && rd_kafka_topic_result_error(res[0]) == 0, "create %s: %s", topic,
+                  n ? rd_kafka_topic_result_error_string(res[0]) : "no result");
+    rd_kafka_event_destroy(ev);
+    rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+}
+
+/* The order promise where it is hard: the BROKER refuses a message in the
+ * middle of a key's run (larger than the topic's max.message.bytes,
+ * smaller than the client's limit) while the key's later messages are
+ * already on their way. Nothing of that key after it may be written, each
+ * later one is RETRY; every other key's messages go out (the refused
+ * message's batch-mates are not REJECT), and each key reads back in
+ * order. Three rounds, the culprit at a different place each time. */
+START_TEST(order_after_broker_reject)
+{
+    const char *topic = topic_name("order");
+    create_small_topic(topic, "4000");
+    outbox_sink_t *k = open_ok(base_uri);
+    size_t keys = 5, n = 1500, rejected = 0;
+    const size_t culprits[] = {500, 21, 1234};
+    for (int round = 0; round < 3; round++) {
+        msgs_t s = make(n, topic, keys, 120);
+        size_t bad = culprits[round];
+        free(s.payload[bad]);
+        s.payload[bad] = malloc(9001);
+        memset(s.payload[bad], ' ', 9000);
+        s.payload[bad][0] = '7';
+        s.payload[bad][9000] = '\0';
+        s.m[bad].payload = s.payload[bad];
+        s.m[bad].payload_len = 9000;
+        outbox_publish_result_t *r = publish(k, &s);
+        size_t ok = 0, retry = 0;
+        for (size_t i = 0; i < n; i++) {
+            int same = i % keys == bad % keys;
+            /* The culprit is REJECT, unless an earlier message of its key
+             * already failed (one the resending after the refusal had no
+             * time left for stays RETRY, and holds the key back). */
+            if (i == bad && r[i].status != OUTBOX_PUBLISH_REJECT) {
+                size_t j = bad % keys;
+                while (j < bad && r[j].status == OUTBOX_PUBLISH_OK)
+                    j += keys;
+                ck_assert_msg(j < bad && r[i].status == OUTBOX_PUBLISH_RETRY,
+                              "round %d: the culprit %zu: %d %s", round, i, r[i].status, r[i].message);
+                printf("round %d: the culprit is RETRY: %s\n", round, r[i].message);
+            } else if (i == bad) {
+                rejected++;
+            } else if (same && i > bad) {
+                ck_assert_msg(r[i].status == OUTBOX_PUBLISH_RETRY, "round %d: %zu after the culprit: %d %s",
+                              round, i, r[i].status, r[i].message);
+            } else {
+                ck_assert_msg(r[i].status != OUTBOX_PUBLISH_REJECT, "round %d: innocent %zu REJECT: %s",
+                              round, i, r[i].message);
+            }
+            ok += r[i].status == OUTBOX_PUBLISH_OK;
+            retry += r[i].status == OUTBOX_PUBLISH_RETRY;
+        }
+        /* The topic holds exactly the messages reported OK (of this round). */
+        got_t g = read_all(k, topic, &s);
+        size_t mine = 0;
+        for (size_t i = 0; i < n; i++) {
+            int read = was_read(&g, s.id[i]);
+            mine += read;
+            if (r[i].status == OUTBOX_PUBLISH_OK)
+                ck_assert_msg(read, "round %d: %zu reported OK, not in the topic", round, i);
+            else if (i % keys == bad % keys)
+                ck_assert_msg(!read, "round %d: %zu of the culprit's key (%d) is in the topic", round, i,
+                              r[i].status);
+        }
+        ck_assert_uint_eq(mine, ok);
+        assert_key_order(&g, &s);
+        printf("round %d: culprit %zu: %zu OK, %zu RETRY\n", round, bad, ok, retry);
+        free(g.id);
+        free(r);
+        unmake(&s);
+        /* The ids repeat in every round: start each round on a new topic. */
+        outbox_sink_destination_drop(k, topic);
+        if (round < 2) {
+            sleep(1);
+            create_small_topic(topic, "4000");
+        }
+    }
+    /* The refusal itself was seen and reported as REJECT. */
+    ck_assert_uint_gt(rejected, 0);
+    outbox_sink_close(k);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *su = suite_create("kafka");
+    TCase *tc = tcase_create("sink");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, uri_errors);
+    tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, reject_oversize);
+    tcase_add_test(tc, reject_unknown_topic);
+    tcase_add_test(tc, retry_unreachable);
+    tcase_add_test(tc, order_after_broker_reject);
+    suite_add_tcase(su, tc);
+    return su;
+}
+
+int main(void)
+{
+    base_uri = kafka_uri();
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
