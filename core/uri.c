@@ -389,8 +389,8 @@ static bool valid_ipv6(const char *s, size_t n)
 }
 
 /* One "host[:port]" or "[v6][:port]" of s..s+n, checked: the host is
- * host..host+hlen (without brackets), the port text port..port+port_len
- * (port NULL when there is none) and *value its number. */
+ * host..host+hlen (without brackets), port its number (0 when there is
+ * none). */
 typedef struct host_part {
     const char *host;
     size_t hlen;
