@@ -139,6 +139,17 @@ static size_t masker_until(masker_t *m, size_t i)
         until = m->pw.to;
     if (i >= m->param.from && i < m->param.to && m->param.to > until)
         until = m->param.to;
+    /* The callers skip what a secret covers, so the names under it are
+     * looked at here: a secret parameter named inside the span whose
+     * value goes on past its end ("user:x?token=@abc", where the password
+     * stops at the token's '@') makes the span that much longer. */
+    for (size_t j = i + 1; j < until; j++) {
+        size_t k = password_key(m->src, j);
+        if (k > 0 && value_end(m->src, j + k) > until) {
+            m->param = (mask_t){j + k, value_end(m->src, j + k)};
+            until = m->param.to;
+        }
+    }
     return until;
 }
 

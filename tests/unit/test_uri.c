@@ -359,6 +359,9 @@ START_TEST(test_uri_mask)
         const char *in, *out;
     } cases[] = {
         {"postgresql://app:s3cr#tPass@db:99999/app", "postgresql://app:***@db:99999/app"},
+        /* The password ends at the '@' that begins a token's value: the
+         * token is masked to its end, not shown after the password. */
+        {"sqlite://h:/x?token=@bCdEf&x=1", "sqlite://h:***&x=1"},
         {"postgresql://app:s3cret@db/app?sslmode=require&sslpassword=x1",
          "postgresql://app:***@db/app?sslmode=require&sslpassword=***"},
         {"kafka://b:9092/t?sasl.password=p1&client_secret=p2&auth_token=p3",
