@@ -67,6 +67,18 @@ int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisCont
             rc = setup_refused(cfg, shown, "AUTH", r->str, d);
         freeReplyObject(r);
     }
+    if (rc == OUTBOX_OK && cfg->password == NULL) {
+        /* A server that wants a password answers NOAUTH here, where it
+         * can be said plainly, rather than cutting a long command off as a
+         * protocol error. A server still loading says LOADING. */
+        const char *argv[1] = {"PING"};
+        redisReply *r = outbox_redis_command(c, &scratch, 1, argv);
+        if (r == NULL)
+            rc = conn_failure(cfg, shown, c, "PING", d);
+        else if (r->type == REDIS_REPLY_ERROR)
+            rc = setup_refused(cfg, shown, "PING without a password", r->str, d);
+        freeReplyObject(r);
+    }
     if (rc == OUTBOX_OK && cfg->db != 0) {
         char db[24];
         snprintf(db, sizeof db, "%ld", cfg->db);
