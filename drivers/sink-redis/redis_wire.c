@@ -11,14 +11,30 @@
 
 #include "redis_int.h"
 
+/* "<c><n>\r\n": a protocol line's prefix and a length, without printf
+ * (a batch writes some thirty of them per event). */
+static void put_count(outbox_buf_t *b, char c, size_t n)
+{
+    char text[24];
+    size_t w = sizeof text;
+    text[--w] = '\n';
+    text[--w] = '\r';
+    do {
+        text[--w] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    text[--w] = c;
+    outbox_buf_put(b, text + w, sizeof text - w);
+}
+
 void outbox_redis_cmd_begin(outbox_buf_t *b, size_t argc)
 {
-    outbox_buf_printf(b, "*%zu\r\n", argc);
+    put_count(b, '*', argc);
 }
 
 void outbox_redis_cmd_arg(outbox_buf_t *b, const char *s, size_t n)
 {
-    outbox_buf_printf(b, "$%zu\r\n", n);
+    put_count(b, '$', n);
     outbox_buf_put(b, s, n);
     outbox_buf_put(b, "\r\n", 2);
 }
