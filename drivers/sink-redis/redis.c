@@ -225,6 +225,7 @@ static int redis_open(const outbox_sink_open_t *params, void **handle, outbox_di
          * that refuses the password or the database is. */
         outbox_diag_t quiet = {0};
         rc = outbox_redis_connect(&h->cfg, h->shown, &h->c, &quiet);
+        h->was_connected = rc == OUTBOX_OK;
         if (rc == OUTBOX_ETRANSIENT)
             rc = OUTBOX_OK;
         else if (rc != OUTBOX_OK)

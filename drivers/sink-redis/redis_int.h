@@ -33,6 +33,7 @@ typedef struct redis_config {
 typedef struct redis_sink {
     redis_config_t cfg;
     redisContext *c;      /* NULL while not connected: the next call connects */
+    bool was_connected;   /* a connection was made before: a new one is a reconnect */
     char *stream_tpl;     /* the stream key template; "" = the relay's destination */
     long long maxlen;     /* XADD MAXLEN ~ N; 0 = none */
     char maxlen_text[24];

@@ -296,6 +296,64 @@ static void drop_connection(redis_sink_t *h)
     h->c = NULL;
 }
 
+/* Connects when there is no connection. 0, or -1 with why set. */
+static int ensure_connected(redis_sink_t *h, outbox_diag_t *why)
+{
+    if (h->c != NULL && h->c->err)
+        drop_connection(h);
+    if (h->c != NULL)
+        return 0;
+    if (outbox_redis_connect(&h->cfg, h->shown, &h->c, why) != OUTBOX_OK)
+        return -1;
+    if (h->was_connected)
+        outbox_redis_host->log(OUTBOX_LOG_INFO, REDIS_SINK_NAME, "reconnected to the Redis server %s",
+                               h->shown);
+    h->was_connected = true;
+    return 0;
+}
+
+/* Writes the runs' commands (sent in slices as they are written) and
+ * reads the replies, in the order of the commands. Returns how many
+ * replies came; fewer than n_runs leaves c->err set (after a failure to
+ * read one, the connection is out of step and every later run is
+ * unknown). -1: out of memory. */
+static long exchange(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
+                     const run_t *runs, size_t n_runs, outbox_buf_t *stream,
+                     outbox_publish_result_t *results)
+{
+    outbox_buf_t *out = &h->out;
+    outbox_buf_reset(out);
+    int send_failed = 0;
+    for (size_t k = 0; k < n_runs; k++) {
+        const run_t *run = &runs[k];
+        if (run->count == 1) {
+            outbox_buf_reset(stream);
+            outbox_kit_destination(stream, h->stream_tpl, &msgs[order[run->first]]);
+            put_xadd(h, out, &msgs[order[run->first]], stream);
+        } else {
+            put_eval(h, out, msgs, order, run, stream);
+        }
+        if (out->failed || stream->failed)
+            return -1;
+        if (out->len >= SEND_AT || k + 1 == n_runs) {
+            if (!send_failed && outbox_redis_send(h->c, out->data, out->len) != 0)
+                send_failed = 1;
+            outbox_buf_reset(out);
+        }
+    }
+    if (send_failed)
+        return 0;
+    long k = 0;
+    for (; (size_t)k < n_runs; k++) {
+        redisReply *r = outbox_redis_reply(h->c);
+        if (r == NULL)
+            break;
+        apply_reply(h, msgs, order, &runs[k], r, stream, results);
+        freeReplyObject(r);
+    }
+    return k;
+}
+
 int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d)
 {
@@ -304,15 +362,12 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
     if (n == 0)
         return OUTBOX_OK;
 
-    if (h->c != NULL && h->c->err)
-        drop_connection(h);
-    if (h->c == NULL) {
-        outbox_diag_t why = {0};
-        if (outbox_redis_connect(&h->cfg, h->shown, &h->c, &why) != OUTBOX_OK) {
-            for (size_t i = 0; i < n; i++)
-                set_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", why.message);
-            return OUTBOX_OK;
-        }
+    int reused = h->c != NULL && !h->c->err;
+    outbox_diag_t why = {0};
+    if (ensure_connected(h, &why) != 0) {
+        for (size_t i = 0; i < n; i++)
+            set_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", why.message);
+        return OUTBOX_OK;
     }
 
     size_t *order = host->alloc(n * sizeof *order);
@@ -326,12 +381,11 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
         order[i] = i;
     qsort_r(order, n, sizeof *order, by_key, (void *)msgs);
 
+    /* The runs of one key each, up to the first event that cannot be
+     * sent. */
     outbox_buf_t stream;
     outbox_buf_init(&stream, host);
-    outbox_buf_t *out = &h->out;
-    outbox_buf_reset(out);
     size_t n_runs = 0;
-    int send_failed = 0;
     for (size_t s = 0; s < n;) {
         size_t e = s + 1;
         while (e < n && same_key(&msgs[order[s]], &msgs[order[e]]))
@@ -345,59 +399,52 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
             }
             run.count++;
         }
-        if (run.count == 1) {
-            outbox_buf_reset(&stream);
-            outbox_kit_destination(&stream, h->stream_tpl, &msgs[order[s]]);
-            put_xadd(h, out, &msgs[order[s]], &stream);
-        } else if (run.count > 1) {
-            put_eval(h, out, msgs, order, &run, &stream);
-        }
         if (run.count > 0)
             runs[n_runs++] = run;
-        if (out->failed) {
-            outbox_buf_free(&stream);
-            host->free(order);
-            host->free(runs);
-            outbox_buf_free(out);
-            outbox_buf_init(out, host);
-            drop_connection(h);
-            return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
-        }
-        if ((out->len >= SEND_AT || e == n) && out->len > 0) {
-            if (!send_failed && outbox_redis_send(h->c, out->data, out->len) != 0)
-                send_failed = 1;
-            outbox_buf_reset(out);
-        }
         s = e;
     }
 
-    /* Replies in the order of the commands; after a failure to read one,
-     * the connection is out of step and every later run is unknown. */
-    size_t k = 0;
-    if (!send_failed) {
-        for (; k < n_runs; k++) {
-            redisReply *r = outbox_redis_reply(h->c);
-            if (r == NULL)
-                break;
-            apply_reply(h, msgs, order, &runs[k], r, &stream, results);
-            freeReplyObject(r);
+    long got = n_runs > 0 ? exchange(h, msgs, order, runs, n_runs, &stream, results) : 0;
+    if (got == 0 && n_runs > 0 && reused) {
+        /* No reply at all on a connection from an earlier call: the server
+         * (or something on the way) may have closed it while it was idle.
+         * Once more on a new one. Whatever the first try added is then
+         * added again, which the relay's own retry would do as well:
+         * duplicates, never a key out of order. */
+        char text[160];
+        outbox_redis_redact(&h->cfg, h->c->errstr, text, sizeof text);
+        outbox_redis_host->log(OUTBOX_LOG_INFO, REDIS_SINK_NAME,
+                               "the connection to the Redis server %s failed on its first reply "
+                               "(%s): sending the call again on a new one",
+                               h->shown, text);
+        drop_connection(h);
+        if (ensure_connected(h, &why) != 0) {
+            for (size_t k = 0; k < n_runs; k++)
+                lost(h, msgs, order, &runs[k], why.message, results);
+            n_runs = 0;
+        } else {
+            got = exchange(h, msgs, order, runs, n_runs, &stream, results);
         }
     }
-    if (k < n_runs) {
-        char why[160];
-        outbox_redis_redact(&h->cfg, h->c->errstr[0] ? h->c->errstr : "connection lost", why,
-                            sizeof why);
-        for (; k < n_runs; k++)
-            lost(h, msgs, order, &runs[k], why, results);
+    int rc = OUTBOX_OK;
+    if (got < 0) {
+        drop_connection(h);
+        rc = host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
+    } else if ((size_t)got < n_runs) {
+        char text[160];
+        outbox_redis_redact(&h->cfg, h->c->errstr[0] ? h->c->errstr : "connection lost", text,
+                            sizeof text);
+        for (size_t k = (size_t)got; k < n_runs; k++)
+            lost(h, msgs, order, &runs[k], text, results);
         drop_connection(h);
     }
     /* A large call's buffer is not kept for the next. */
-    if (out->cap > ((size_t)4 << 20)) {
-        outbox_buf_free(out);
-        outbox_buf_init(out, host);
+    if (h->out.cap > ((size_t)4 << 20) || got < 0) {
+        outbox_buf_free(&h->out);
+        outbox_buf_init(&h->out, host);
     }
     outbox_buf_free(&stream);
     host->free(order);
     host->free(runs);
-    return OUTBOX_OK;
+    return rc;
 }
