@@ -23,6 +23,7 @@
 
 static const char *redis_uri;
 static const char *service_script;
+static long main_pid; /* names the private servers' directories, for the teardown */
 
 static const char *base_uri(void)
 {
@@ -533,7 +534,7 @@ static void service(const char *env, const char *cmd)
 /* A private directory whose server will listen on a port chosen now. */
 static int private_server(const char *tag)
 {
-    snprintf(private_dir, sizeof private_dir, "/tmp/outbox-it-redis.%ld.%s", (long)getpid(), tag);
+    snprintf(private_dir, sizeof private_dir, "/tmp/outbox-it-redis.%ld.%s", main_pid, tag);
     char cmd[1200];
     int port = free_port();
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && echo %d >%s/port", private_dir,
@@ -667,13 +668,30 @@ START_TEST(auth)
 }
 END_TEST
 
+/* After all cases, in the parent: a case that failed before its cleanup
+ * leaves its private server running; stop it here. */
+static void stop_private_servers(void)
+{
+    static const char *const tags[] = {"down", "auth"};
+    for (size_t i = 0; service_script && i < sizeof tags / sizeof tags[0]; i++) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "%s stop /tmp/outbox-it-redis.%ld.%s >/dev/null 2>&1; rm -rf "
+                 "/tmp/outbox-it-redis.%ld.%s", service_script, main_pid, tags[i], main_pid,
+                 tags[i]);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not stop the private server of case %s\n", tags[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    main_pid = (long)getpid();
     redis_uri = base_uri();
     service_script = argc > 1 ? argv[1] : NULL;
     Suite *s = suite_create("redis_sink");
     TCase *tc = tcase_create("redis");
     tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, NULL, stop_private_servers);
     tcase_add_test(tc, uri_errors);
     tcase_add_test(tc, secrets_not_shown_offline);
     tcase_add_test(tc, round_trip);
