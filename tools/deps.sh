@@ -36,3 +36,6 @@ OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
 # client and Debian's nats-server with JetStream. python3-venv: the
 # third-party Python clients of tools/services/pyclients.sh.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-headless maven kcat libnats-dev nats-server python3-venv"
+# Redis: hiredis for the sink, Debian's redis-server for
+# tools/services/redis.sh and redis-cli for reading streams back by hand.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libhiredis-dev redis-server redis-tools"

@@ -1,0 +1,113 @@
+/* A connection from the parsed URI: connect with a timeout, AUTH, SELECT. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "redis_int.h"
+
+static struct timeval to_timeval(int64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    return tv;
+}
+
+/* A failure of the connection itself: the server is not there, or went
+ * away. */
+static int conn_failure(const redis_config_t *cfg, const char *shown, redisContext *c,
+                        const char *what, outbox_diag_t *d)
+{
+    char text[256];
+    outbox_redis_redact(cfg, c ? c->errstr : "out of memory", text, sizeof text);
+    return outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: %s: %s", shown, what,
+                                    text);
+}
+
+/* An error reply to AUTH or SELECT. A server that is loading its data or
+ * busy is not ready yet (transient); a refused password and a database
+ * the server lacks are the user's to fix. */
+static int setup_refused(const redis_config_t *cfg, const char *shown, const char *what,
+                         const char *err, outbox_diag_t *d)
+{
+    char text[256];
+    outbox_redis_redact(cfg, err, text, sizeof text);
+    int code = OUTBOX_ETRANSIENT;
+    if (strncmp(err, "WRONGPASS", 9) == 0 || strncmp(err, "NOAUTH", 6) == 0 ||
+        strncmp(err, "NOPERM", 6) == 0 || strncmp(err, "ERR AUTH", 8) == 0 ||
+        strstr(err, "password") != NULL)
+        code = OUTBOX_EPERMANENT;
+    else if (strncmp(err, "ERR", 3) == 0)
+        code = OUTBOX_EINVAL;
+    return outbox_redis_host->error(d, code, "Redis sink %s: %s refused: %s", shown, what, text);
+}
+
+int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisContext **out,
+                         outbox_diag_t *d)
+{
+    *out = NULL;
+    redisContext *c = redisConnectWithTimeout(cfg->host, cfg->port, to_timeval(cfg->timeout_ms));
+    if (c == NULL || c->err) {
+        int rc = conn_failure(cfg, shown, c, "cannot connect", d);
+        redisFree(c);
+        return rc;
+    }
+    if (redisSetTimeout(c, to_timeval(cfg->timeout_ms)) != REDIS_OK) {
+        int rc = conn_failure(cfg, shown, c, "setting the socket timeout", d);
+        redisFree(c);
+        return rc;
+    }
+    outbox_buf_t scratch;
+    outbox_buf_init(&scratch, outbox_redis_host);
+    int rc = OUTBOX_OK;
+    if (cfg->password != NULL) {
+        const char *argv[3] = {"AUTH", cfg->user ? cfg->user : cfg->password, cfg->password};
+        redisReply *r = outbox_redis_command(c, &scratch, cfg->user ? 3 : 2, argv);
+        if (r == NULL)
+            rc = conn_failure(cfg, shown, c, "AUTH", d);
+        else if (r->type == REDIS_REPLY_ERROR)
+            rc = setup_refused(cfg, shown, "AUTH", r->str, d);
+        freeReplyObject(r);
+    }
+    if (rc == OUTBOX_OK && cfg->password == NULL) {
+        /* A server that wants a password answers NOAUTH here, where it
+         * can be said plainly, rather than cutting a long command off as a
+         * protocol error. A server still loading says LOADING. */
+        const char *argv[1] = {"PING"};
+        redisReply *r = outbox_redis_command(c, &scratch, 1, argv);
+        if (r == NULL)
+            rc = conn_failure(cfg, shown, c, "PING", d);
+        else if (r->type == REDIS_REPLY_ERROR)
+            rc = setup_refused(cfg, shown, "PING without a password", r->str, d);
+        freeReplyObject(r);
+    }
+    if (rc == OUTBOX_OK && cfg->db != 0) {
+        char db[24];
+        snprintf(db, sizeof db, "%ld", cfg->db);
+        const char *argv[2] = {"SELECT", db};
+        redisReply *r = outbox_redis_command(c, &scratch, 2, argv);
+        if (r == NULL)
+            rc = conn_failure(cfg, shown, c, "SELECT", d);
+        else if (r->type == REDIS_REPLY_ERROR)
+            rc = setup_refused(cfg, shown, "SELECT", r->str, d);
+        freeReplyObject(r);
+    }
+    if (scratch.data)
+        memset(scratch.data, 0, scratch.cap); /* it held the password */
+    outbox_buf_free(&scratch);
+    if (rc != OUTBOX_OK) {
+        redisFree(c);
+        return rc;
+    }
+    *out = c;
+    return OUTBOX_OK;
+}
+
+void outbox_redis_config_free(redis_config_t *cfg)
+{
+    const outbox_host_t *host = outbox_redis_host;
+    host->free(cfg->host);
+    host->free(cfg->user);
+    if (cfg->password)
+        memset(cfg->password, 0, strlen(cfg->password));
+    host->free(cfg->password);
+    memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,450 @@
+/* Publishing: pipelined XADD, OK on the server's entry id.
+ *
+ * A call is one pipeline: every command is written, then the replies are
+ * read in order. The promise of OUTBOX_SINK_CAP_ORDERED needs more than a
+ * pipeline, because the server runs every command it was sent even after
+ * one failed: a key's later XADD would land after its failed one. So the
+ * messages of a key that has several in the call go as ONE command, an
+ * EVAL of a small script that adds them in order with redis.pcall and
+ * stops at the first error, reporting how many it added and the error.
+ * The server runs a script whole, so nothing of the key can slip in after
+ * the failure, whatever the error (a key holding another type, out of
+ * memory). A key with one message in the call is a plain XADD.
+ *
+ * Failures known before sending (no payload, an empty stream key, an
+ * entry over max_bytes) are REJECT, and the key's later messages in the
+ * call are not sent at all (RETRY, held back). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* qsort_r */
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis_int.h"
+
+/* KEYS[i]: the stream of the run's message i. ARGV[1]: MAXLEN's N or "".
+ * Then per message: its number of field pairs n, and the 2n fields. */
+static const char add_run_script[] =
+    "local a = 2\n"
+    "for i = 1, #KEYS do\n"
+    "  local n = tonumber(ARGV[a])\n"
+    "  local args = {'XADD', KEYS[i]}\n"
+    "  if ARGV[1] ~= '' then\n"
+    "    args[3] = 'MAXLEN'; args[4] = '~'; args[5] = ARGV[1]\n"
+    "  end\n"
+    "  args[#args + 1] = '*'\n"
+    "  for j = a + 1, a + 2 * n do args[#args + 1] = ARGV[j] end\n"
+    "  a = a + 1 + 2 * n\n"
+    "  local r = redis.pcall(unpack(args))\n"
+    "  if type(r) == 'table' and r.err then return {i - 1, r.err} end\n"
+    "end\n"
+    "return {#KEYS}\n";
+
+/* Sent once the pipeline holds this much, so a large call's bytes reach
+ * the server while the rest is written. */
+#define SEND_AT ((size_t)256 << 10)
+
+typedef struct run {
+    size_t first; /* position in order[] */
+    size_t count; /* messages sent (the run's prefix before a local failure) */
+} run_t;
+
+static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+    OUTBOX_PRINTF(3, 4);
+static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+{
+    r->status = status;
+    char text[OUTBOX_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    outbox_text_line(text, r->message, sizeof r->message);
+}
+
+static const char *id_of(const outbox_message_t *m)
+{
+    return m->event_id ? m->event_id : "?";
+}
+
+/* Index order by key, then position: runs of one key, in array order. A
+ * message without a key is a run of its own. */
+static int by_key(const void *a, const void *b, void *arg)
+{
+    const outbox_message_t *msgs = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const char *ki = msgs[i].key, *kj = msgs[j].key;
+    int c = ki && kj ? strcmp(ki, kj) : (ki != NULL) - (kj != NULL);
+    return c ? c : (i > j) - (i < j);
+}
+
+static int same_key(const outbox_message_t *a, const outbox_message_t *b)
+{
+    return a->key && b->key && strcmp(a->key, b->key) == 0;
+}
+
+/* Whether m needs a partitionkey field added (it has a key but no such
+ * header), so the reader and other clients see the key. */
+static int adds_key(const outbox_message_t *m)
+{
+    return m->key != NULL && outbox_message_header(m, "partitionkey") == NULL;
+}
+
+static int header_used(const outbox_header_t *hd)
+{
+    return hd->name != NULL && hd->value != NULL && strcmp(hd->name, "data") != 0;
+}
+
+/* Field pairs of m's entry, and their bytes. */
+static size_t field_count(const outbox_message_t *m, size_t *bytes)
+{
+    size_t n = 1;
+    *bytes = 4 + m->payload_len;
+    for (size_t k = 0; k < m->n_headers; k++)
+        if (header_used(&m->headers[k])) {
+            n++;
+            *bytes += strlen(m->headers[k].name) + strlen(m->headers[k].value);
+        }
+    if (adds_key(m)) {
+        n++;
+        *bytes += 12 + strlen(m->key);
+    }
+    return n;
+}
+
+static void put_fields(outbox_buf_t *b, const outbox_message_t *m)
+{
+    outbox_redis_cmd_arg(b, "data", 4);
+    outbox_redis_cmd_arg(b, m->payload, m->payload_len);
+    for (size_t k = 0; k < m->n_headers; k++) {
+        const outbox_header_t *hd = &m->headers[k];
+        if (!header_used(hd))
+            continue;
+        outbox_redis_cmd_arg(b, hd->name, strlen(hd->name));
+        outbox_redis_cmd_arg(b, hd->value, strlen(hd->value));
+    }
+    if (adds_key(m)) {
+        outbox_redis_cmd_arg(b, "partitionkey", 12);
+        outbox_redis_cmd_arg(b, m->key, strlen(m->key));
+    }
+}
+
+/* Why m cannot be sent, or NULL; its stream key is then in stream. */
+static int local_check(const redis_sink_t *h, const outbox_message_t *m, outbox_buf_t *stream,
+                       outbox_publish_result_t *r)
+{
+    outbox_buf_reset(stream);
+    outbox_kit_destination(stream, h->stream_tpl, m);
+    if (m->payload == NULL) {
+        set_result(r, OUTBOX_PUBLISH_REJECT, "event %s has no payload", id_of(m));
+        return -1;
+    }
+    if (stream->len == 0) {
+        set_result(r, OUTBOX_PUBLISH_REJECT,
+                   "event %s has an empty stream key (the relay's destination, or the URI's "
+                   "stream template, gives none)",
+                   id_of(m));
+        return -1;
+    }
+    size_t bytes = 0;
+    field_count(m, &bytes);
+    if (bytes > h->max_bytes) {
+        set_result(r, OUTBOX_PUBLISH_REJECT,
+                   "event %s is %zu bytes (payload and attributes), over the sink's max_bytes of "
+                   "%zu",
+                   id_of(m), bytes, h->max_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* Later messages of the run from position p on: RETRY, never sent. */
+static void hold_back(const size_t *order, size_t from, size_t to, const char *event,
+                      const char *why, outbox_publish_result_t *results)
+{
+    for (size_t p = from; p < to; p++)
+        set_result(&results[order[p]], OUTBOX_PUBLISH_RETRY,
+                   "held back: event %s of the same key %s", event, why);
+}
+
+static void put_xadd(const redis_sink_t *h, outbox_buf_t *b, const outbox_message_t *m,
+                     const outbox_buf_t *stream)
+{
+    size_t bytes;
+    size_t nf = field_count(m, &bytes);
+    outbox_redis_cmd_begin(b, 3 + (h->maxlen ? 3 : 0) + 2 * nf);
+    outbox_redis_cmd_arg(b, "XADD", 4);
+    outbox_redis_cmd_arg(b, stream->data, stream->len);
+    if (h->maxlen) {
+        outbox_redis_cmd_arg(b, "MAXLEN", 6);
+        outbox_redis_cmd_arg(b, "~", 1);
+        outbox_redis_cmd_arg(b, h->maxlen_text, strlen(h->maxlen_text));
+    }
+    outbox_redis_cmd_arg(b, "*", 1);
+    put_fields(b, m);
+}
+
+static void put_eval(const redis_sink_t *h, outbox_buf_t *b, const outbox_message_t *msgs,
+                     const size_t *order, const run_t *run, outbox_buf_t *stream)
+{
+    size_t argc = 3 + run->count + 1;
+    for (size_t p = run->first; p < run->first + run->count; p++) {
+        size_t bytes;
+        argc += 1 + 2 * field_count(&msgs[order[p]], &bytes);
+    }
+    char num[24];
+    outbox_redis_cmd_begin(b, argc);
+    outbox_redis_cmd_arg(b, "EVAL", 4);
+    outbox_redis_cmd_arg(b, add_run_script, sizeof add_run_script - 1);
+    snprintf(num, sizeof num, "%zu", run->count);
+    outbox_redis_cmd_arg(b, num, strlen(num));
+    for (size_t p = run->first; p < run->first + run->count; p++) {
+        outbox_buf_reset(stream);
+        outbox_kit_destination(stream, h->stream_tpl, &msgs[order[p]]);
+        outbox_redis_cmd_arg(b, stream->data, stream->len);
+    }
+    outbox_redis_cmd_arg(b, h->maxlen ? h->maxlen_text : "", h->maxlen ? strlen(h->maxlen_text) : 0);
+    for (size_t p = run->first; p < run->first + run->count; p++) {
+        const outbox_message_t *m = &msgs[order[p]];
+        size_t bytes;
+        snprintf(num, sizeof num, "%zu", field_count(m, &bytes));
+        outbox_redis_cmd_arg(b, num, strlen(num));
+        put_fields(b, m);
+    }
+}
+
+/* The verdict of an error reply err for message m. */
+static void refused(const redis_sink_t *h, const outbox_message_t *m, const char *stream,
+                    const char *err, outbox_publish_result_t *r)
+{
+    char text[300], key[160];
+    outbox_redis_redact(&h->cfg, err, text, sizeof text);
+    outbox_text_line(stream, key, sizeof key);
+    set_result(r, outbox_redis_error_permanent(err) ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
+               "Redis refused event %s on stream %s: %s", id_of(m), key, text);
+}
+
+/* A run's messages when the connection failed before its reply came. */
+static void lost(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
+                 const run_t *run, const char *why, outbox_publish_result_t *results)
+{
+    for (size_t p = run->first; p < run->first + run->count; p++)
+        set_result(&results[order[p]], OUTBOX_PUBLISH_RETRY,
+                   "no reply from the Redis server (%s) for event %s: %s", h->shown,
+                   id_of(&msgs[order[p]]), why);
+}
+
+/* Applies the reply of one run's command. */
+static void apply_reply(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
+                        const run_t *run, redisReply *r, outbox_buf_t *stream,
+                        outbox_publish_result_t *results)
+{
+    const outbox_message_t *first = &msgs[order[run->first]];
+    outbox_buf_reset(stream);
+    outbox_kit_destination(stream, h->stream_tpl, first);
+    const char *skey = stream->data ? stream->data : "";
+    if (run->count == 1) {
+        if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+            results[order[run->first]].status = OUTBOX_PUBLISH_OK;
+        else if (r->type == REDIS_REPLY_ERROR)
+            refused(h, first, skey, r->str, &results[order[run->first]]);
+        else
+            set_result(&results[order[run->first]], OUTBOX_PUBLISH_RETRY,
+                       "Redis answered XADD of event %s with an unexpected reply (type %d)",
+                       id_of(first), r->type);
+        return;
+    }
+    size_t done = 0;
+    const char *err = NULL;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer >= 0 &&
+        (size_t)r->element[0]->integer <= run->count) {
+        done = (size_t)r->element[0]->integer;
+        if (r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING)
+            err = r->element[1]->str;
+        for (size_t p = run->first; p < run->first + done; p++)
+            results[order[p]].status = OUTBOX_PUBLISH_OK;
+        if (done == run->count)
+            return;
+        const outbox_message_t *m = &msgs[order[run->first + done]];
+        refused(h, m, skey, err ? err : "the script stopped without an error", &results[order[run->first + done]]);
+        hold_back(order, run->first + done + 1, run->first + run->count, id_of(m),
+                  results[order[run->first + done]].status == OUTBOX_PUBLISH_REJECT
+                      ? "was refused in this call"
+                      : "failed in this call",
+                  results);
+        return;
+    }
+    /* The script itself did not run (a server loading, busy, or one that
+     * refuses EVAL): nothing of the run was added. Not the messages'
+     * fault, so RETRY. */
+    char text[300];
+    outbox_redis_redact(&h->cfg, r->type == REDIS_REPLY_ERROR ? r->str : "an unexpected reply",
+                        text, sizeof text);
+    set_result(&results[order[run->first]], OUTBOX_PUBLISH_RETRY,
+               "Redis did not run the ordered XADD of event %s and %zu later ones of its key: %s",
+               id_of(first), run->count - 1, text);
+    hold_back(order, run->first + 1, run->first + run->count, id_of(first),
+              "failed in this call", results);
+}
+
+static void drop_connection(redis_sink_t *h)
+{
+    redisFree(h->c);
+    h->c = NULL;
+}
+
+/* Connects when there is no connection. 0, or -1 with why set. */
+static int ensure_connected(redis_sink_t *h, outbox_diag_t *why)
+{
+    if (h->c != NULL && h->c->err)
+        drop_connection(h);
+    if (h->c != NULL)
+        return 0;
+    if (outbox_redis_connect(&h->cfg, h->shown, &h->c, why) != OUTBOX_OK)
+        return -1;
+    if (h->was_connected)
+        outbox_redis_host->log(OUTBOX_LOG_INFO, REDIS_SINK_NAME, "reconnected to the Redis server %s",
+                               h->shown);
+    h->was_connected = true;
+    return 0;
+}
+
+/* Writes the runs' commands (sent in slices as they are written) and
+ * reads the replies, in the order of the commands. Returns how many
+ * replies came; fewer than n_runs leaves c->err set (after a failure to
+ * read one, the connection is out of step and every later run is
+ * unknown). -1: out of memory. */
+static long exchange(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
+                     const run_t *runs, size_t n_runs, outbox_buf_t *stream,
+                     outbox_publish_result_t *results)
+{
+    outbox_buf_t *out = &h->out;
+    outbox_buf_reset(out);
+    int send_failed = 0;
+    for (size_t k = 0; k < n_runs; k++) {
+        const run_t *run = &runs[k];
+        if (run->count == 1) {
+            outbox_buf_reset(stream);
+            outbox_kit_destination(stream, h->stream_tpl, &msgs[order[run->first]]);
+            put_xadd(h, out, &msgs[order[run->first]], stream);
+        } else {
+            put_eval(h, out, msgs, order, run, stream);
+        }
+        if (out->failed || stream->failed)
+            return -1;
+        if (out->len >= SEND_AT || k + 1 == n_runs) {
+            if (!send_failed && outbox_redis_send(h->c, out->data, out->len) != 0)
+                send_failed = 1;
+            outbox_buf_reset(out);
+        }
+    }
+    if (send_failed)
+        return 0;
+    long k = 0;
+    for (; (size_t)k < n_runs; k++) {
+        redisReply *r = outbox_redis_reply(h->c);
+        if (r == NULL)
+            break;
+        apply_reply(h, msgs, order, &runs[k], r, stream, results);
+        freeReplyObject(r);
+    }
+    return k;
+}
+
+int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                         outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_redis_host;
+    redis_sink_t *h = handle;
+    if (n == 0)
+        return OUTBOX_OK;
+
+    int reused = h->c != NULL && !h->c->err;
+    outbox_diag_t why = {0};
+    if (ensure_connected(h, &why) != 0) {
+        for (size_t i = 0; i < n; i++)
+            set_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", why.message);
+        return OUTBOX_OK;
+    }
+
+    size_t *order = host->alloc(n * sizeof *order);
+    run_t *runs = host->alloc(n * sizeof *runs);
+    if (order == NULL || runs == NULL) {
+        host->free(order);
+        host->free(runs);
+        return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof *order, by_key, (void *)msgs);
+
+    /* The runs of one key each, up to the first event that cannot be
+     * sent. */
+    outbox_buf_t stream;
+    outbox_buf_init(&stream, host);
+    size_t n_runs = 0;
+    for (size_t s = 0; s < n;) {
+        size_t e = s + 1;
+        while (e < n && same_key(&msgs[order[s]], &msgs[order[e]]))
+            e++;
+        run_t run = {.first = s, .count = 0};
+        for (size_t p = s; p < e; p++) {
+            const outbox_message_t *m = &msgs[order[p]];
+            if (local_check(h, m, &stream, &results[order[p]]) != 0) {
+                hold_back(order, p + 1, e, id_of(m), "was refused in this call", results);
+                break;
+            }
+            run.count++;
+        }
+        if (run.count > 0)
+            runs[n_runs++] = run;
+        s = e;
+    }
+
+    long got = n_runs > 0 ? exchange(h, msgs, order, runs, n_runs, &stream, results) : 0;
+    if (got == 0 && n_runs > 0 && reused) {
+        /* No reply at all on a connection from an earlier call: the server
+         * (or something on the way) may have closed it while it was idle.
+         * Once more on a new one. Whatever the first try added is then
+         * added again, which the relay's own retry would do as well:
+         * duplicates, never a key out of order. */
+        char text[160];
+        outbox_redis_redact(&h->cfg, h->c->errstr, text, sizeof text);
+        outbox_redis_host->log(OUTBOX_LOG_INFO, REDIS_SINK_NAME,
+                               "the connection to the Redis server %s failed on its first reply "
+                               "(%s): sending the call again on a new one",
+                               h->shown, text);
+        drop_connection(h);
+        if (ensure_connected(h, &why) != 0) {
+            for (size_t k = 0; k < n_runs; k++)
+                lost(h, msgs, order, &runs[k], why.message, results);
+            n_runs = 0;
+        } else {
+            got = exchange(h, msgs, order, runs, n_runs, &stream, results);
+        }
+    }
+    int rc = OUTBOX_OK;
+    if (got < 0) {
+        drop_connection(h);
+        rc = host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
+    } else if ((size_t)got < n_runs) {
+        char text[160];
+        outbox_redis_redact(&h->cfg, h->c->errstr[0] ? h->c->errstr : "connection lost", text,
+                            sizeof text);
+        for (size_t k = (size_t)got; k < n_runs; k++)
+            lost(h, msgs, order, &runs[k], text, results);
+        drop_connection(h);
+    }
+    /* A large call's buffer is not kept for the next. */
+    if (h->out.cap > ((size_t)4 << 20) || got < 0) {
+        outbox_buf_free(&h->out);
+        outbox_buf_init(&h->out, host);
+    }
+    outbox_buf_free(&stream);
+    host->free(order);
+    host->free(runs);
+    return rc;
+}
