@@ -146,6 +146,12 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
     state = None
 
+    def setup(self):
+        super().setup()
+        # The status line and headers go out before the body: without this,
+        # Nagle's algorithm holds the body until the client's delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, fmt, *args):
         pass
 
