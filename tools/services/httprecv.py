@@ -124,9 +124,11 @@ class State:
         with self.lock:
             if path not in self.logs:
                 name = hashlib.sha256(path.encode()).hexdigest()[:32]
-                self.logs[path] = Log(os.path.join(self.dir, "log-" + name))
-                with open(os.path.join(self.dir, "paths"), "a") as f:
-                    f.write("%s %s\n" % (name, path))
+                filename = os.path.join(self.dir, "log-" + name)
+                if not os.path.exists(filename):  # which file is whose, for a person looking
+                    with open(os.path.join(self.dir, "paths"), "a") as f:
+                        f.write("%s %s\n" % (name, path))
+                self.logs[path] = Log(filename)
             return self.logs[path]
 
     def rule_for(self, path):
