@@ -200,5 +200,4 @@ sqlite_staged "$TMP/staged-faults"
 # No dedupe over HTTP: each relay kill and each receiver fault may deliver
 # a batch again.
 check_requests "$PRIV_URI" "/$HOOK" "$TMP/staged-faults" orders $(((KILLS + 2) * BATCH))
-
 finish

@@ -432,6 +432,11 @@ START_TEST(status_mapping)
     }
     outbox_publish_result_t r = one(uri_with(recv_uri, ""), name_of("s400"));
     ck_assert_msg(strstr(r.message, "missing field x"), "no excerpt of the answer: %s", r.message);
+    /* Retry-After as an HTTP date, one that has passed: no wait at all. */
+    rule(name_of("date"), "\"status\": 503, \"retry_after\": \"Wed, 21 Oct 2015 07:28:00 GMT\"");
+    r = one(uri_with(recv_uri, ""), name_of("date"));
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_RETRY && strstr(r.message, "Retry-After 0 s"),
+                  "503 with a past date: %d %s", r.status, r.message);
 }
 END_TEST
 
