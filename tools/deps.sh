@@ -37,5 +37,6 @@ OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
 # third-party Python clients of tools/services/pyclients.sh.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-headless maven kcat libnats-dev nats-server python3-venv"
 # HTTP: libcurl for the webhook sink and libssl-dev for its HMAC signatures
-# (libcrypto); the test receiver is the system python3's standard library.
-OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libcurl4-openssl-dev libssl-dev"
+# (libcrypto); the test receiver is the system python3's standard library,
+# and its HTTPS test makes a certificate with the openssl tool.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libcurl4-openssl-dev libssl-dev openssl"

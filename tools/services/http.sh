@@ -14,7 +14,9 @@
 #
 # The receiver listens on 127.0.0.1, on the first free port from
 # OUTBOX_HTTP_PORT (default 56580). It is ready when GET /_health answers.
-# OUTBOX_HTTP_MAX_BODY sets its body limit (default 1 MiB) at start.
+# OUTBOX_HTTP_MAX_BODY sets its body limit (default 1 MiB) at start;
+# OUTBOX_HTTP_TLS_CERT and OUTBOX_HTTP_TLS_KEY (PEM files) make it serve HTTPS
+# (the URI printed is then https://), and a restart keeps them.
 #
 # Every command is idempotent: start on a running receiver only prints the
 # exports, stop or kill on a stopped one does nothing.
@@ -50,17 +52,22 @@ running() {
         grep -q httprecv.py "/proc/$pid/cmdline" 2>/dev/null
 }
 
+scheme() {
+    [ -f "$dir/tls" ] && echo https || echo http
+}
+
 healthy() {
-    python3 - "$(cat "$dir/port")" <<'PY' 2>/dev/null
-import sys, urllib.request
-urllib.request.urlopen("http://127.0.0.1:%s/_health" % sys.argv[1], timeout=2).read()
+    python3 - "$(scheme)" "$(cat "$dir/port")" <<'PY' 2>/dev/null
+import ssl, sys, urllib.request
+ctx = ssl._create_unverified_context()
+urllib.request.urlopen("%s://127.0.0.1:%s/_health" % tuple(sys.argv[1:]), timeout=2, context=ctx).read()
 PY
 }
 
 print_env() {
     local port
     port=$(cat "$dir/port")
-    echo "export OUTBOX_HTTP_URI=http://127.0.0.1:$port/"
+    echo "export OUTBOX_HTTP_URI=$(scheme)://127.0.0.1:$port/"
     echo "export OUTBOX_HTTP_DIR=$dir"
     echo "export OUTBOX_HTTP_PORT=$port"
 }
@@ -82,10 +89,15 @@ start() {
         port=$(free_port "${OUTBOX_HTTP_PORT:-56580}")
         echo "$port" >"$dir/port"
     fi
+    if [ -n "${OUTBOX_HTTP_TLS_CERT:-}" ]; then
+        printf '%s\n%s\n' "$OUTBOX_HTTP_TLS_CERT" "${OUTBOX_HTTP_TLS_KEY:?with OUTBOX_HTTP_TLS_CERT}" >"$dir/tls"
+    fi
+    local tls=()
+    [ -f "$dir/tls" ] && tls=(--tls-cert "$(sed -n 1p "$dir/tls")" --tls-key "$(sed -n 2p "$dir/tls")")
     # A session of its own, like a daemon: whoever ran start may be a
     # process group that is killed as a whole (a Check test case is).
     setsid python3 "$here/httprecv.py" --port "$port" --dir "$dir/data" \
-        --max-body "${OUTBOX_HTTP_MAX_BODY:-1048576}" >>"$dir/server.log" 2>&1 </dev/null &
+        --max-body "${OUTBOX_HTTP_MAX_BODY:-1048576}" "${tls[@]}" >>"$dir/server.log" 2>&1 </dev/null &
     echo $! >"$dir/pid"
     local i
     for i in $(seq 1 300); do

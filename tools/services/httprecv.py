@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """A webhook receiver for the tests of the HTTP sink (standard library only).
 
-    httprecv.py --port P --dir DIR [--max-body BYTES]
+    httprecv.py --port P --dir DIR [--max-body BYTES] [--tls-cert PEM --tls-key PEM]
 
 Every POST to a path that does not start with "/_" is a delivery. Unless a
 rule says otherwise, it is appended to that path's log in DIR and the log is
 fsync'ed, and only then answered 200: what was acknowledged survives a stop
 or a crash of the receiver. A body over --max-body (default 1 MiB) is read,
-dropped and answered 413.
+dropped and answered 413. With --tls-cert and --tls-key it serves HTTPS.
 
 The inspection protocol (what the sink's reader speaks):
 
@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -240,6 +241,8 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--max-body", type=int, default=1 << 20)
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     Handler.state = State(args.dir, args.max_body)
@@ -247,6 +250,10 @@ def main():
     ThreadingHTTPServer.allow_reuse_address = True
     ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print("httprecv listening on 127.0.0.1:%d" % args.port, flush=True)
     try:
         server.serve_forever()

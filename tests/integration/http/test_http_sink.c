@@ -669,6 +669,61 @@ START_TEST(receiver_down_and_back)
 }
 END_TEST
 
+START_TEST(tls_verified_by_default)
+{
+    /* A private HTTPS receiver with a self-signed certificate: not trusted
+     * by default (RETRY, naming the certificate), trusted with tls_ca (OK,
+     * and the reader reads back over TLS too), and insecure=1 skips the
+     * check. */
+    snprintf(private_dir, sizeof private_dir, "/tmp/outbox-it-https-%ld", (long)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+             "-keyout '%s/key.pem' -out '%s/cert.pem' -subj /CN=127.0.0.1 "
+             "-addext subjectAltName=IP:127.0.0.1 2>/dev/null",
+             private_dir, private_dir, private_dir);
+    ck_assert_msg(system(cmd) == 0, "openssl req failed");
+    snprintf(cmd, sizeof cmd,
+             "OUTBOX_HTTP_TLS_CERT='%s/cert.pem' OUTBOX_HTTP_TLS_KEY='%s/key.pem' "
+             "OUTBOX_HTTP_PORT=%d '%s' start '%s/r' | sed -n 's/^export OUTBOX_HTTP_PORT=//p' "
+             ">'%s/port'",
+             private_dir, private_dir, 56500 + getpid() % 100, service_script, private_dir,
+             private_dir);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    char path[200];
+    snprintf(path, sizeof path, "%s/port", private_dir);
+    FILE *f = fopen(path, "r");
+    int port = 0;
+    ck_assert(f != NULL && fscanf(f, "%d", &port) == 1);
+    fclose(f);
+
+    char uri[512];
+    snprintf(uri, sizeof uri, "https://127.0.0.1:%d/", port);
+    outbox_publish_result_t r = one(uri, "tls");
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_RETRY && strstr(r.message, "certificate"),
+                  "an untrusted certificate: %d %s", r.status, r.message);
+    snprintf(uri, sizeof uri, "https://127.0.0.1:%d/?tls_ca=%s/cert.pem", port, private_dir);
+    outbox_sink_t *k = open_sink(uri);
+    create(k, "tls");
+    tmsg_t t;
+    outbox_message_t m;
+    make_msg(&t, &m, "tls", "k", 7);
+    publish(k, &m, 1, &r);
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_OK, "with tls_ca: %s", r.message);
+    static got_t g[4];
+    ck_assert_int_eq(read_all(k, "tls", g, 4), 1);
+    ck_assert_str_eq(g[0].id, t.id);
+    outbox_sink_close(k);
+    snprintf(uri, sizeof uri, "https://127.0.0.1:%d/?insecure=1", port);
+    r = one(uri, "tls");
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_OK, "insecure=1: %s", r.message);
+
+    snprintf(cmd, sizeof cmd, "'%s' stop '%s/r' && rm -rf '%s'", service_script, private_dir,
+             private_dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     base_uri();
@@ -688,8 +743,10 @@ int main(int argc, char **argv)
     tcase_add_test(tc, closed_port_retry);
     tcase_add_test(tc, parallel_keys_in_order);
     tcase_add_test(tc, failure_stops_key);
-    if (service_script)
+    if (service_script) {
         tcase_add_test(tc, receiver_down_and_back);
+        tcase_add_test(tc, tls_verified_by_default);
+    }
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
