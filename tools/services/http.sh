@@ -101,7 +101,9 @@ start() {
     echo $! >"$dir/pid"
     local i
     for i in $(seq 1 300); do
-        running || { tail -20 "$dir/server.log" >&2; die "httprecv.py exited at start"; }
+        # Not running(): until the child has exec'ed python3 its command
+        # line is still this script's.
+        kill -0 "$(pid_of)" 2>/dev/null || { tail -20 "$dir/server.log" >&2; die "httprecv.py exited at start"; }
         healthy && { print_env; return 0; }
         sleep 0.1
     done

@@ -138,6 +138,7 @@ for try in 1 2 3 4 5; do
         break
     fi
     env=
+    "$HTTP_SERVICE" stop "$PRIVATE_HTTP" >/dev/null 2>&1
     rm -rf "$PRIVATE_HTTP"
 done
 PRIV_URI=$(sed -n 's/^export OUTBOX_HTTP_URI=//p' <<<"$env")

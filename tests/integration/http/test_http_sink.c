@@ -607,7 +607,10 @@ START_TEST(failure_stops_key)
 }
 END_TEST
 
-static char private_dir[128];
+/* The private receivers' directories, named in main() so that main can
+ * stop them whatever a case left behind. */
+static char down_dir[128], tls_dir[128];
+static const char *private_dir = down_dir;
 
 static void service(const char *what)
 {
@@ -620,7 +623,7 @@ START_TEST(receiver_down_and_back)
 {
     /* A private receiver: stopped, RETRY; back, OK on the same handle and
      * what it acknowledged before is still there; killed, RETRY; back. */
-    snprintf(private_dir, sizeof private_dir, "/tmp/outbox-it-http-%ld", (long)getpid());
+    private_dir = down_dir;
     char cmd[512];
     snprintf(cmd, sizeof cmd, "OUTBOX_HTTP_PORT=%d '%s' start '%s' >%s.env", 56300 + getpid() % 200,
              service_script, private_dir, private_dir);
@@ -675,7 +678,7 @@ START_TEST(tls_verified_by_default)
      * by default (RETRY, naming the certificate), trusted with tls_ca (OK,
      * and the reader reads back over TLS too), and insecure=1 skips the
      * check. */
-    snprintf(private_dir, sizeof private_dir, "/tmp/outbox-it-https-%ld", (long)getpid());
+    private_dir = tls_dir;
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "mkdir -p '%s' && openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
@@ -749,8 +752,20 @@ int main(int argc, char **argv)
     }
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
+    snprintf(down_dir, sizeof down_dir, "/tmp/outbox-it-http-%ld", (long)getpid());
+    snprintf(tls_dir, sizeof tls_dir, "/tmp/outbox-it-https-%ld", (long)getpid());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
+    if (service_script) {
+        /* A case that failed half-way left its receiver running. */
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "'%s' stop '%s' >/dev/null 2>&1; '%s' stop '%s/r' >/dev/null 2>&1; "
+                 "rm -rf '%s' '%s' '%s.env'",
+                 service_script, down_dir, service_script, tls_dir, down_dir, tls_dir, down_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove the private receivers: %s\n", cmd);
+    }
     srunner_free(sr);
     curl_global_cleanup();
     return failed ? 1 : 0;
