@@ -39,3 +39,7 @@ OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-
 # Redis: hiredis for the sink, Debian's redis-server for
 # tools/services/redis.sh and redis-cli for reading streams back by hand.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libhiredis-dev redis-server redis-tools"
+# HTTP: libcurl for the webhook sink and libssl-dev for its HMAC signatures
+# (libcrypto); the test receiver is the system python3's standard library,
+# and its HTTPS test makes a certificate with the openssl tool.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libcurl4-openssl-dev libssl-dev openssl"

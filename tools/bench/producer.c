@@ -2,6 +2,7 @@
  * would publish, sink URIs taken apart), and the relay's share of the
  * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c and
  * ceiling_redis.c. */
+ * ceiling_http.c. */
 #include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -262,6 +263,11 @@ const bench_producer_t *bench_producer_for(const char *sink_uri)
 #ifdef OUTBOX_BENCH_REDIS
     if (n == 5 && strncasecmp(sink_uri, "redis", 5) == 0)
         return &bench_redis_producer;
+#endif
+#ifdef OUTBOX_BENCH_HTTP
+    if ((n == 4 && strncasecmp(sink_uri, "http", 4) == 0) ||
+        (n == 5 && strncasecmp(sink_uri, "https", 5) == 0))
+        return &bench_http_producer;
 #endif
     return NULL;
 }

@@ -1,0 +1,330 @@
+/* The http: and https: sink: each message is one webhook POST through
+ * libcurl, in the CloudEvents HTTP binding's binary mode.
+ *
+ *   http[s]://[user:password@]host[:port][/PATH_TEMPLATE][?name=value&...]
+ *
+ * The path is the URL path template ("{route}", "{destination}"; none or
+ * "/" = "/{destination}"); the URI's query holds the sink's options, and
+ * the query= option what the webhook's URL carries after '?'. OK means
+ * the receiver answered 2xx.
+ *
+ * libcurl's global state: init() calls curl_global_init once (it counts
+ * its callers, so a host that uses libcurl too and pairs its own init and
+ * cleanup does not pull it from under the driver), and the driver never
+ * calls curl_global_cleanup, as drivers stay loaded until the process
+ * ends. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_int.h"
+
+const outbox_host_t *outbox_http_host;
+
+static int http_init(const outbox_host_t *h, outbox_diag_t *d)
+{
+    outbox_http_host = h;
+    CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (rc != CURLE_OK)
+        return h->error(d, OUTBOX_EPERMANENT, "HTTP sink: libcurl does not start: %s",
+                        curl_easy_strerror(rc));
+    return OUTBOX_OK;
+}
+
+/* ------------------------------------------------------------ options */
+
+static const char *const known_params[] = {
+    "timeout", "connect_timeout", "parallel", "query", "header", "password_env", "token_env",
+    "hmac_secret_env", "tls_ca", "tls_cert", "tls_key", "insecure", NULL,
+};
+#define KNOWN_TEXT                                                                           \
+    "timeout, connect_timeout, parallel, query, header, password_env, token_env, "           \
+    "hmac_secret_env, tls_ca, tls_cert, tls_key, insecure"
+
+/* "500ms", "10s", "2m" -> milliseconds, from 1 ms to 1 h. */
+static int parse_duration_ms(const char *text, long *ms)
+{
+    const char *p = text;
+    long long v = 0;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9') {
+        if (v > 1LL << 40)
+            return -1;
+        v = v * 10 + (*p++ - '0');
+    }
+    long long mult = strcmp(p, "ms") == 0  ? 1
+                     : strcmp(p, "s") == 0 ? 1000
+                     : strcmp(p, "m") == 0 ? 60000
+                                           : 0;
+    if (mult == 0 || v * mult < 1 || v * mult > 3600000)
+        return -1;
+    *ms = (long)(v * mult);
+    return 0;
+}
+
+static int dup_into(char **dst, const char *src, outbox_diag_t *d)
+{
+    *dst = src ? outbox_kit_strdup(outbox_http_host, src) : NULL;
+    if (src && !*dst)
+        return outbox_http_host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+    return OUTBOX_OK;
+}
+
+/* The value of the environment variable a *_env option names. */
+static int from_env(const char *option, const char *var, const char *shown, char **dst,
+                    outbox_diag_t *d)
+{
+    if (var == NULL)
+        return OUTBOX_OK;
+    const char *v = getenv(var);
+    if (v == NULL || v[0] == '\0')
+        return outbox_http_host->error(d, OUTBOX_EINVAL,
+                                       "HTTP sink %s: %s names environment variable %s, which "
+                                       "is not set or empty",
+                                       shown, option, var);
+    outbox_http_host->free(*dst);
+    return dup_into(dst, v, d);
+}
+
+static int bad(const char *shown, outbox_diag_t *d, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+static int bad(const char *shown, outbox_diag_t *d, const char *fmt, ...)
+{
+    char why[OUTBOX_MESSAGE_MAX / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return outbox_http_host->error(d, OUTBOX_EINVAL, "HTTP sink %s: %s", shown, why);
+}
+
+/* Headers the sink writes itself, which header= may not replace. */
+static int reserved_header(const char *name, size_t n)
+{
+    static const char *const words[] = {"content-type", "content-length", "host", "expect",
+                                        "traceparent", "authorization", "transfer-encoding",
+                                        "connection", NULL};
+    if ((n >= 3 && strncasecmp(name, "ce-", 3) == 0) ||
+        (n >= 8 && strncasecmp(name, "webhook-", 8) == 0))
+        return 1;
+    for (const char *const *w = words; *w; w++)
+        if (strlen(*w) == n && strncasecmp(name, *w, n) == 0)
+            return 1;
+    return 0;
+}
+
+static int add_header(http_config_t *c, const char *value, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_http_host;
+    const char *colon = strchr(value, ':');
+    size_t n = colon ? (size_t)(colon - value) : 0;
+    if (n == 0 || strpbrk(value, "\r\n") != NULL || strcspn(value, " \t") < n)
+        return bad(c->shown, d, "header=%s is not \"Name: value\" on one line", value);
+    for (size_t i = 0; i < n; i++)
+        if (strchr("()<>@,;:\\\"/[]?={}", value[i]) != NULL || value[i] < 0x21 || value[i] > 0x7e)
+            return bad(c->shown, d, "header=%s: the name is not an HTTP token", value);
+    if (reserved_header(value, n))
+        return bad(c->shown, d,
+                   "header=%.*s: the sink sets that header itself (Content-Type, ce-*, "
+                   "webhook-*, traceparent, Authorization and the framing ones)",
+                   (int)n, value);
+    char **grown = host->realloc(c->headers, (c->n_headers + 1) * sizeof *grown);
+    if (grown == NULL)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+    c->headers = grown;
+    c->headers[c->n_headers] = outbox_kit_strdup(host, value);
+    if (c->headers[c->n_headers] == NULL)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+    c->n_headers++;
+    return OUTBOX_OK;
+}
+
+static int parse_uri(const outbox_uri_t *uri, http_config_t *c, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_http_host;
+    const char *shown = c->shown;
+    bool https = strcmp(uri->scheme, "https") == 0;
+
+    const char *unknown = outbox_uri_unknown(uri, known_params);
+    if (unknown)
+        return bad(shown, d, "unknown parameter %s (known: " KNOWN_TEXT ")", unknown);
+    if (uri->raw == NULL || strncmp(uri->raw + strlen(uri->scheme), "://", 3) != 0 ||
+        uri->host == NULL || uri->host[0] == '\0')
+        return bad(shown, d, "names no host: use %s://host:port/PATH", uri->scheme);
+    if (strchr(uri->host, ',') != NULL)
+        return bad(shown, d, "names several hosts; a webhook has one");
+
+    struct {
+        const char *name;
+        long *dst;
+        long dflt;
+    } durations[] = {{"timeout", &c->timeout_ms, 10000},
+                     {"connect_timeout", &c->connect_timeout_ms, 2000}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = outbox_uri_get(uri, durations[i].name);
+        *durations[i].dst = durations[i].dflt;
+        if (v && parse_duration_ms(v, durations[i].dst) != 0)
+            return bad(shown, d, "%s=%s is not a duration from 1ms to 1h (e.g. 500ms, 10s, 2m)",
+                       durations[i].name, v);
+    }
+    c->parallel = 8;
+    const char *par = outbox_uri_get(uri, "parallel");
+    if (par) {
+        char *end = NULL;
+        long v = strtol(par, &end, 10);
+        if (end == par || *end != '\0' || v < 1 || v > 64)
+            return bad(shown, d, "parallel=%s is not a number of requests from 1 to 64", par);
+        c->parallel = (int)v;
+    }
+    const char *ins = outbox_uri_get(uri, "insecure");
+    if (ins) {
+        if (strcmp(ins, "1") == 0 || strcmp(ins, "true") == 0)
+            c->insecure = true;
+        else if (strcmp(ins, "0") == 0 || strcmp(ins, "false") == 0)
+            c->insecure = false;
+        else
+            return bad(shown, d, "insecure=%s is not 0 or 1", ins);
+    }
+    int rc = dup_into(&c->tls_ca, outbox_uri_get(uri, "tls_ca"), d);
+    if (rc == OUTBOX_OK)
+        rc = dup_into(&c->tls_cert, outbox_uri_get(uri, "tls_cert"), d);
+    if (rc == OUTBOX_OK)
+        rc = dup_into(&c->tls_key, outbox_uri_get(uri, "tls_key"), d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (!https && (c->tls_ca || c->tls_cert || c->tls_key || ins))
+        return bad(shown, d, "TLS options (tls_ca, tls_cert, tls_key, insecure) need https://");
+    if (!c->tls_cert != !c->tls_key)
+        return bad(shown, d, "tls_cert and tls_key go together (a client certificate and its key)");
+
+    const char *query = outbox_uri_get(uri, "query");
+    if (query && (query[0] == '\0' || strpbrk(query, " #\r\n") != NULL))
+        return bad(shown, d, "query=%s is not a URL query (no spaces, no '#')", query);
+    rc = dup_into(&c->query, query, d);
+    for (size_t i = 0; rc == OUTBOX_OK && i < uri->n_params; i++)
+        if (strcmp(uri->params[i].key, "header") == 0)
+            rc = add_header(c, uri->params[i].value ? uri->params[i].value : "", d);
+
+    if (rc == OUTBOX_OK)
+        rc = dup_into(&c->user, uri->user && uri->user[0] ? uri->user : NULL, d);
+    if (rc == OUTBOX_OK)
+        rc = dup_into(&c->password, uri->password, d);
+    if (rc == OUTBOX_OK)
+        rc = from_env("password_env", outbox_uri_get(uri, "password_env"), shown, &c->password, d);
+    if (rc == OUTBOX_OK)
+        rc = from_env("token_env", outbox_uri_get(uri, "token_env"), shown, &c->token, d);
+    if (rc == OUTBOX_OK)
+        rc = from_env("hmac_secret_env", outbox_uri_get(uri, "hmac_secret_env"), shown,
+                      &c->secret, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (c->password && !c->user)
+        return bad(shown, d, "a password needs a user name (http://user:password@host/...)");
+    if (c->token && c->user)
+        return bad(shown, d, "give a user name and password or a bearer token, not both");
+    if (c->secret) {
+        int k = outbox_http_signing_key(c->secret, &c->key, &c->key_len);
+        if (k == -2)
+            return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+        if (k != 0 || c->key_len == 0)
+            return bad(shown, d,
+                       "the signing secret in %s starts with whsec_ but what follows is no "
+                       "base64 key",
+                       outbox_uri_get(uri, "hmac_secret_env"));
+    }
+
+    outbox_buf_t b;
+    outbox_buf_init(&b, host);
+    bool v6 = strchr(uri->host, ':') != NULL;
+    outbox_buf_printf(&b, "%s://%s%s%s", uri->scheme, v6 ? "[" : "", uri->host, v6 ? "]" : "");
+    if (uri->port > 0)
+        outbox_buf_printf(&b, ":%d", uri->port);
+    c->base = outbox_buf_steal(&b);
+    const char *path = uri->path && strcmp(uri->path, "/") != 0 && uri->path[0] ? uri->path
+                                                                               : "/{destination}";
+    if (c->base == NULL || dup_into(&c->path_tpl, path, d) != OUTBOX_OK)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+    return OUTBOX_OK;
+}
+
+/* --------------------------------------------------------- open/close */
+
+static void config_free(http_config_t *c)
+{
+    const outbox_host_t *host = outbox_http_host;
+    char **strs[] = {&c->base, &c->path_tpl, &c->query, &c->user, &c->password, &c->token,
+                     &c->secret, &c->tls_ca, &c->tls_cert, &c->tls_key};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        if (*strs[i] != NULL)
+            memset(*strs[i], 0, strlen(*strs[i])); /* secrets leave no copy behind */
+        host->free(*strs[i]);
+        *strs[i] = NULL;
+    }
+    if (c->key != NULL)
+        memset(c->key, 0, c->key_len);
+    host->free(c->key);
+    for (size_t i = 0; i < c->n_headers; i++)
+        host->free(c->headers[i]);
+    host->free(c->headers);
+}
+
+static void http_close(void *handle)
+{
+    http_sink_t *h = handle;
+    if (h == NULL)
+        return;
+    outbox_http_slots_free(h);
+    config_free(&h->cfg);
+    outbox_http_host->free(h);
+}
+
+static int http_open(const outbox_sink_open_t *params, void **handle, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_http_host;
+    *handle = NULL;
+    http_sink_t *h = host->alloc(sizeof *h);
+    if (h == NULL)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+    memset(h, 0, sizeof *h);
+    outbox_uri_show(params->uri, h->cfg.shown, sizeof h->cfg.shown);
+    int rc = parse_uri(params->uri, &h->cfg, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_http_slots_init(h, d);
+    if (rc != OUTBOX_OK) {
+        http_close(h);
+        return rc;
+    }
+    *handle = h;
+    return OUTBOX_OK;
+}
+
+/* --------------------------------------------------------- descriptor */
+
+static const char *const http_schemes[] = {"http", "https", NULL};
+
+static const outbox_sink_vtable_t http_vtable = {
+    .struct_size = sizeof(outbox_sink_vtable_t),
+    .open = http_open,
+    .close = http_close,
+    .publish = outbox_http_publish,
+    .destination_create = outbox_http_destination_create,
+    .destination_drop = outbox_http_destination_drop,
+    .reader_open = outbox_http_reader_open,
+    .reader_next = outbox_http_reader_next,
+    .reader_close = outbox_http_reader_close,
+};
+
+static const outbox_driver_t http_driver = {
+    .struct_size = sizeof(outbox_driver_t),
+    .abi_major = OUTBOX_ABI_MAJOR,
+    .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK,
+    .name = HTTP_SINK_NAME,
+    .version = "0.1.0",
+    .schemes = http_schemes,
+    .capabilities = OUTBOX_SINK_CAP_ORDERED,
+    .init = http_init,
+    .sink = &http_vtable,
+};
+
+OUTBOX_DRIVER_ENTRY(http_driver)

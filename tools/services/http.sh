@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# A throwaway webhook receiver for the HTTP sink's tests (httprecv.py beside
+# this script, run by the system python3).
+#
+#   tools/services/http.sh start DIR    start the receiver (its logs in DIR/data) and
+#                                       print `export OUTBOX_HTTP_...=...` lines to eval;
+#                                       on a DIR whose receiver was stopped or killed, start
+#                                       it again: same logs, same port
+#   tools/services/http.sh env DIR      print those lines again (receiver running)
+#   tools/services/http.sh stop DIR     SIGTERM, wait for the exit (DIR is left for the
+#                                       caller to remove)
+#   tools/services/http.sh kill DIR     SIGKILL, as after a crash
+#   tools/services/http.sh status DIR   exit 0 when it runs
+#
+# The receiver listens on 127.0.0.1, on the first free port from
+# OUTBOX_HTTP_PORT (default 56580). It is ready when GET /_health answers.
+# OUTBOX_HTTP_MAX_BODY sets its body limit (default 1 MiB) at start;
+# OUTBOX_HTTP_TLS_CERT and OUTBOX_HTTP_TLS_KEY (PEM files) make it serve HTTPS
+# (the URI printed is then https://), and a restart keeps them.
+#
+# Every command is idempotent: start on a running receiver only prints the
+# exports, stop or kill on a stopped one does nothing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+
+die() {
+    echo "http.sh: $*" >&2
+    exit 2
+}
+
+. "$here/lib.sh"
+
+usage() {
+    echo "usage: $0 start|env|stop|kill|status DIR" >&2
+    exit 2
+}
+
+[ $# -eq 2 ] || usage
+cmd=$1
+dir=$2
+
+pid_of() {
+    cat "$dir/pid" 2>/dev/null || true
+}
+
+# The pid file names our receiver only while that process runs httprecv.py.
+running() {
+    local pid
+    pid=$(pid_of)
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+        grep -q httprecv.py "/proc/$pid/cmdline" 2>/dev/null
+}
+
+scheme() {
+    [ -f "$dir/tls" ] && echo https || echo http
+}
+
+healthy() {
+    python3 - "$(scheme)" "$(cat "$dir/port")" <<'PY' 2>/dev/null
+import ssl, sys, urllib.request
+ctx = ssl._create_unverified_context()
+urllib.request.urlopen("%s://127.0.0.1:%s/_health" % tuple(sys.argv[1:]), timeout=2, context=ctx).read()
+PY
+}
+
+print_env() {
+    local port
+    port=$(cat "$dir/port")
+    echo "export OUTBOX_HTTP_URI=$(scheme)://127.0.0.1:$port/"
+    echo "export OUTBOX_HTTP_DIR=$dir"
+    echo "export OUTBOX_HTTP_PORT=$port"
+}
+
+start() {
+    command -v python3 >/dev/null 2>&1 || die "no python3"
+    mkdir -p "$dir/data"
+    dir=$(cd "$dir" && pwd)
+    if running; then
+        print_env
+        return 0
+    fi
+    # A restart keeps its port, so clients reconnect to the same address.
+    local port
+    if [ -f "$dir/port" ]; then
+        port=$(cat "$dir/port")
+        ! port_in_use "$port" || die "port $port of the receiver in $dir is taken by another process"
+    else
+        port=$(free_port "${OUTBOX_HTTP_PORT:-56580}")
+        echo "$port" >"$dir/port"
+    fi
+    if [ -n "${OUTBOX_HTTP_TLS_CERT:-}" ]; then
+        printf '%s\n%s\n' "$OUTBOX_HTTP_TLS_CERT" "${OUTBOX_HTTP_TLS_KEY:?with OUTBOX_HTTP_TLS_CERT}" >"$dir/tls"
+    fi
+    local tls=()
+    [ -f "$dir/tls" ] && tls=(--tls-cert "$(sed -n 1p "$dir/tls")" --tls-key "$(sed -n 2p "$dir/tls")")
+    # A session of its own, like a daemon: whoever ran start may be a
+    # process group that is killed as a whole (a Check test case is).
+    setsid python3 "$here/httprecv.py" --port "$port" --dir "$dir/data" \
+        --max-body "${OUTBOX_HTTP_MAX_BODY:-1048576}" "${tls[@]}" >>"$dir/server.log" 2>&1 </dev/null &
+    echo $! >"$dir/pid"
+    local i
+    for i in $(seq 1 300); do
+        # Not running(): until the child has exec'ed python3 its command
+        # line is still this script's.
+        kill -0 "$(pid_of)" 2>/dev/null || { tail -20 "$dir/server.log" >&2; die "httprecv.py exited at start"; }
+        healthy && { print_env; return 0; }
+        sleep 0.1
+    done
+    tail -20 "$dir/server.log" >&2
+    die "httprecv.py did not answer within 30 s"
+}
+
+# stop_with SIGNAL: signal the receiver and wait until it is gone.
+stop_with() {
+    running || return 0
+    local pid i
+    pid=$(pid_of)
+    kill "-$1" "$pid" 2>/dev/null || true
+    for i in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    die "httprecv.py $pid did not exit within 30 s of SIG$1"
+}
+
+case $cmd in
+start)
+    start
+    ;;
+env)
+    running || die "no receiver running in $dir"
+    dir=$(cd "$dir" && pwd)
+    print_env
+    ;;
+stop)
+    stop_with TERM
+    ;;
+kill)
+    stop_with KILL
+    ;;
+status)
+    running
+    ;;
+*)
+    usage
+    ;;
+esac
