@@ -690,26 +690,14 @@ static int read_unfinished(mongo_handle_t *h, const char *route, urows_t *u, out
     return rc;
 }
 
-/* Whether a document read back by outbox_mongo_swap was claimable. */
-static int doc_claimable(const bson_t *doc, int64_t now_ms, int64_t cut_ms)
-{
-    const char *st = outbox_mongo_str(doc, MF_STATUS);
-    if (!st)
-        return 0;
-    bson_iter_t it;
-    if (strcmp(st, "pending") == 0) {
-        if (!bson_iter_init_find(&it, doc, "available_at") || !BSON_ITER_HOLDS_DATE_TIME(&it))
-            return 1;
-        return bson_iter_date_time(&it) <= now_ms;
-    }
-    return strcmp(st, "processing") == 0 && date_ms_of(doc, "processing_at") <= cut_ms;
-}
-
 static int claim_locked(mongo_handle_t *h, const outbox_claim_req_t *req, int64_t now_ms,
                         int64_t cut_ms, const char *token, outbox_diag_t *d)
 {
     urows_t u = {0};
+    int64_t t0 = outbox_mongo_host->monotonic_us();
     int rc = read_unfinished(h, req->route, &u, d);
+    outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "claim: read %zu unfinished rows in %lld us",
+                           u.n, (long long)(outbox_mongo_host->monotonic_us() - t0));
     if (rc == OUTBOX_OK && u.n > 1)
         qsort(u.v, u.n, sizeof *u.v, req->hlc_order ? cmp_urow_hlc : cmp_urow_created);
     strs_t held = {0};
@@ -727,8 +715,11 @@ static int claim_locked(mongo_handle_t *h, const outbox_claim_req_t *req, int64_
     BSON_APPEND_DOCUMENT_BEGIN(&up, "$inc", &inc);
     BSON_APPEND_INT32(&inc, "attempts", 1);
     bson_append_document_end(&up, &inc);
-    claimed_t c = {.h = h};
+    /* The rows to take, in claim order, up to the limit. */
+    const char **take_ids = outbox_mongo_host->alloc((req->limit < u.n ? req->limit : u.n) * sizeof *take_ids + 1);
     size_t taken = 0;
+    if (!take_ids)
+        rc = outbox_mongo_nomem(d);
     for (size_t i = 0; rc == OUTBOX_OK && i < u.n && taken < req->limit; i++) {
         const urow_t *r = &u.v[i];
         if (!urow_claimable(r, now_ms, cut_ms))
@@ -736,29 +727,33 @@ static int claim_locked(mongo_handle_t *h, const outbox_claim_req_t *req, int64_
         int blocked = 0;
         for (size_t k = 0; r->key && k < held.n && !blocked; k++)
             blocked = strcmp(held.v[k], r->key) == 0;
-        if (blocked)
-            continue;
-        bson_t pre;
-        int found = 0;
-        rc = outbox_mongo_swap(h, r->id, &up, &pre, &found, d, "claiming");
-        if (rc == OUTBOX_OK && found) {
-            if (doc_claimable(&pre, now_ms, cut_ms)) {
-                rc = keep_doc(&pre, &c, d);
-                if (rc == OUTBOX_OK)
-                    h->rows[h->n_rows - 1].attempts++;
-                taken++;
-            } else {
-                rc = outbox_mongo_restore(h, &pre, d);
-                /* Its key is not ours to go on with either. */
-                if (r->key)
-                    strs_add(&held, r->key);
-            }
-        }
-        bson_destroy(&pre);
+        if (!blocked)
+            take_ids[taken++] = r->id;
     }
-    if (rc == OUTBOX_OK)
-        fix_pointers(h, &c);
-    outbox_mongo_host->free(c.offs);
+    /* One update of them all (we hold the route's lock: no other claimer
+     * competes), then the documents read back by the token. */
+    for (size_t at = 0; rc == OUTBOX_OK && at < taken; at += MONGO_IN_MAX) {
+        size_t k = taken - at < MONGO_IN_MAX ? taken - at : MONGO_IN_MAX;
+        bson_t f = BSON_INITIALIZER, in, reply;
+        BSON_APPEND_DOCUMENT_BEGIN(&f, MF_ID, &in);
+        int ok = outbox_mongo_append_ids(&in, "$in", take_ids + at, k);
+        bson_append_document_end(&f, &in);
+        append_claimable(&f, now_ms, cut_ms);
+        bson_error_t e;
+        if (!ok) {
+            rc = outbox_mongo_nomem(d);
+        } else {
+            if (!mongoc_collection_update_many(h->coll, &f, &up, NULL, &reply, &e))
+                rc = outbox_mongo_error(d, &e, &reply, "claiming");
+            bson_destroy(&reply);
+        }
+        bson_destroy(&f);
+    }
+    if (rc == OUTBOX_OK && taken)
+        rc = read_back(h, token, d);
+    outbox_mongo_host->free(take_ids);
+    outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "claim: took %zu rows, %lld us in all",
+                           h->n_rows, (long long)(outbox_mongo_host->monotonic_us() - t0));
     bson_destroy(&up);
     strs_free(&held);
     urows_free(&u);

@@ -291,57 +291,60 @@ int outbox_mongo_append_ids(bson_t *doc, const char *key, const char *const *ids
     return bson_append_array_end(doc, &arr);
 }
 
-/* ------------------------------------------------------- by-_id writes */
+/* ----------------------------------------------------- by-_id access */
 
-int outbox_mongo_swap(mongo_handle_t *h, const char *id, const bson_t *update, bson_t *pre,
-                      int *found, outbox_diag_t *d, const char *what)
+static int copy_doc(const bson_t *doc, void *ctx, outbox_diag_t *d)
 {
+    (void)d;
+    bson_t *out = ctx;
+    bson_destroy(out);
+    bson_copy_to(doc, out);
+    return 1; /* the first is the only one */
+}
+
+int outbox_mongo_get(mongo_handle_t *h, const char *id, bson_t *out, int *found, outbox_diag_t *d,
+                     const char *what)
+{
+    bson_init(out);
     *found = 0;
-    bson_init(pre);
-    bson_t q = BSON_INITIALIZER, reply;
-    BSON_APPEND_UTF8(&q, "_id", id);
-    mongoc_find_and_modify_opts_t *o = mongoc_find_and_modify_opts_new();
-    if (!o) {
-        bson_destroy(&q);
-        return outbox_mongo_nomem(d);
+    bson_t f = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&f, "_id", id);
+    int rc = outbox_mongo_find(h->coll, &f, NULL, copy_doc, out, d, what);
+    bson_destroy(&f);
+    if (rc == 1) {
+        *found = 1;
+        rc = OUTBOX_OK;
     }
-    mongoc_find_and_modify_opts_set_update(o, update);
-    bson_error_t e;
-    int rc = OUTBOX_OK;
-    if (!mongoc_collection_find_and_modify_with_opts(h->coll, &q, o, &reply, &e)) {
-        rc = outbox_mongo_error(d, &e, &reply, what);
-    } else {
-        bson_iter_t it;
-        if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            uint32_t len = 0;
-            const uint8_t *data = NULL;
-            bson_iter_document(&it, &len, &data);
-            bson_t v;
-            if (data && bson_init_static(&v, data, len)) {
-                bson_destroy(pre);
-                bson_copy_to(&v, pre);
-                *found = 1;
-            }
-        }
-    }
-    bson_destroy(&reply);
-    mongoc_find_and_modify_opts_destroy(o);
-    bson_destroy(&q);
     return rc;
 }
 
-int outbox_mongo_restore(mongo_handle_t *h, const bson_t *pre, outbox_diag_t *d)
+int outbox_mongo_update_ids(mongo_handle_t *h, const char *const *ids, size_t n,
+                            const bson_t *update, outbox_diag_t *d, const char *what)
 {
-    const char *id = outbox_mongo_str(pre, "_id");
-    if (!id)
-        return OUTBOX_OK;
-    bson_t q = BSON_INITIALIZER, reply;
-    BSON_APPEND_UTF8(&q, "_id", id);
-    bson_error_t e;
     int rc = OUTBOX_OK;
-    if (!mongoc_collection_replace_one(h->coll, &q, pre, NULL, &reply, &e))
-        rc = outbox_mongo_error(d, &e, &reply, "putting a document back");
-    bson_destroy(&reply);
-    bson_destroy(&q);
+    for (size_t at = 0; rc == OUTBOX_OK && at < n; at += MONGO_STMT_MAX) {
+        size_t k = n - at < MONGO_STMT_MAX ? n - at : MONGO_STMT_MAX;
+        bson_t opts = BSON_INITIALIZER;
+        BSON_APPEND_BOOL(&opts, "ordered", true);
+        mongoc_bulk_operation_t *op = mongoc_collection_create_bulk_operation_with_opts(h->coll, &opts);
+        bson_destroy(&opts);
+        if (!op)
+            return outbox_mongo_nomem(d);
+        bson_error_t e;
+        for (size_t i = at; rc == OUTBOX_OK && i < at + k; i++) {
+            bson_t f = BSON_INITIALIZER;
+            BSON_APPEND_UTF8(&f, "_id", ids[i]);
+            if (!mongoc_bulk_operation_update_one_with_opts(op, &f, update, NULL, &e))
+                rc = outbox_mongo_error(d, &e, NULL, what);
+            bson_destroy(&f);
+        }
+        if (rc == OUTBOX_OK) {
+            bson_t reply;
+            if (!mongoc_bulk_operation_execute(op, &reply, &e))
+                rc = outbox_mongo_error(d, &e, &reply, what);
+            bson_destroy(&reply);
+        }
+        mongoc_bulk_operation_destroy(op);
+    }
     return rc;
 }

@@ -77,15 +77,15 @@ MONGO_HIDDEN int outbox_mongo_lock(mongo_handle_t *h, const char *name, int64_t 
  * expires after its ttl. */
 MONGO_HIDDEN void outbox_mongo_unlock(mongo_handle_t *h, mongo_lock_t *l);
 
-/* One update of the document with this _id (the filter FerretDB looks up
- * directly), returning the document as it was before: *found = 0 when
- * there is none, else pre holds it (the caller destroys it). Where updates
- * are not atomic, the caller checks the old state itself and puts back
- * what it should not have changed (outbox_mongo_restore). */
-MONGO_HIDDEN int outbox_mongo_swap(mongo_handle_t *h, const char *id, const bson_t *update,
-                                   bson_t *pre, int *found, outbox_diag_t *d, const char *what);
-/* Writes pre back whole over the document with its _id. */
-MONGO_HIDDEN int outbox_mongo_restore(mongo_handle_t *h, const bson_t *pre, outbox_diag_t *d);
+/* The document with this _id (the one filter FerretDB looks up directly
+ * instead of scanning the collection): *found = 0 when there is none, else
+ * out holds a copy (the caller destroys it; it is initialised either way). */
+MONGO_HIDDEN int outbox_mongo_get(mongo_handle_t *h, const char *id, bson_t *out, int *found,
+                                  outbox_diag_t *d, const char *what);
+/* Runs the updates (filter {_id: ids[i]}, the same update for all) as
+ * ordered bulk writes of at most MONGO_STMT_MAX statements. */
+MONGO_HIDDEN int outbox_mongo_update_ids(mongo_handle_t *h, const char *const *ids, size_t n,
+                                         const bson_t *update, outbox_diag_t *d, const char *what);
 
 /* ----------------------------------------------------------- sessions */
 

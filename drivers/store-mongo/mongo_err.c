@@ -75,6 +75,9 @@ int outbox_mongo_code(const bson_error_t *e, const bson_t *reply)
     }
     if (transient_server_code(e->code))
         return OUTBOX_ETRANSIENT;
+    /* FerretDB passes SQLite's busy database on as an internal error. */
+    if (strstr(e->message, "SQLITE_BUSY") || strstr(e->message, "database is locked"))
+        return OUTBOX_ETRANSIENT;
     if (e->code == 26) /* NamespaceNotFound */
         return OUTBOX_ESCHEMA;
     return OUTBOX_EPERMANENT;

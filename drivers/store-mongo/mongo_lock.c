@@ -134,6 +134,8 @@ int outbox_mongo_lock(mongo_handle_t *h, const char *name, int64_t ttl_ms, int w
                     return rc;
                 }
                 if (!later.found) {
+                    outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "lock %s after %u rounds",
+                                           l->id, round);
                     l->held = 1;
                     if (turn % 32 == 0)
                         cleanup(h, name, turn);

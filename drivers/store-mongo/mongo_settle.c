@@ -234,38 +234,62 @@ static int read_applied(mongo_handle_t *h, outbox_settle_item_t *items, size_t n
     return rc;
 }
 
-/* Where updates are not atomic (FerretDB, which would also scan the whole
- * collection for the guarded filter): one update per item by its _id
- * alone, which returns the document as it was; an item applied when that
- * document still held the fence, and a document that did not is put back
- * as it was. */
-static int settle_by_id(mongo_handle_t *h, const outbox_fence_t *fence,
-                        outbox_settle_item_t *items, size_t n, outbox_diag_t *d)
+/* Where updates are not atomic (FerretDB), the guarded update would not
+ * decide who applied: the items' documents are read first (one find on
+ * `_id $in`), the fence checked on each, and only the items that hold it
+ * are updated (the grouped statements below, on their ids alone). The check
+ * and the write are two commands: a relay that settles after its lease ran
+ * out, in the instant another claims the row, may overwrite that claim (the
+ * row is then delivered twice, never lost). */
+typedef struct fenced {
+    const outbox_fence_t *fence;
+    outbox_settle_item_t *items;
+    size_t n;
+} fenced_t;
+
+static int mark_holder(const bson_t *doc, void *ctx, outbox_diag_t *d)
 {
-    char *line = outbox_mongo_host->alloc(MONGO_ERROR_MAX);
-    if (!line)
-        return outbox_mongo_nomem(d);
-    char mark[40];
-    outbox_mongo_token(mark);
-    int64_t now_ms = outbox_mongo_ms(outbox_mongo_host->now_us());
-    int rc = OUTBOX_OK;
-    for (size_t i = 0; rc == OUTBOX_OK && i < n; i++) {
-        bson_t u = BSON_INITIALIZER, pre;
-        build_update(&u, &items[i], mark, now_ms, line);
-        int found = 0;
-        rc = outbox_mongo_swap(h, items[i].id, &u, &pre, &found, d, "settling");
-        if (rc == OUTBOX_OK && found) {
-            const char *st = outbox_mongo_str(&pre, MF_STATUS);
-            const char *tok = outbox_mongo_str(&pre, MF_TOKEN);
-            if (st && tok && strcmp(st, "processing") == 0 && strcmp(tok, fence->token) == 0)
-                items[i].applied = 1;
-            else
-                rc = outbox_mongo_restore(h, &pre, d);
+    (void)d;
+    fenced_t *f = ctx;
+    const char *id = outbox_mongo_str(doc, MF_ID), *st = outbox_mongo_str(doc, MF_STATUS),
+               *tok = outbox_mongo_str(doc, MF_TOKEN);
+    if (!id || !st || !tok || strcmp(st, "processing") != 0 || strcmp(tok, f->fence->token) != 0)
+        return OUTBOX_OK;
+    /* An id given twice changes its row once: the first item gets it. */
+    for (size_t i = 0; i < f->n; i++)
+        if (strcmp(f->items[i].id, id) == 0) {
+            f->items[i].applied = 1;
+            break;
         }
-        bson_destroy(&pre);
-        bson_destroy(&u);
+    return OUTBOX_OK;
+}
+
+static int read_holders(mongo_handle_t *h, const outbox_fence_t *fence, outbox_settle_item_t *items,
+                        size_t n, outbox_diag_t *d)
+{
+    int rc = OUTBOX_OK;
+    for (size_t at = 0; rc == OUTBOX_OK && at < n; at += MONGO_IN_MAX) {
+        size_t k = n - at < MONGO_IN_MAX ? n - at : MONGO_IN_MAX;
+        const char **ids = outbox_mongo_host->alloc(k * sizeof *ids);
+        if (!ids)
+            return outbox_mongo_nomem(d);
+        for (size_t j = 0; j < k; j++)
+            ids[j] = items[at + j].id;
+        bson_t f = BSON_INITIALIZER, in, opts = BSON_INITIALIZER, p;
+        BSON_APPEND_DOCUMENT_BEGIN(&f, MF_ID, &in);
+        int ok = outbox_mongo_append_ids(&in, "$in", ids, k);
+        bson_append_document_end(&f, &in);
+        outbox_mongo_host->free(ids);
+        BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &p);
+        BSON_APPEND_INT32(&p, MF_STATUS, 1);
+        BSON_APPEND_INT32(&p, MF_TOKEN, 1);
+        bson_append_document_end(&opts, &p);
+        fenced_t fc = {fence, items + at, k};
+        rc = ok ? outbox_mongo_find(h->coll, &f, &opts, mark_holder, &fc, d, "settling (fence check)")
+                : outbox_mongo_nomem(d);
+        bson_destroy(&f);
+        bson_destroy(&opts);
     }
-    outbox_mongo_host->free(line);
     return rc;
 }
 
@@ -299,14 +323,17 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
     if (memchr(fence->token, '\0', sizeof fence->token) == NULL || fence->token[0] == '\0')
         return OUTBOX_OK; /* no claim wrote this fence: nothing holds it */
 
+    size_t holders = n;
     if (h->racy_updates) {
-        rc = settle_by_id(h, fence, items, n, d);
-        size_t count = 0;
+        rc = read_holders(h, fence, items, n, d);
+        holders = 0;
         for (size_t i = 0; i < n; i++)
-            count += items[i].applied ? 1 : 0;
-        if (applied)
-            *applied = count;
-        return rc;
+            holders += items[i].applied ? 1 : 0;
+        if (rc != OUTBOX_OK || holders == 0) {
+            for (size_t i = 0; i < n; i++)
+                items[i].applied = 0;
+            return rc;
+        }
     }
     slot_t *slots = outbox_mongo_host->alloc(n * sizeof *slots);
     char *line = outbox_mongo_host->alloc(MONGO_ERROR_MAX);
@@ -315,17 +342,19 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
         outbox_mongo_host->free(line);
         return outbox_mongo_nomem(d);
     }
+    size_t ns = 0;
     for (size_t i = 0; i < n; i++)
-        slots[i] = (slot_t){i, &items[i]};
-    qsort(slots, n, sizeof *slots, cmp_slot);
+        if (!h->racy_updates || items[i].applied)
+            slots[ns++] = (slot_t){i, &items[i]};
+    qsort(slots, ns, sizeof *slots, cmp_slot);
 
     char mark[40];
     outbox_mongo_token(mark);
     int64_t now_ms = outbox_mongo_ms(outbox_mongo_host->now_us());
     bulk_t b = {.h = h};
-    for (size_t i = 0; rc == OUTBOX_OK && i < n;) {
+    for (size_t i = 0; rc == OUTBOX_OK && i < ns;) {
         size_t j = i + 1;
-        while (j < n && j - i < MONGO_IN_MAX && cmp_group(&slots[i], &slots[j]) == 0)
+        while (j < ns && j - i < MONGO_IN_MAX && cmp_group(&slots[i], &slots[j]) == 0)
             j++;
         rc = add_group(&b, slots + i, j - i, fence, mark, now_ms, line, d);
         i = j;
@@ -336,7 +365,13 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
         mongoc_bulk_operation_destroy(b.op);
     outbox_mongo_host->free(line);
 
-    if (rc == OUTBOX_OK && b.modified > 0) {
+    if (h->racy_updates) {
+        /* The fence check decided; an error leaves the rows as the
+         * statements that ran made them, as anywhere on such a server. */
+        if (rc != OUTBOX_OK)
+            for (size_t i = 0; i < n; i++)
+                items[i].applied = 0;
+    } else if (rc == OUTBOX_OK && b.modified > 0) {
         qsort(slots, n, sizeof *slots, cmp_id);
         size_t distinct = distinct_ids(slots, n);
         if ((size_t)b.modified >= distinct) {

@@ -139,7 +139,10 @@ start() {
     # A session of its own, like a daemon: whoever ran start may be a
     # process group that is killed as a whole when it ends (a Check test
     # case is), and the server must outlive it.
-    setsid "$bin" --handler=sqlite --sqlite-url="file:$dir/data/" \
+    # synchronous(off): SQLite does not wait for the disk at each commit
+    # (FerretDB commits every update statement on its own); a crash of this
+    # throwaway server may lose what it held, and that is fine.
+    setsid "$bin" --handler=sqlite --sqlite-url="file:$dir/data/?_pragma=synchronous(off)" \
         --listen-addr="127.0.0.1:$port" --debug-addr="127.0.0.1:$dport" \
         --state-dir="$dir/state" --telemetry=disable --log-level=warn \
         >>"$dir/server.log" 2>&1 </dev/null &
