@@ -36,3 +36,6 @@ OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
 # client and Debian's nats-server with JetStream. python3-venv: the
 # third-party Python clients of tools/services/pyclients.sh.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-headless maven kcat libnats-dev nats-server python3-venv"
+# MongoDB: libmongoc for the store driver; its test server, FerretDB, is
+# built from source by tools/services/ferretdb.sh with the Go toolchain.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libmongoc-dev"
