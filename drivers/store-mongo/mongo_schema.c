@@ -386,7 +386,7 @@ int outbox_mongo_schema_apply(mongo_handle_t *h, const outbox_schema_opts_t *opt
             /* No partial indexes here (FerretDB answers 238, NotImplemented):
              * the full form with the status in its key serves the same
              * queries, at the cost of indexing finished rows too. */
-            outbox_mongo_host->log(OUTBOX_LOG_INFO, MONGO_NAME,
+            outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME,
                                    "the server has no partial indexes: creating %s instead of %s",
                                    ix->full_name, ix->name);
             bson_t full = BSON_INITIALIZER;
