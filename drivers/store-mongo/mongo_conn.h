@@ -77,16 +77,6 @@ MONGO_HIDDEN int outbox_mongo_lock(mongo_handle_t *h, const char *name, int64_t 
  * expires after its ttl. */
 MONGO_HIDDEN void outbox_mongo_unlock(mongo_handle_t *h, mongo_lock_t *l);
 
-/* The document with this _id (the one filter FerretDB looks up directly
- * instead of scanning the collection): *found = 0 when there is none, else
- * out holds a copy (the caller destroys it; it is initialised either way). */
-MONGO_HIDDEN int outbox_mongo_get(mongo_handle_t *h, const char *id, bson_t *out, int *found,
-                                  outbox_diag_t *d, const char *what);
-/* Runs the updates (filter {_id: ids[i]}, the same update for all) as
- * ordered bulk writes of at most MONGO_STMT_MAX statements. */
-MONGO_HIDDEN int outbox_mongo_update_ids(mongo_handle_t *h, const char *const *ids, size_t n,
-                                         const bson_t *update, outbox_diag_t *d, const char *what);
-
 /* ----------------------------------------------------------- sessions */
 
 /* Where a write of stage or checkpoint advance goes: the application's
