@@ -99,10 +99,9 @@ const outbox_driver_t *outbox_sink_driver(const outbox_sink_t *k)
     return k ? k->drv : NULL;
 }
 
-/* The driver's optional entry m, or NULL when its vtable is too old or
- * leaves it out. */
-#define SINK_ENTRY(k, m)                                                                    \
-    (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, (k)->drv->sink, m) ? (k)->drv->sink->m : NULL)
+/* The optional entry m of the driver's sink vtable vt, or NULL when the
+ * vtable is too old or leaves it out. */
+#define SINK_ENTRY(vt, m) (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, (vt), m) ? (vt)->m : NULL)
 
 static int unsupported(outbox_diag_t *d, const outbox_sink_t *k, const char *what)
 {
@@ -117,7 +116,8 @@ static int destination_call(outbox_sink_t *k, const char *destination, int drop)
     if (destination == NULL || destination[0] == '\0')
         return outbox_diag_set(&k->diag, OUTBOX_EINVAL, "the destination is empty");
     int (*fn)(void *, const char *, outbox_diag_t *) =
-        drop ? SINK_ENTRY(k, destination_drop) : SINK_ENTRY(k, destination_create);
+        drop ? SINK_ENTRY(k->drv->sink, destination_drop)
+             : SINK_ENTRY(k->drv->sink, destination_create);
     if (fn == NULL)
         return unsupported(&k->diag, k, drop ? "destination_drop" : "destination_create");
     int rc = fn(k->h, destination, &k->diag);
@@ -151,7 +151,8 @@ int outbox_sink_reader_open(outbox_sink_t *k, const char *destination, outbox_si
     outbox_diag_clear(&k->diag);
     if (destination == NULL || destination[0] == '\0')
         return outbox_diag_set(&k->diag, OUTBOX_EINVAL, "the destination is empty");
-    if (SINK_ENTRY(k, reader_open) == NULL || SINK_ENTRY(k, reader_next) == NULL)
+    if (SINK_ENTRY(k->drv->sink, reader_open) == NULL ||
+        SINK_ENTRY(k->drv->sink, reader_next) == NULL)
         return unsupported(&k->diag, k, "reader");
     outbox_sink_reader_t *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -190,8 +191,8 @@ void outbox_sink_reader_close(outbox_sink_reader_t *r)
 {
     if (r == NULL)
         return;
-    if (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, r->drv->sink, reader_close) &&
-        r->drv->sink->reader_close != NULL)
-        r->drv->sink->reader_close(r->h);
+    void (*close_fn)(void *) = SINK_ENTRY(r->drv->sink, reader_close);
+    if (close_fn != NULL)
+        close_fn(r->h);
     free(r);
 }

@@ -139,6 +139,17 @@ static size_t masker_until(masker_t *m, size_t i)
         until = m->pw.to;
     if (i >= m->param.from && i < m->param.to && m->param.to > until)
         until = m->param.to;
+    /* The callers skip what a secret covers, so the names under it are
+     * looked at here: a secret parameter named inside the span whose
+     * value goes on past its end ("user:x?token=@abc", where the password
+     * stops at the token's '@') makes the span that much longer. */
+    for (size_t j = i + 1; j < until; j++) {
+        size_t k = password_key(m->src, j);
+        if (k > 0 && value_end(m->src, j + k) > until) {
+            m->param = (mask_t){j + k, value_end(m->src, j + k)};
+            until = m->param.to;
+        }
+    }
     return until;
 }
 
@@ -388,11 +399,21 @@ static bool valid_ipv6(const char *s, size_t n)
     return true;
 }
 
-static int parse_host_port(builder_t *b, const char *s, size_t n, outbox_uri_t *uri)
+/* One "host[:port]" or "[v6][:port]" of s..s+n, checked: the host is
+ * host..host+hlen (without brackets), port its number (0 when there is
+ * none). */
+typedef struct host_part {
+    const char *host;
+    size_t hlen;
+    bool bracketed;
+    int port;
+} host_part_t;
+
+static int split_host_port(builder_t *b, const char *s, size_t n, host_part_t *out)
 {
     const char *port = NULL;
     size_t port_len = 0;
-    int rc;
+    *out = (host_part_t){.host = s, .hlen = n};
     if (n > 0 && s[0] == '[') {
         const char *close = memchr(s, ']', n);
         if (!close)
@@ -413,7 +434,7 @@ static int parse_host_port(builder_t *b, const char *s, size_t n, outbox_uri_t *
             port = s + after + 1;
             port_len = n - after - 1;
         }
-        rc = put_string(b, s + 1, hlen, true, "host", &uri->host);
+        *out = (host_part_t){.host = s + 1, .hlen = hlen, .bracketed = true};
     } else {
         const char *colon = memchr(s, ':', n);
         size_t hlen = colon ? (size_t)(colon - s) : n;
@@ -424,11 +445,37 @@ static int parse_host_port(builder_t *b, const char *s, size_t n, outbox_uri_t *
         if (memchr(s, '[', hlen) || memchr(s, ']', hlen))
             return uri_error(b, OUTBOX_EINVAL,
                              "unexpected '[' or ']' in the host (an IPv6 host is written [addr])");
-        rc = put_optional(b, s, hlen, "host", &uri->host);
+        out->hlen = hlen;
     }
-    if (rc == OUTBOX_OK && port)
-        rc = parse_port(b, port, port_len, &uri->port);
-    return rc;
+    return port ? parse_port(b, port, port_len, &out->port) : OUTBOX_OK;
+}
+
+/* The host and port; or, for a list "h1:p1,h2:p2" (brokers of one
+ * cluster), each element checked, the list as written in host and port 0. */
+static int parse_host_port(builder_t *b, const char *s, size_t n, outbox_uri_t *uri)
+{
+    host_part_t part;
+    if (memchr(s, ',', n) == NULL) {
+        int rc = split_host_port(b, s, n, &part);
+        if (rc != OUTBOX_OK)
+            return rc;
+        rc = part.bracketed ? put_string(b, part.host, part.hlen, true, "host", &uri->host)
+                            : put_optional(b, part.host, part.hlen, "host", &uri->host);
+        uri->port = part.port;
+        return rc;
+    }
+    for (size_t at = 0; at <= n;) {
+        const char *comma = memchr(s + at, ',', n - at);
+        size_t len = comma ? (size_t)(comma - (s + at)) : n - at;
+        int rc = split_host_port(b, s + at, len, &part);
+        if (rc != OUTBOX_OK)
+            return rc;
+        if (part.hlen == 0)
+            return uri_error(b, OUTBOX_EINVAL, "an empty host in the list of hosts");
+        at += len + 1;
+    }
+    uri->port = 0;
+    return put_string(b, s, n, true, "host", &uri->host);
 }
 
 /* s..s+n is what follows "scheme://": [user[:password]@]host[:port][/path]. */

@@ -125,9 +125,15 @@ int kafka_cfg_parse(const outbox_uri_t *uri, kafka_cfg_t *cfg, outbox_diag_t *d)
     }
     outbox_buf_t b;
     outbox_buf_init(&b, H);
-    int v6 = strchr(uri->host, ':') != NULL;
-    outbox_buf_printf(&b, "%s%s%s:%d", v6 ? "[" : "", uri->host, v6 ? "]" : "",
-                      uri->port > 0 ? uri->port : 9092);
+    if (strchr(uri->host, ',') != NULL) {
+        /* kafka://k1:9092,k2:9092/...: the host holds the list, each as
+         * librdkafka reads it (a missing port is 9092). */
+        outbox_buf_puts(&b, uri->host);
+    } else {
+        int v6 = strchr(uri->host, ':') != NULL;
+        outbox_buf_printf(&b, "%s%s%s:%d", v6 ? "[" : "", uri->host, v6 ? "]" : "",
+                          uri->port > 0 ? uri->port : 9092);
+    }
     const char *path = uri->path ? uri->path : "";
     cfg->topic_tpl = outbox_kit_strdup(H, path[0] == '/' ? path + 1 : path);
     int rc = OUTBOX_OK;

@@ -219,7 +219,9 @@ static int wait_reports(kafka_sink_t *k, int64_t deadline)
         int64_t left = (deadline - H->monotonic_us()) / 1000;
         if (left <= 0)
             return 0;
-        rd_kafka_flush(k->rk, left < 100 ? (int)left : 100);
+        /* Short slices: one long flush returns only in steps of up to
+         * 10 ms, which a call would wait out after its last report. */
+        rd_kafka_flush(k->rk, 1);
     }
     return 1;
 }

@@ -106,8 +106,8 @@ static int add_server(nats_config_t *c, const char *hostport, bool tls, outbox_d
     return OUTBOX_OK;
 }
 
-/* servers=host:port,host:port: more servers of the cluster (the URI's
- * authority holds one host:port). */
+/* host:port,host:port: the servers of a cluster, from the URI's authority
+ * or its servers= parameter (more of them). */
 static int add_servers(nats_config_t *c, const char *list, const char *shown, outbox_diag_t *d)
 {
     const char *p = list;
@@ -117,13 +117,13 @@ static int add_servers(nats_config_t *c, const char *list, const char *shown, ou
         if (n == 0 || n >= sizeof one || memchr(p, '/', n) || memchr(p, '@', n) ||
             memchr(p, ' ', n))
             return outbox_nats_host->error(d, OUTBOX_EINVAL,
-                                           "NATS sink %s: servers= takes host:port[,host:port...]",
+                                           "NATS sink %s: the servers are host:port[,host:port...]",
                                            shown);
         memcpy(one, p, n);
         one[n] = '\0';
         if (!strchr(one, ':') || one[n - 1] == ':')
             return outbox_nats_host->error(d, OUTBOX_EINVAL,
-                                           "NATS sink %s: server %s in servers= has no port",
+                                           "NATS sink %s: server %s in the list has no port",
                                            shown, one);
         int rc = add_server(c, one, c->tls, d);
         if (rc != OUTBOX_OK)
@@ -202,11 +202,16 @@ static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
                            "certificate and its key)",
                            shown);
 
-    char hostport[300];
-    bool v6 = strchr(uri->host, ':') != NULL;
-    snprintf(hostport, sizeof hostport, "%s%s%s:%d", v6 ? "[" : "", uri->host, v6 ? "]" : "",
-             uri->port > 0 ? uri->port : 4222);
-    rc = add_server(c, hostport, c->tls, d);
+    if (strchr(uri->host, ',') != NULL) {
+        /* nats://h1:4222,h2:4222/...: the host then holds the list. */
+        rc = add_servers(c, uri->host, shown, d);
+    } else {
+        char hostport[300];
+        bool v6 = strchr(uri->host, ':') != NULL;
+        snprintf(hostport, sizeof hostport, "%s%s%s:%d", v6 ? "[" : "", uri->host,
+                 v6 ? "]" : "", uri->port > 0 ? uri->port : 4222);
+        rc = add_server(c, hostport, c->tls, d);
+    }
     const char *more = outbox_uri_get(uri, "servers");
     if (rc == OUTBOX_OK && more)
         rc = add_servers(c, more, shown, d);

@@ -36,6 +36,7 @@ struct nats_call {
     const outbox_message_t *msgs;
     outbox_publish_result_t *results;
     unsigned char *state;
+    unsigned char *noresp; /* the server answered "no responders": to be looked into */
     slot_t *table;
     size_t mask; /* table size - 1 for this round (a power of two) */
 };
@@ -94,7 +95,8 @@ static int permanent_js_error(jsErrCode code)
 
 /* The verdict of a PubAck or its error. */
 static void ack_result(const nats_sink_t *h, const outbox_message_t *m, const char *subject,
-                       jsPubAck *pa, jsPubAckErr *pae, outbox_publish_result_t *r)
+                       jsPubAck *pa, jsPubAckErr *pae, outbox_publish_result_t *r,
+                       unsigned char *noresp)
 {
     if (pa != NULL) {
         r->status = OUTBOX_PUBLISH_OK;
@@ -107,10 +109,14 @@ static void ack_result(const nats_sink_t *h, const outbox_message_t *m, const ch
     outbox_nats_redact(&h->cfg, pae && pae->ErrText ? pae->ErrText : natsStatus_GetText(err), what,
                        sizeof what);
     if (err == NATS_NO_RESPONDERS) {
+        /* No stream captures the subject, or JetStream is not serving
+         * right now (a server shutting down or starting up answers the
+         * same way): settled after the round, by asking JetStream. */
         char shown[200];
         outbox_text_line(subject, shown, sizeof shown);
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "no JetStream stream captures subject %s: create a stream for it", shown);
+        set_result(r, OUTBOX_PUBLISH_RETRY, "no JetStream answer for subject %s (no responders)",
+                   shown);
+        *noresp = 1;
     } else if (err == NATS_ERR && pae && pae->ErrCode != 0) {
         int permanent = permanent_js_error(pae->ErrCode);
         set_result(r, permanent ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
@@ -128,11 +134,74 @@ void outbox_nats_on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
     nats_call_t *c = h->call;
     long i = c ? table_get(c, msg) : -1;
     if (i >= 0 && c->state[i] == SLOT_IN_FLIGHT) {
-        ack_result(h, &c->msgs[i], natsMsg_GetSubject(msg), pa, pae, &c->results[i]);
+        ack_result(h, &c->msgs[i], natsMsg_GetSubject(msg), pa, pae, &c->results[i],
+                   &c->noresp[i]);
         c->state[i] = SLOT_DONE;
     }
     pthread_mutex_unlock(&h->mu);
     natsMsg_Destroy(msg);
+}
+
+/* Whether a JetStream stream captures subject: 1 yes, 0 no (JetStream
+ * answered, and named none), -1 unknown (JetStream did not answer). */
+static int stream_captures(nats_sink_t *h, const char *subject, int64_t timeout_ms)
+{
+    outbox_buf_t req;
+    outbox_buf_init(&req, outbox_nats_host);
+    outbox_buf_puts(&req, "{\"subject\":");
+    outbox_buf_json_string(&req, subject, strlen(subject));
+    outbox_buf_putc(&req, '}');
+    if (req.failed)
+        return -1;
+    natsMsg *reply = NULL;
+    natsStatus s = natsConnection_Request(&reply, h->nc, "$JS.API.STREAM.NAMES", req.data,
+                                          (int)req.len, timeout_ms < 1 ? 1 : timeout_ms);
+    outbox_buf_free(&req);
+    if (s != NATS_OK)
+        return -1;
+    /* {"type":"io.nats.jetstream.api.v1.stream_names_response","total":N,...}
+     * or an error object. */
+    int answer = -1;
+    const char *data = natsMsg_GetData(reply);
+    const char *total = data ? strstr(data, "\"total\":") : NULL;
+    if (total != NULL && (data == NULL || strstr(data, "\"error\"") == NULL))
+        answer = strtol(total + 8, NULL, 10) > 0;
+    natsMsg_Destroy(reply);
+    return answer;
+}
+
+/* The messages of the round JetStream answered "no responders" for: REJECT
+ * where it says no stream captures their subject, else they stay RETRY. */
+static void settle_no_responders(nats_sink_t *h, nats_call_t *c, const size_t *cur, size_t n_cur,
+                                 int64_t deadline_us, outbox_buf_t *subject)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    int known = -2; /* the last subject's answer, while the subject stays the same */
+    char last[256] = "";
+    for (size_t k = 0; k < n_cur; k++) {
+        size_t i = cur[k];
+        if (!c->noresp[i])
+            continue;
+        char why[OUTBOX_MESSAGE_MAX / 2];
+        if (outbox_nats_subject(subject, h->subject_tpl, &c->msgs[i], why, sizeof why) != 0)
+            continue;
+        if (known == -2 || strcmp(last, subject->data) != 0) {
+            int64_t left = (deadline_us - host->monotonic_us()) / 1000;
+            known = stream_captures(h, subject->data, left < 1000 ? 1000 : left);
+            snprintf(last, sizeof last, "%s", subject->data);
+        }
+        char shown[200];
+        outbox_text_line(subject->data, shown, sizeof shown);
+        if (known == 0)
+            set_result(&c->results[i], OUTBOX_PUBLISH_REJECT,
+                       "no JetStream stream captures subject %s: create a stream for it", shown);
+        else if (known < 0)
+            set_result(&c->results[i], OUTBOX_PUBLISH_RETRY,
+                       "JetStream did not answer for subject %s: the server may be starting or "
+                       "stopping",
+                       shown);
+        c->noresp[i] = 0;
+    }
 }
 
 /* Message i as a NATS message: the payload, CloudEvents headers "ce-<name>"
@@ -265,14 +334,16 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
     size_t cap = 16;
     while (cap < 2 * n)
         cap *= 2;
-    size_t bytes = 4 * n * sizeof(size_t) + n + cap * sizeof(slot_t);
+    size_t bytes = 4 * n * sizeof(size_t) + 2 * n + cap * sizeof(slot_t);
     char *mem = host->alloc(bytes);
     if (mem == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
     size_t *order = (size_t *)mem, *next = order + n, *cur = next + n, *nxt = cur + n;
     slot_t *table = (slot_t *)(nxt + n);
     unsigned char *state = (unsigned char *)(table + cap);
+    unsigned char *noresp = state + n;
     memset(state, SLOT_IDLE, n);
+    memset(noresp, 0, n);
 
     /* next[i]: the following message of i's key; the first of each key
      * (or a message without a key) starts in round one. */
@@ -295,7 +366,8 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
         if (!later[i])
             cur[n_cur++] = i;
 
-    nats_call_t call = {.msgs = msgs, .results = results, .state = state, .table = table};
+    nats_call_t call = {
+        .msgs = msgs, .results = results, .state = state, .noresp = noresp, .table = table};
     pthread_mutex_lock(&h->mu);
     h->call = &call;
     pthread_mutex_unlock(&h->mu);
@@ -402,6 +474,8 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
             }
             pthread_mutex_unlock(&h->mu);
         }
+
+        settle_no_responders(h, &call, cur, n_cur, deadline, &subject);
 
         /* Every slot of the round is done now. */
         size_t n_next = 0;

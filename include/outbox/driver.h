@@ -108,7 +108,8 @@ typedef struct outbox_uri {
     const char *scheme;   /* lower-case */
     const char *user;
     const char *password;
-    const char *host;
+    const char *host;     /* an authority listing several hosts ("k1:9092,k2:9092", each
+                             checked) gives the list as written here, and port 0 */
     int port;
     const char *path;     /* percent-decoded; "/abs" for scheme:///abs, "rel" for scheme:rel */
     const outbox_uri_param_t *params;

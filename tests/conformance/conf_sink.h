@@ -87,7 +87,8 @@ const char *conf_got_key(const conf_got_t *g);
 void conf_broker_stop(void);
 void conf_broker_start(void);
 
-/* uri with its host:port replaced (0), or -1 when it has none. */
+/* uri with its host:port replaced (0), or -1 when it has none; with size
+ * 0 (out may be NULL) only whether it has one. */
 int conf_uri_with_host(const char *uri, const char *hostport, char *out, size_t size);
 /* uri with its user information replaced by userinfo (0), or -1. */
 int conf_uri_with_userinfo(const char *uri, const char *userinfo, char *out, size_t size);

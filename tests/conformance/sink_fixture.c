@@ -176,8 +176,7 @@ const char *conf_sink_need_reason(unsigned needs)
     if ((needs & CONF_NEED_BROKER) && conf_env.broker_stop == NULL)
         return "no commands to stop and start the broker were given (--broker-stop, "
                "--broker-start)";
-    char probe[16];
-    if ((needs & CONF_NEED_HOST) && conf_uri_with_host(conf_env.uri, "h:1", probe, 0) != 0)
+    if ((needs & CONF_NEED_HOST) && conf_uri_with_host(conf_env.uri, "h:1", NULL, 0) != 0)
         return "the URI names no host:port to replace with a closed port";
     if ((needs & CONF_NEED_RELAY_STORE) && !have_relay_store)
         return "the sqlite store driver does not load, and the case runs a relay on it";

@@ -235,6 +235,39 @@ START_TEST(test_empty_and_missing_scheme)
 }
 END_TEST
 
+START_TEST(test_host_list)
+{
+    /* Several brokers of one cluster: each checked, the list kept as written. */
+    outbox_uri_owned_t u = parse_ok("kafka://k1:9092,k2:9093/orders?acks=all");
+    ck_assert_str_eq(u.uri.host, "k1:9092,k2:9093");
+    ck_assert_int_eq(u.uri.port, 0);
+    ck_assert_str_eq(u.uri.path, "/orders");
+    ck_assert_uint_eq(u.uri.n_params, 1);
+    outbox_uri_free(&u);
+
+    u = parse_ok("nats://relay:s3cret@n1,[::1]:4222,n3:4223");
+    ck_assert_str_eq(u.uri.user, "relay");
+    ck_assert_str_eq(u.uri.password, "s3cret");
+    ck_assert_str_eq(u.uri.host, "n1,[::1]:4222,n3:4223");
+    ck_assert_int_eq(u.uri.port, 0);
+    ck_assert_ptr_null(u.uri.path);
+    outbox_uri_free(&u);
+
+    /* One host keeps its own port, as before. */
+    u = parse_ok("kafka://k1:9092/orders");
+    ck_assert_str_eq(u.uri.host, "k1");
+    ck_assert_int_eq(u.uri.port, 9092);
+    outbox_uri_free(&u);
+
+    parse_bad("kafka://k1:9092,,k2:9092/t", "an empty host in the list of hosts");
+    parse_bad("kafka://k1:9092,/t", "an empty host in the list of hosts");
+    parse_bad("kafka://,k1/t", "an empty host in the list of hosts");
+    parse_bad("kafka://k1:9092,k2:x/t", "invalid port \"x\"");
+    parse_bad("kafka://k1,[::g]:1/t", "invalid IPv6 address");
+    parse_bad("kafka://k1,k[2]/t", "unexpected '[' or ']' in the host");
+}
+END_TEST
+
 START_TEST(test_bad_ports)
 {
     parse_bad("postgresql://h:abc/db", "invalid port \"abc\"");
@@ -326,6 +359,9 @@ START_TEST(test_uri_mask)
         const char *in, *out;
     } cases[] = {
         {"postgresql://app:s3cr#tPass@db:99999/app", "postgresql://app:***@db:99999/app"},
+        /* The password ends at the '@' that begins a token's value: the
+         * token is masked to its end, not shown after the password. */
+        {"sqlite://h:/x?token=@bCdEf&x=1", "sqlite://h:***&x=1"},
         {"postgresql://app:s3cret@db/app?sslmode=require&sslpassword=x1",
          "postgresql://app:***@db/app?sslmode=require&sslpassword=***"},
         {"kafka://b:9092/t?sasl.password=p1&client_secret=p2&auth_token=p3",
@@ -581,6 +617,7 @@ static Suite *uri_suite(void)
     tc = tcase_create("relation");
     tcase_add_test(tc, test_relations);
     tcase_add_test(tc, test_uri_mask);
+    tcase_add_test(tc, test_host_list);
     suite_add_tcase(s, tc);
     return s;
 }

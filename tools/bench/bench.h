@@ -16,6 +16,7 @@
 enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAIL = 1, BENCH_EXIT_USAGE = 2 };
 
 struct bench_backend;
+typedef struct bench_msgs bench_msgs_t;
 
 /* --table: which indexes the relay's tables have. */
 enum bench_table {
@@ -33,7 +34,8 @@ typedef struct bench_opts {
     const char *driver;   /* --driver: store driver name or module path; NULL = by scheme */
     int no_ceiling;       /* throughput without a ceiling, through the public API alone */
     const char *relation; /* the relay's relation; the ceiling uses <relation>_ceiling */
-    const char *sink;     /* sink URI (throughput mode) */
+    const char *sink;     /* sink URI (throughput and latency modes) */
+    const char *destination; /* the relays' destination template; NULL = the relay's default */
     long events;
     long keys;
     long batch;
@@ -117,6 +119,10 @@ typedef struct bench_drain {
     double cpu_s; /* this process's CPU; for a ceiling run by a child (pgbench), the child's */
     long published;               /* relay drains: what the relays' counters say they published */
     const outbox_driver_t *driver; /* relay drains: the store driver that served them */
+    /* Relay drains: the resident set when the drain started and its
+     * high-water mark over the drain, which was reset to it first (KiB; -1
+     * when /proc does not tell). */
+    long rss_start_kb, rss_hwm_kb;
 } bench_drain_t;
 
 /* What the benchmark needs from a store beyond the application API: its
@@ -177,6 +183,10 @@ typedef struct bench_backend {
      * indexes the shipped schema adds to the canonical table, leaving the
      * primary key, the unique (route, event_id) and the claim index. */
     int (*canonical_only)(void *db, const char *relation, char *err, size_t errlen);
+    /* Optional (NULL: no producer ceiling): every row of relation in claim
+     * order as the message the relay would publish (bench_msgs_add). */
+    int (*messages)(void *db, const char *relation, bench_msgs_t *out, char *err,
+                    size_t errlen);
 } bench_backend_t;
 
 /* The backend for a store URI, NULL when the bench has none for it. */
@@ -190,6 +200,89 @@ extern const bench_backend_t bench_postgres_backend;
 char *bench_pg_script(const char *relation, long batch);
 char *bench_pg_reference_script(const char *relation, long batch);
 #endif
+
+/* --------------------------------------- what the relay will publish */
+
+/* One message of a backlog as the relay builds it from the row the store
+ * hands back: payload bytes as stored (PostgreSQL's jsonb text, not the
+ * staged text), key (ordering_key, else event_id), the CloudEvents
+ * attributes of core/cloudevents.c. Everything points into bench_msgs_t.buf. */
+#define BENCH_CE_MAX 7
+typedef struct bench_msg {
+    const char *payload;
+    size_t payload_len;
+    const char *key;
+    const char *event_id;
+    outbox_header_t ce[BENCH_CE_MAX]; /* by attribute name, without a binding's prefix */
+    size_t n_ce;
+    size_t off_[4]; /* bench_msgs_add's offsets into buf, until bench_msgs_seal */
+    int has_key_;
+} bench_msg_t;
+
+struct bench_msgs {
+    long n;
+    bench_msg_t *m;
+    char *buf;
+    size_t len, cap;
+};
+
+/* Appends one row's message (used by the backends' messages()); the
+ * occurred_at instant is microseconds since the epoch. 0 or -1 (memory). */
+int bench_msgs_add(bench_msgs_t *ms, const char *event_id, const char *ordering_key,
+                   int64_t occurred_us, const char *payload, size_t payload_len);
+/* Points the strings at buf once every row is in (buf may have moved). */
+void bench_msgs_seal(bench_msgs_t *ms);
+void bench_msgs_free(bench_msgs_t *ms);
+
+/* ----------------------------------------------- the producer ceilings */
+
+/* A sink URI taken apart the way the bench's bare clients need it. */
+#define BENCH_URI_PARAMS 32
+typedef struct bench_sink_uri {
+    char scheme[32];
+    char host[256];
+    int port; /* 0 = the client's default */
+    char path[512]; /* without its leading '/', percent-decoded */
+    long n_params;
+    char key[BENCH_URI_PARAMS][128];
+    char value[BENCH_URI_PARAMS][512];
+} bench_sink_uri_t;
+
+int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t errlen);
+/* The topic or subject the sink publishes destination to, through the
+ * URI's path template as the sinks read it ("" or "{destination}": the
+ * destination itself; "{route}": the route). */
+void bench_sink_target(const bench_sink_uri_t *u, const char *destination, const char *route,
+                       char *out, size_t size);
+
+/* A bare client of the broker behind a sink scheme: publishes every
+ * message of ms to target, o->batch at a time, waiting for the broker's
+ * acknowledgements of each chunk before the next, as the relay does. The
+ * clock runs from the first publish to the last acknowledgement. */
+typedef struct bench_producer {
+    const char *scheme;
+    const char *client; /* "librdkafka 2.0.2", for the JSON line */
+    int (*drain)(const bench_sink_uri_t *u, const char *target, const bench_msgs_t *ms,
+                 const bench_opts_t *o, bench_drain_t *out, char *err, size_t errlen);
+} bench_producer_t;
+
+/* The producer ceiling for a sink URI's scheme, NULL when none is built. */
+const bench_producer_t *bench_producer_for(const char *sink_uri);
+#ifdef OUTBOX_BENCH_KAFKA
+extern const bench_producer_t bench_kafka_producer;
+#endif
+#ifdef OUTBOX_BENCH_NATS
+extern const bench_producer_t bench_nats_producer;
+#endif
+
+/* The process's resident set now and its high-water mark (KiB, from
+ * /proc/self/status; -1 when unknown), and a reset of the mark to the
+ * current resident set (/proc/self/clear_refs "5"; 0 when done). */
+long bench_rss_kb(void);
+long bench_hwm_kb(void);
+int bench_hwm_reset(void);
+/* The largest high-water mark a reset took away (0 before any). */
+long bench_peak_before_resets_kb(void);
 
 /* --------------------------------------------------------------- modes */
 

@@ -774,6 +774,37 @@ static int bpg_canonical_only(void *db, const char *relation, char *err, size_t 
     return exec(db, sql, NULL, NULL, NULL, "dropping the partial indexes", err, errlen);
 }
 
+/* The payload as the driver reads it back: jsonb's text. */
+static int bpg_messages(void *db, const char *relation, bench_msgs_t *out, char *err,
+                        size_t errlen)
+{
+    char rel[300], sql[700];
+    rel_sql(relation, rel, sizeof rel);
+    snprintf(sql, sizeof sql,
+             "SELECT event_id::text, ordering_key, "
+             "(extract(epoch FROM occurred_at) * 1000000)::int8, payload::text FROM %s "
+             "ORDER BY created_at, id",
+             rel);
+    PGresult *r = NULL;
+    int rc = exec(db, sql, NULL, NULL, &r, "reading the backlog's messages", err, errlen);
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (bench_msgs_add(out, PQgetvalue(r, i, 0),
+                           PQgetisnull(r, i, 1) ? NULL : PQgetvalue(r, i, 1),
+                           strtoll(PQgetvalue(r, i, 2), NULL, 10), PQgetvalue(r, i, 3),
+                           (size_t)PQgetlength(r, i, 3)) != 0) {
+            snprintf(err, errlen, "out of memory for the backlog's messages");
+            rc = BENCH_EXIT_FAIL;
+            break;
+        }
+    }
+    PQclear(r);
+    if (rc == 0)
+        bench_msgs_seal(out);
+    return rc;
+}
+
 const bench_backend_t bench_postgres_backend = {
     .name = "postgres",
     .ceiling_in_process = 0,
@@ -791,4 +822,5 @@ const bench_backend_t bench_postgres_backend = {
     .stats = bpg_stats,
     .autovacuum = bpg_autovacuum,
     .canonical_only = bpg_canonical_only,
+    .messages = bpg_messages,
 };

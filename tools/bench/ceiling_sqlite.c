@@ -933,6 +933,38 @@ static int bsq_reference(void *db, const bench_opts_t *o, const char *relation,
     return bare_drain(db, o, relation, 1, out, err, errlen);
 }
 
+static int bsq_messages(void *db, const char *relation, bench_msgs_t *out, char *err,
+                        size_t errlen)
+{
+    bsq_t *b = db;
+    char rel[300], sql[700];
+    rel_sql(relation, rel, sizeof rel);
+    snprintf(sql, sizeof sql,
+             "SELECT event_id, ordering_key, occurred_at, payload FROM %s "
+             "ORDER BY created_at, id",
+             rel);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(b->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(b->db, "reading the backlog's messages", err, errlen);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *payload = (const char *)sqlite3_column_text(st, 3);
+        size_t len = (size_t)sqlite3_column_bytes(st, 3);
+        if (bench_msgs_add(out, (const char *)sqlite3_column_text(st, 0),
+                           (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2),
+                           payload ? payload : "", len) != 0) {
+            sqlite3_finalize(st);
+            snprintf(err, errlen, "out of memory for the backlog's messages");
+            return BENCH_EXIT_FAIL;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_fail(b->db, "reading the backlog's messages", err, errlen);
+    bench_msgs_seal(out);
+    return 0;
+}
+
 const bench_backend_t bench_sqlite_backend = {
     .name = "sqlite",
     .ceiling_in_process = 1,
@@ -947,4 +979,5 @@ const bench_backend_t bench_sqlite_backend = {
     .reference = bsq_reference,
     .trace_start = bsq_trace_start,
     .trace_check = bsq_trace_check,
+    .messages = bsq_messages,
 };

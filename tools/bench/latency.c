@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -30,6 +31,7 @@ typedef struct lat_state {
     int64_t *publish_us; /* written by the sink, in the relay's thread */
     atomic_long published;
     atomic_long duplicates;
+    atomic_int warm; /* the warm-up event (seq n) reached the sink */
 } lat_state_t;
 
 static lat_state_t *lat; /* the run in progress, for the sink */
@@ -77,6 +79,8 @@ static long payload_seq(const char *p, size_t len)
     return -1;
 }
 
+static void record(const outbox_message_t *m, int64_t now);
+
 static int lat_publish(void *h, const outbox_message_t *msgs, size_t n,
                        outbox_publish_result_t *res, outbox_diag_t *d)
 {
@@ -84,18 +88,93 @@ static int lat_publish(void *h, const outbox_message_t *msgs, size_t n,
     int64_t now = bench_mono_us();
     for (size_t i = 0; i < n; i++) {
         res[i].status = OUTBOX_PUBLISH_OK;
-        long seq = payload_seq(msgs[i].payload, msgs[i].payload_len);
-        if (!lat || seq < 0 || seq >= lat->n)
-            continue;
-        if (lat->publish_us[seq] != 0) {
-            atomic_fetch_add(&lat->duplicates, 1);
-            continue;
-        }
-        lat->publish_us[seq] = now;
-        atomic_fetch_add(&lat->published, 1);
+        record(&msgs[i], now);
     }
     return OUTBOX_OK;
 }
+
+/* --sink: the recording sink wraps the real one. Its open opens the sink
+ * of --sink (lat_wrapped), its publish hands the batch on and notes the
+ * instant the real sink's publish returned for each message it reported
+ * OK: the broker's acknowledgement, not the relay's hand-over. */
+static const char *lat_wrapped;
+
+typedef struct wrap {
+    outbox_sink_t *real;
+} wrap_t;
+
+static int wrap_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
+{
+    (void)p;
+    wrap_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(d->message, sizeof d->message, "out of memory");
+        return OUTBOX_ENOMEM;
+    }
+    int rc = outbox_sink_open(lat_wrapped, NULL, &w->real, d);
+    if (rc != OUTBOX_OK) {
+        free(w);
+        return rc;
+    }
+    *h = w;
+    return OUTBOX_OK;
+}
+
+static void wrap_close(void *h)
+{
+    wrap_t *w = h;
+    if (!w)
+        return;
+    outbox_sink_close(w->real);
+    free(w);
+}
+
+static void record(const outbox_message_t *m, int64_t now)
+{
+    long seq = payload_seq(m->payload, m->payload_len);
+    if (lat && seq == lat->n)
+        atomic_store(&lat->warm, 1);
+    if (!lat || seq < 0 || seq >= lat->n)
+        return;
+    if (lat->publish_us[seq] != 0) {
+        atomic_fetch_add(&lat->duplicates, 1);
+        return;
+    }
+    lat->publish_us[seq] = now;
+    atomic_fetch_add(&lat->published, 1);
+}
+
+static int wrap_publish(void *h, const outbox_message_t *msgs, size_t n,
+                        outbox_publish_result_t *res, outbox_diag_t *d)
+{
+    wrap_t *w = h;
+    int rc = outbox_sink_publish(w->real, msgs, n, res);
+    int64_t now = bench_mono_us();
+    if (rc != OUTBOX_OK) {
+        snprintf(d->message, sizeof d->message, "%s", outbox_sink_message(w->real));
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (res[i].status == OUTBOX_PUBLISH_OK)
+            record(&msgs[i], now);
+    return OUTBOX_OK;
+}
+
+static const outbox_sink_vtable_t wrap_vt = {
+    .struct_size = sizeof wrap_vt, .open = wrap_open, .close = wrap_close, .publish = wrap_publish};
+static const char *const wrap_schemes[] = {"benchlatwrap", NULL};
+/* Its capabilities are the real sink's, filled in before registering. */
+static outbox_driver_t wrap_driver = {
+    .struct_size = sizeof wrap_driver,
+    .abi_major = OUTBOX_ABI_MAJOR,
+    .abi_minor = OUTBOX_ABI_MINOR,
+    .kind = OUTBOX_DRIVER_SINK,
+    .name = "bench-latency-wrap",
+    .version = "1",
+    .schemes = wrap_schemes,
+    .init = lat_init,
+    .sink = &wrap_vt,
+};
 
 static const outbox_sink_vtable_t lat_vt = {
     .struct_size = sizeof lat_vt, .open = lat_open, .close = lat_close, .publish = lat_publish};
@@ -243,6 +322,38 @@ static int produce_all(const bench_opts_t *o, lat_state_t *st, int64_t *t_end, c
     return rc;
 }
 
+static int warm_up(const bench_opts_t *o, lat_state_t *st, char *err, size_t errlen)
+{
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d;
+    if (outbox_store_open(o->store, &so, &s, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    char payload[BENCH_PAYLOAD_MAX];
+    size_t len = bench_payload(payload, st->n);
+    outbox_event_t ev = {.event_type = "bench.order_created", .payload = payload,
+                         .payload_len = len};
+    int rc = 0;
+    if (outbox_stage(s, NULL, BENCH_ROUTE, &ev, 1, NULL) != OUTBOX_OK) {
+        snprintf(err, errlen, "warm-up: %s", outbox_store_message(s));
+        rc = BENCH_EXIT_FAIL;
+    }
+    outbox_store_close(s);
+    int64_t deadline = bench_mono_us() + DRAIN_WAIT_US;
+    while (rc == 0 && !atomic_load(&st->warm) && bench_mono_us() < deadline) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (rc == 0 && !atomic_load(&st->warm)) {
+        snprintf(err, errlen, "warm-up: the sink did not acknowledge one event within %lld s",
+                 DRAIN_WAIT_US / 1000000);
+        rc = BENCH_EXIT_FAIL;
+    }
+    return rc;
+}
+
 static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double *cpu_s, char *err,
                size_t errlen)
 {
@@ -256,7 +367,8 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
         snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
         rc = BENCH_EXIT_FAIL;
     }
-    if (rc == 0 && outbox_sink_open("benchlat:", NULL, &sink, &d) != OUTBOX_OK) {
+    if (rc == 0 && outbox_sink_open(lat_wrapped ? "benchlatwrap:" : "benchlat:", NULL, &sink,
+                                    &d) != OUTBOX_OK) {
         snprintf(err, errlen, "cannot open the recording sink: %s", d.message);
         rc = BENCH_EXIT_FAIL;
     }
@@ -266,6 +378,8 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
         cfg.route = BENCH_ROUTE;
         cfg.batch = (size_t)o->batch;
         cfg.poll_us = o->poll_us;
+        if (o->destination)
+            cfg.destination = o->destination;
         if (outbox_relay_new(rstore, sink, &cfg, &relay, &d) != OUTBOX_OK) {
             snprintf(err, errlen, "relay: %s", d.message);
             rc = BENCH_EXIT_FAIL;
@@ -282,6 +396,12 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
             started = 1;
         }
     }
+    /* A real sink connects, and a Kafka producer gets its producer id and
+     * the topic's metadata, on its first publish: one warm-up event (seq n,
+     * not counted) goes through before the clock, so the numbers are the
+     * steady state's. */
+    if (rc == 0 && started && lat_wrapped)
+        rc = warm_up(o, st, err, errlen);
     double cpu0 = bench_cpu_s();
     int64_t produced_us = 0;
     if (rc == 0)
@@ -323,6 +443,43 @@ int bench_latency(const bench_opts_t *o)
     }
     registered = 1;
 
+    /* --sink: a fresh destination on it for the run (when the sink has
+     * destinations), and the wrapper with the real sink's capabilities. */
+    bench_opts_t ro = *o;
+    outbox_sink_t *ctl = NULL;
+    char dest[96] = "";
+    int has_dest = 0;
+    if (o->sink) {
+        if (outbox_sink_open(o->sink, NULL, &ctl, &d) != OUTBOX_OK) {
+            bench_err("cannot open sink %s: %s", o->sink, d.message);
+            return BENCH_EXIT_USAGE;
+        }
+        const outbox_sink_vtable_t *kvt = outbox_sink_driver(ctl)->sink;
+        has_dest = kvt->struct_size >= offsetof(outbox_sink_vtable_t, destination_drop) +
+                                           sizeof kvt->destination_drop &&
+                   kvt->destination_create && kvt->destination_drop;
+        snprintf(dest, sizeof dest, "outbox_bench_%ld_latency", (long)getpid());
+        if (has_dest && outbox_sink_destination_create(ctl, dest) != OUTBOX_OK) {
+            bench_err("creating destination %s on the sink: %s", dest, outbox_sink_message(ctl));
+            outbox_sink_close(ctl);
+            return BENCH_EXIT_FAIL;
+        }
+        if (has_dest)
+            ro.destination = dest;
+        static int wrap_registered;
+        wrap_driver.capabilities = outbox_sink_capabilities(ctl);
+        lat_wrapped = o->sink;
+        if (!wrap_registered && outbox_driver_register(&wrap_driver, &d) != OUTBOX_OK) {
+            bench_err("registering the recording wrapper: %s", d.message);
+            if (has_dest)
+                outbox_sink_destination_drop(ctl, dest);
+            outbox_sink_close(ctl);
+            return BENCH_EXIT_FAIL;
+        }
+        wrap_registered = 1;
+    }
+    o = &ro;
+
     lat_state_t st = {0};
     st.n = (long)ceil(o->rate * (double)o->duration_us / 1e6);
     if (st.n < 1)
@@ -332,11 +489,15 @@ int bench_latency(const bench_opts_t *o)
     int64_t *lat_us = calloc((size_t)st.n, sizeof *lat_us);
     atomic_init(&st.published, 0);
     atomic_init(&st.duplicates, 0);
+    atomic_init(&st.warm, 0);
     if (!st.commit_us || !st.publish_us || !lat_us) {
         free(st.commit_us);
         free(st.publish_us);
         free(lat_us);
         bench_err("out of memory for %ld events", st.n);
+        if (has_dest)
+            outbox_sink_destination_drop(ctl, dest);
+        outbox_sink_close(ctl);
         return BENCH_EXIT_FAIL;
     }
 
@@ -367,14 +528,16 @@ int bench_latency(const bench_opts_t *o)
                 lat_us[m++] = st.publish_us[i] > st.commit_us[i] ? st.publish_us[i] - st.commit_us[i]
                                                                  : 0;
         qsort(lat_us, (size_t)m, sizeof *lat_us, cmp_i64);
-        char store[1024];
+        char store[1024], sink_text[1100] = "\"in-process\"";
         bench_json_str(store, sizeof store, o->store);
-        printf("{\"mode\":\"latency\",\"store\":%s,\"sink\":\"in-process\",\"events\":%ld,"
+        if (o->sink)
+            bench_json_str(sink_text, sizeof sink_text, o->sink);
+        printf("{\"mode\":\"latency\",\"store\":%s,\"sink\":%s,\"events\":%ld,"
                "\"keys\":%ld,\"batch\":%ld,\"producers\":%ld,\"rate\":%.0f,\"achieved_rate\":%.0f,"
                "\"duration_s\":%.3f,\"poll_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
                "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"duplicates\":%ld,\"cpu_s\":%.3f,"
                "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-               store, st.n, o->keys, o->batch, o->producers, o->rate, achieved, (double)o->duration_us / 1e6,
+               store, sink_text, st.n, o->keys, o->batch, o->producers, o->rate, achieved, (double)o->duration_us / 1e6,
                (double)o->poll_us / 1000.0, pct_ms(lat_us, m, 0.50), pct_ms(lat_us, m, 0.99),
                pct_ms(lat_us, m, 0.999), m ? (double)lat_us[m - 1] / 1000.0 : 0,
                atomic_load(&st.duplicates), cpu_s, bench_peak_rss_kb(), bench_loadavg());
@@ -385,5 +548,9 @@ int bench_latency(const bench_opts_t *o)
     free(st.commit_us);
     free(st.publish_us);
     free(lat_us);
+    if (has_dest && outbox_sink_destination_drop(ctl, dest) != OUTBOX_OK)
+        bench_err("warning: dropping destination %s: %s", dest, outbox_sink_message(ctl));
+    outbox_sink_close(ctl);
+    lat_wrapped = NULL;
     return rc;
 }

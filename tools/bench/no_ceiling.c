@@ -291,7 +291,10 @@ int bench_throughput_no_ceiling(const bench_opts_t *o)
                "\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":null,\"cpu_ratio\":null,"
                "\"stage_events_per_s\":%.0f,\"reference_events_per_s\":null,"
                "\"reference_ratio\":null,\"reference_ratios\":null,\"sql_verified\":null,"
-               "\"missing_entries\":%s,\"loadavg\":%.2f}\n",
+               "\"missing_entries\":%s,\"loadavg\":%.2f,\"producer_ceiling\":null,"
+               "\"producer_ceiling_events_per_s\":null,\"producer_ceiling_rounds\":null,"
+               "\"producer_ceiling_cpu_s\":null,\"ratio_to_lesser\":null,"
+               "\"ratios_to_lesser\":null}\n",
                store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
                cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), n, rates,
                median(seps, n), missing, bench_loadavg());

@@ -47,6 +47,15 @@ with tempfile.TemporaryDirectory() as tmp:
         check((row.get("reference_events_per_s") or 0) > 0 and
               (row.get("reference_ratio") or 0) > 0,
               "sqlite runs the reference claim+mark (positive rate and ratio)")
+        # null: has no broker: no producer ceiling, the lesser ceiling is the store's.
+        check("producer_ceiling_events_per_s" in row and
+              row["producer_ceiling_events_per_s"] is None,
+              "null: sink: producer_ceiling_events_per_s present and null")
+        check(row.get("ratio_to_lesser") == row.get("ratio"),
+              "null: sink: ratio_to_lesser is the ratio to the store ceiling")
+        check((row.get("relay_peak_rss_kb") or 0) > 0 and
+              (row.get("relay_rss_growth_kb") or -1) >= 0,
+              "the relay's peak RSS and its growth over the drain are measured")
 
     rc, out, err = run(["--store", store, "--quick", "--events", "1500", "--keys", "7",
                         "--batch", "50", "--workers", "2"])
@@ -63,6 +72,17 @@ with tempfile.TemporaryDirectory() as tmp:
         for key in ["p50_ms", "p99_ms", "p999_ms", "events"]:
             check(key in row, "latency line has %s" % key)
         check(row.get("events", 0) > 0 and row.get("p50_ms", -1) >= 0, "latency numbers")
+        check(row.get("sink") == "in-process", "latency without --sink records in-process")
+
+    # --sink in latency mode: the recording sink wraps the real one.
+    rc, out, err = run(["--store", store, "--latency", "--quick", "--poll", "5ms", "--sink",
+                        "null:"])
+    check(rc == 0, "latency --sink null: exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        row = json.loads(out)
+        check(row.get("sink") == "null:" and row.get("events", 0) > 0 and
+              row.get("duplicates") == 0 and (row.get("peak_rss_kb") or 0) > 0,
+              "latency --sink null: records every event once, got %r" % out)
 
     rc, out, err = run(["--store", store, "--sustain", "3s", "--interval", "1s", "--rate", "500",
                         "--events-per-round", "50"])
@@ -92,7 +112,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # outside the tree is, on a relation the bench creates with its schema apply.
     CEILING_KEYS = ["ceiling_events_per_s", "ratio", "ratios", "ceiling_cpu_s", "cpu_ratio",
                     "reference_events_per_s", "reference_ratio", "reference_ratios",
-                    "sql_verified"]
+                    "sql_verified", "producer_ceiling_events_per_s", "ratio_to_lesser"]
 
     def check_no_ceiling(args, what, driver, events=2000):
         rc, out, err = run(args)
@@ -157,7 +177,7 @@ with tempfile.TemporaryDirectory() as tmp:
         ["--store", store, "--batch", "x"],
         ["--store", store, "--bogus"],
         ["--store", store, "--rate", "10"],
-        ["--store", store, "--latency", "--sink", "null:"],
+        ["--store", store, "--latency", "--sink", "nosuch:", "--quick"],
         ["--store", store, "--relation", "bad-name"],
         ["--store", "nosuchscheme"],
         ["--store", "mongodb://localhost/x"],
@@ -252,6 +272,48 @@ if pg and rc == 0 and have_pgbench:
     rc, out, err = run(["--store", pg, "--no-ceiling", "--table", "two-index", "--quick"])
     check(rc == 2 and err.count("\n") == 1 and out == "",
           "--table with --no-ceiling is refused in one line (rc %d, %r)" % (rc, err))
+
+# Real sinks, when the environment has their brokers (tools/test starts
+# them): the relay publishes through the sink driver, the bare client of
+# the broker gives the producer ceiling. Without the variable the cases
+# are skipped, loudly; under CI=true tools/test sets them, so their absence
+# is a failure there.
+for var, scheme in [("OUTBOX_KAFKA_URI", "kafka"), ("OUTBOX_NATS_URI", "nats")]:
+    uri = os.environ.get(var)
+    if not uri:
+        if os.environ.get("CI") == "true":
+            check(False, "%s is not set under CI=true (tools/test starts the broker)" % var)
+        else:
+            print("SKIP: the %s sink cases: %s is not set (tools/test sets it)" % (scheme, var),
+                  file=sys.stderr)
+            print("SKIP: the %s sink cases: %s is not set" % (scheme, var))
+        continue
+    with tempfile.TemporaryDirectory() as tmp:
+        store = "sqlite://" + os.path.join(tmp, "bench.db")
+        rc, out, err = run(["--store", store, "--quick", "--sink", uri])
+        check(rc == 0, "%s throughput --quick exits 0 (rc %d, stderr %r)" % (scheme, rc, err))
+        if rc == 0:
+            row = json.loads(out)
+            check(row.get("events_per_s", 0) > 0, "%s: relay rate > 0" % scheme)
+            pc = row.get("producer_ceiling_events_per_s")
+            if row.get("producer_ceiling") is None:
+                print("note: outbox-bench was built without the %s client: no producer ceiling"
+                      % scheme)
+                check(pc is None, "%s: no producer ceiling, null rate" % scheme)
+            else:
+                check((pc or 0) > 0 and len(row.get("producer_ceiling_rounds") or []) == 1,
+                      "%s: producer ceiling rate > 0, one per round" % scheme)
+                lesser = min(row["ceiling_events_per_s"], pc)
+                check(abs(row["ratio_to_lesser"] - row["events_per_s"] / lesser) < 0.02,
+                      "%s: ratio_to_lesser is relay / min(ceilings), got %r" % (scheme, row))
+        rc, out, err = run(["--store", store, "--latency", "--quick", "--poll", "5ms", "--sink",
+                            uri])
+        check(rc == 0, "%s latency --quick exits 0 (rc %d, stderr %r)" % (scheme, rc, err))
+        if rc == 0:
+            row = json.loads(out)
+            check(row.get("sink") == uri and row.get("events", 0) > 0 and
+                  row.get("duplicates") == 0,
+                  "%s latency: every event acknowledged once, got %r" % (scheme, out))
 
 if failures:
     print("%d check(s) failed" % len(failures))

@@ -10,11 +10,14 @@
  * moment every worker has its connections open until the last row is
  * published. The medians over the rounds are printed.
  */
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -201,6 +204,8 @@ static int rworkers_open(const bench_opts_t *o, const char *relation, const char
     cfg.batch = (size_t)o->batch;
     cfg.until_idle = 1;
     cfg.poll_us = o->poll_us;
+    if (o->destination)
+        cfg.destination = o->destination;
     for (long i = 0; i < o->workers; i++) {
         outbox_diag_t d;
         w[i].events = o->events;
@@ -248,6 +253,10 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
         }
         started++;
     }
+    /* The relay's own share of the resident set: the high-water mark is
+     * reset to what the process holds now (the staged backlog's leftovers,
+     * the other side's caches), and read again after the drain. */
+    out->rss_start_kb = bench_hwm_reset() == 0 ? bench_rss_kb() : -1;
     bench_gate_open(&gate, started, rc == 0);
     double cpu0 = bench_cpu_s();
     int64_t t0 = bench_mono_us();
@@ -255,6 +264,7 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
         pthread_join(tid[i], NULL);
     out->seconds = (double)(bench_mono_us() - t0) / 1e6;
     out->cpu_s = bench_cpu_s() - cpu0;
+    out->rss_hwm_kb = out->rss_start_kb >= 0 ? bench_hwm_kb() : -1;
     out->published = 0;
     out->driver = w[0].store ? outbox_store_driver(w[0].store) : NULL;
     for (long i = 0; i < started; i++) {
@@ -287,9 +297,85 @@ static int check_published(const bench_opts_t *o, void *b, const char *relation,
 /* The drains of one round: the relay, the ceiling and, when the store has
  * one, the reference; with --table two-index or both, the relay on a table
  * with only the canonical indexes instead of or besides them. */
-enum { SIDE_RELAY, SIDE_CEILING, SIDE_REFERENCE, SIDE_RELAY_TWO, SIDES };
+enum { SIDE_RELAY, SIDE_CEILING, SIDE_REFERENCE, SIDE_RELAY_TWO, SIDE_PRODUCER, SIDES };
 static const char *const side_names[SIDES] = {"relay", "ceiling", "reference",
-                                              "relay on the two-index table"};
+                                              "relay on the two-index table",
+                                              "producer ceiling"};
+
+/* A real sink's side of a run: the bench's own handle on the sink, for
+ * creating and dropping each round's destinations, and the bare client
+ * of its broker (NULL when none is built for the scheme). */
+typedef struct sink_side {
+    outbox_sink_t *ctl;
+    int has_destinations; /* the sink creates and drops destinations */
+    const bench_producer_t *producer;
+    bench_sink_uri_t uri;
+    char relay_dest[96], producer_dest[96]; /* this round's */
+} sink_side_t;
+
+static int dest_create(sink_side_t *ss, const char *dest, char *err, size_t errlen)
+{
+    if (outbox_sink_destination_create(ss->ctl, dest) != OUTBOX_OK) {
+        snprintf(err, errlen, "creating destination %s on the sink: %s", dest,
+                 outbox_sink_message(ss->ctl));
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Fresh destinations for the round's relay and producer ceiling. */
+static int round_destinations(sink_side_t *ss, long round, char *err, size_t errlen)
+{
+    snprintf(ss->relay_dest, sizeof ss->relay_dest, "outbox_bench_%ld_%ld", (long)getpid(),
+             round);
+    snprintf(ss->producer_dest, sizeof ss->producer_dest, "outbox_bench_%ld_%ld_bare",
+             (long)getpid(), round);
+    if (!ss->has_destinations)
+        return 0;
+    int rc = dest_create(ss, ss->relay_dest, err, errlen);
+    if (rc == 0 && ss->producer)
+        rc = dest_create(ss, ss->producer_dest, err, errlen);
+    return rc;
+}
+
+static void round_destinations_drop(sink_side_t *ss)
+{
+    if (!ss->has_destinations)
+        return;
+    if (outbox_sink_destination_drop(ss->ctl, ss->relay_dest) != OUTBOX_OK)
+        bench_err("warning: dropping destination %s: %s", ss->relay_dest,
+                  outbox_sink_message(ss->ctl));
+    if (ss->producer && outbox_sink_destination_drop(ss->ctl, ss->producer_dest) != OUTBOX_OK)
+        bench_err("warning: dropping destination %s: %s", ss->producer_dest,
+                  outbox_sink_message(ss->ctl));
+}
+
+/* The producer ceiling: the backlog's rows as the relay would publish
+ * them, read before the clock starts, sent by the bare client. */
+static int producer_drain(const bench_opts_t *o, void *b, const char *backlog, sink_side_t *ss,
+                          bench_drain_t *out, char *err, size_t errlen)
+{
+    bench_msgs_t ms = {0};
+    int rc = o->backend->messages(b, backlog, &ms, err, errlen);
+    if (rc == 0 && ms.n != o->events) {
+        snprintf(err, errlen, "the backlog holds %ld rows, not %ld", ms.n, o->events);
+        rc = BENCH_EXIT_FAIL;
+    }
+    char target[600];
+    bench_sink_target(&ss->uri, ss->producer_dest, BENCH_ROUTE, target, sizeof target);
+    if (rc == 0)
+        rc = ss->producer->drain(&ss->uri, target, &ms, o, out, err, errlen);
+    bench_msgs_free(&ms);
+    /* Give the messages' memory back, so that the relay drain after this
+     * one starts from the resident set it would have without it. */
+    malloc_trim(0);
+    if (rc == 0 && out->published != o->events) {
+        snprintf(err, errlen, "producer ceiling: %ld of %ld acknowledged", out->published,
+                 o->events);
+        rc = BENCH_EXIT_FAIL;
+    }
+    return rc;
+}
 
 /* Recreates relation empty with the canonical schema (only the canonical
  * table's indexes when two_index) and fills it with a copy of the backlog. */
@@ -314,22 +400,33 @@ static int fresh_copy(const bench_opts_t *o, void *b, const char *backlog, const
  * reference existed), so no side always runs on the warmer cache. */
 static int round_once(const bench_opts_t *o, void *b, int round, const char *backlog,
                       const char *const rels[SIDES], const int *sides, int n_sides,
-                      bench_drain_t out[SIDES], char *err, size_t errlen)
+                      sink_side_t *ss, bench_drain_t out[SIDES], char *err, size_t errlen)
 {
-    int rc = 0;
+    int rc = ss->ctl ? round_destinations(ss, round, err, errlen) : 0;
+    bench_opts_t ro = *o;
+    if (ss->ctl && ss->has_destinations)
+        ro.destination = ss->relay_dest;
     for (int i = 0; i < n_sides && rc == 0; i++)
-        rc = fresh_copy(o, b, backlog, rels[sides[i]], sides[i] == SIDE_RELAY_TWO, err, errlen);
+        if (sides[i] != SIDE_PRODUCER)
+            rc = fresh_copy(o, b, backlog, rels[sides[i]], sides[i] == SIDE_RELAY_TWO, err,
+                            errlen);
     for (int step = 0; step < n_sides && rc == 0; step++) {
         int k = sides[(1 + step + round * (n_sides - 1)) % n_sides];
+        if (k == SIDE_PRODUCER) {
+            rc = producer_drain(o, b, backlog, ss, &out[k], err, errlen);
+            continue;
+        }
         rc = o->backend->quiesce(b, rels[k], err, errlen);
         if (rc == 0)
             rc = k == SIDE_RELAY || k == SIDE_RELAY_TWO
-                     ? bench_relay_drain(o, rels[k], BENCH_ROUTE, &out[k], err, errlen)
+                     ? bench_relay_drain(&ro, rels[k], BENCH_ROUTE, &out[k], err, errlen)
                  : k == SIDE_CEILING ? o->backend->ceiling(b, o, rels[k], &out[k], err, errlen)
                                      : o->backend->reference(b, o, rels[k], &out[k], err, errlen);
         if (rc == 0)
             rc = check_published(o, b, rels[k], side_names[k], err, errlen);
     }
+    if (ss->ctl)
+        round_destinations_drop(ss);
     return rc;
 }
 
@@ -434,14 +531,50 @@ int bench_throughput(const bench_opts_t *o)
     const int has_reference = has_ceiling && o->backend->reference;
     snprintf(backlog_rel, sizeof backlog_rel, "%s_backlog", o->relation);
     snprintf(check_rel, sizeof check_rel, "%s_sqlcheck", o->relation);
-    /* A sink that cannot open is bad input: say so before staging anything. */
-    outbox_sink_t *probe = NULL;
+    /* A sink that cannot open is bad input: say so before staging anything.
+     * The handle stays open for the run when the sink has destinations to
+     * create (a topic, a stream) or a producer ceiling. */
+    sink_side_t ss = {0};
     outbox_diag_t d;
-    if (outbox_sink_open(o->sink, NULL, &probe, &d) != OUTBOX_OK) {
+    if (outbox_sink_open(o->sink, NULL, &ss.ctl, &d) != OUTBOX_OK) {
         bench_err("cannot open sink %s: %s", o->sink, d.message);
         return BENCH_EXIT_USAGE;
     }
-    outbox_sink_close(probe);
+    {
+        const outbox_sink_vtable_t *kvt = outbox_sink_driver(ss.ctl)->sink;
+        ss.has_destinations =
+            kvt->struct_size >= offsetof(outbox_sink_vtable_t, destination_drop) +
+                                    sizeof kvt->destination_drop &&
+            kvt->destination_create && kvt->destination_drop;
+    }
+    ss.producer = has_ceiling && o->backend->messages ? bench_producer_for(o->sink) : NULL;
+    if (ss.producer) {
+        char uerr[512];
+        int urc = bench_sink_uri_parse(o->sink, &ss.uri, uerr, sizeof uerr);
+        if (urc == 0 && ss.uri.path[0] && !strstr(ss.uri.path, "{destination}")) {
+            snprintf(uerr, sizeof uerr,
+                     "--sink: with the path \"%.64s\" every destination goes to one place; "
+                     "the bench publishes each drain to a fresh one: give the URI no path, or "
+                     "one with {destination}",
+                     ss.uri.path);
+            urc = BENCH_EXIT_USAGE;
+        }
+        if (urc != 0) {
+            bench_err("%s", uerr);
+            outbox_sink_close(ss.ctl);
+            return urc;
+        }
+        sides[n_sides++] = SIDE_PRODUCER;
+    } else if (has_ceiling && (strncasecmp(o->sink, "kafka:", 6) == 0 ||
+                               strncasecmp(o->sink, "nats:", 5) == 0)) {
+        bench_err("note: this outbox-bench was built without the %.*s client library: no "
+                  "producer ceiling",
+                  (int)strcspn(o->sink, ":"), o->sink);
+    }
+    if (!ss.producer && !ss.has_destinations) {
+        outbox_sink_close(ss.ctl);
+        ss.ctl = NULL;
+    }
 
     double *eps = calloc((size_t)o->repeat, sizeof *eps);
     double *ceps = calloc((size_t)o->repeat, sizeof *ceps);
@@ -453,8 +586,15 @@ int bench_throughput(const bench_opts_t *o)
     double *rratio = calloc((size_t)o->repeat, sizeof *rratio);
     double *teps = calloc((size_t)o->repeat, sizeof *teps);
     double *tratio = calloc((size_t)o->repeat, sizeof *tratio);
+    double *peps = calloc((size_t)o->repeat, sizeof *peps);
+    double *pcpu = calloc((size_t)o->repeat, sizeof *pcpu);
+    double *lratio = calloc((size_t)o->repeat, sizeof *lratio);
+    long relay_hwm = -1, relay_growth = -1;
+    char prates[2048] = "", lratios[1024] = "";
+    size_t plen = 0, llen = 0;
     void *b = NULL;
-    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio && teps && tratio
+    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio && teps &&
+                     tratio && peps && pcpu && lratio
                  ? 0
                  : BENCH_EXIT_FAIL;
     if (rc != 0)
@@ -485,11 +625,34 @@ int bench_throughput(const bench_opts_t *o)
     const outbox_driver_t *driver = NULL;
     for (long r = 0; r < o->repeat && rc == 0; r++) {
         bench_drain_t drains[SIDES] = {{0}};
-        rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, n_sides, drains, err,
+        rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, n_sides, &ss, drains, err,
                         sizeof err);
         if (rc != 0)
             break;
         const bench_drain_t relay = drains[main_side], ceiling = drains[SIDE_CEILING];
+        if (relay.rss_hwm_kb > relay_hwm)
+            relay_hwm = relay.rss_hwm_kb;
+        if (relay.rss_hwm_kb >= 0 && relay.rss_hwm_kb - relay.rss_start_kb > relay_growth)
+            relay_growth = relay.rss_hwm_kb - relay.rss_start_kb;
+        if (has_ceiling) {
+            const double relay_eps = relay.seconds > 0 ? (double)o->events / relay.seconds : 0;
+            const double store_eps = ceiling.seconds > 0 ? (double)o->events / ceiling.seconds : 0;
+            double lesser = store_eps;
+            if (ss.producer) {
+                double p_s = drains[SIDE_PRODUCER].seconds;
+                peps[r] = p_s > 0 ? (double)o->events / p_s : 0;
+                pcpu[r] = drains[SIDE_PRODUCER].cpu_s;
+                if (peps[r] < lesser)
+                    lesser = peps[r];
+                if (plen < sizeof prates - 24)
+                    plen += (size_t)snprintf(prates + plen, sizeof prates - plen, "%s%.0f",
+                                             r ? "," : "", peps[r]);
+            }
+            lratio[r] = lesser > 0 ? relay_eps / lesser : 0;
+            if (llen < sizeof lratios - 16)
+                llen += (size_t)snprintf(lratios + llen, sizeof lratios - llen, "%s%.3f",
+                                         r ? "," : "", lratio[r]);
+        }
         if (o->table == BENCH_TABLE_BOTH) {
             double two_s = drains[SIDE_RELAY_TWO].seconds;
             teps[r] = two_s > 0 ? (double)o->events / two_s : 0;
@@ -571,20 +734,37 @@ int bench_throughput(const bench_opts_t *o)
                      "\"two_index_events_per_s\":%.0f,\"two_index_ratio\":%.3f,"
                      "\"two_index_rounds\":[%s],\"two_index_ratios\":[%s]",
                      median(teps, n), median(tratio, n), trates, tratios);
+        /* The sink's: the producer ceiling, the ratio to the lesser of the
+         * two ceilings, and the relay's share of the resident set. */
+        char sink_text[4400];
+        char pc_text[2200] = "\"producer_ceiling\":null,\"producer_ceiling_events_per_s\":null,"
+                             "\"producer_ceiling_rounds\":null,\"producer_ceiling_cpu_s\":null";
+        if (ss.producer)
+            snprintf(pc_text, sizeof pc_text,
+                     "\"producer_ceiling\":\"%s\",\"producer_ceiling_events_per_s\":%.0f,"
+                     "\"producer_ceiling_rounds\":[%s],\"producer_ceiling_cpu_s\":%.3f",
+                     ss.producer->client, median(peps, n), prates, median(pcpu, n));
+        char lr_text[1200] = "\"ratio_to_lesser\":null,\"ratios_to_lesser\":null";
+        if (has_ceiling)
+            snprintf(lr_text, sizeof lr_text,
+                     "\"ratio_to_lesser\":%.3f,\"ratios_to_lesser\":[%s]", median(lratio, n),
+                     lratios);
+        snprintf(sink_text, sizeof sink_text, "%s,%s,\"relay_peak_rss_kb\":%ld,"
+                 "\"relay_rss_growth_kb\":%ld", pc_text, lr_text, relay_hwm, relay_growth);
         /* The keys and their order are those of no_ceiling.c's line, then
-         * the table's. */
+         * the table's, then the sink's. */
         printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
                "\"batch\":%ld,\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,"
                "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,%s,\"repeat\":%ld,"
                "\"ratios\":%s,\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":%s,"
                "\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,%s,\"sql_verified\":%s,"
-               "\"missing_entries\":%s,\"loadavg\":%.2f,\"table\":\"%s\",%s}\n",
+               "\"missing_entries\":%s,\"loadavg\":%.2f,\"table\":\"%s\",%s,%s}\n",
                store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
                cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), ceiling_text, n,
                ratios_text, rates, ccpu_text, has_ceiling ? cpu_ratio_text : "null",
                stage_s > 0 ? (double)o->events / stage_s : 0, reference,
                has_ceiling ? (verified ? "true" : "false") : "null", missing, bench_loadavg(),
-               table_names[o->table], two_text);
+               table_names[o->table], two_text, sink_text);
         fflush(stdout);
     } else {
         bench_err("%s", err);
@@ -599,5 +779,9 @@ int bench_throughput(const bench_opts_t *o)
     free(rratio);
     free(teps);
     free(tratio);
+    free(peps);
+    free(pcpu);
+    free(lratio);
+    outbox_sink_close(ss.ctl);
     return rc;
 }

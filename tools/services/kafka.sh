@@ -32,6 +32,8 @@ die() {
     exit 2
 }
 
+. "$(dirname "$0")/lib.sh"
+
 usage() {
     echo "usage: $0 start|env|stop|kill|status DIR" >&2
     exit 2
@@ -93,23 +95,6 @@ EOF
         echo "$want" >"$cache/.pins"
     fi
     flock -u 9
-}
-
-port_in_use() {
-    # bash's /dev/tcp connects: success means something listens there.
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# free_port FROM [NOT]: the first port from FROM on that nothing listens on
-# and that is not NOT.
-free_port() {
-    local p=$1 tries=0
-    while port_in_use "$p" || [ "$p" = "${2:-}" ]; do
-        p=$((p + 1))
-        tries=$((tries + 1))
-        [ $tries -lt 100 ] || die "no free port from $1 on"
-    done
-    echo "$p"
 }
 
 pid_alive() {
@@ -200,17 +185,9 @@ start() {
     fi
     # A stopped broker comes back on its own ports; a new one takes free ones.
     local port cport
-    if [ -f "$dir/port" ] && [ -f "$dir/controller_port" ]; then
-        port=$(cat "$dir/port")
-        cport=$(cat "$dir/controller_port")
-        ! port_in_use "$port" || die "port $port of the broker in $dir is taken by another process"
-        ! port_in_use "$cport" || die "controller port $cport of the broker in $dir is taken by another process"
-    else
-        port=$(free_port "${OUTBOX_KAFKA_PORT:-59092}")
-        cport=$(free_port $((port + 1)) "$port")
-        echo "$port" >"$dir/port"
-        echo "$cport" >"$dir/controller_port"
-    fi
+    service_ports "$dir" "${OUTBOX_KAFKA_PORT:-59092}" port controller_port
+    port=$main_port
+    cport=$other_port
     write_config "$port" "$cport"
     if [ ! -f "$dir/data/meta.properties" ]; then
         mkdir -p "$dir/data"

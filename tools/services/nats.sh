@@ -26,6 +26,8 @@ die() {
     exit 2
 }
 
+. "$(dirname "$0")/lib.sh"
+
 usage() {
     echo "usage: $0 start|env|stop|kill|status DIR" >&2
     exit 2
@@ -42,23 +44,6 @@ ensure_packages() {
         outbox_install nats-server curl || die "could not install nats-server"
     fi
     command -v nats-server >/dev/null 2>&1 || die "no nats-server (install nats-server)"
-}
-
-port_in_use() {
-    # bash's /dev/tcp connects: success means something listens there.
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# free_port FROM [NOT]: the first port from FROM that nothing listens on and
-# that is not NOT.
-free_port() {
-    local p=$1 tries=0
-    while port_in_use "$p" || [ "$p" = "${2:-}" ]; do
-        p=$((p + 1))
-        tries=$((tries + 1))
-        [ $tries -lt 100 ] || die "no free port from $1 on"
-    done
-    echo "$p"
 }
 
 pid_of() {
@@ -95,17 +80,9 @@ start() {
     fi
     # A restart keeps its ports, so clients reconnect to the same address.
     local port mport
-    if [ -f "$dir/port" ] && [ -f "$dir/monitor_port" ]; then
-        port=$(cat "$dir/port")
-        mport=$(cat "$dir/monitor_port")
-        ! port_in_use "$port" || die "port $port of the stopped server in $dir is taken"
-        ! port_in_use "$mport" || die "monitoring port $mport of the stopped server in $dir is taken"
-    else
-        port=$(free_port "${OUTBOX_NATS_PORT:-54222}")
-        mport=$(free_port $((port + 1)) "$port")
-        echo "$port" >"$dir/port"
-        echo "$mport" >"$dir/monitor_port"
-    fi
+    service_ports "$dir" "${OUTBOX_NATS_PORT:-54222}" port monitor_port
+    port=$main_port
+    mport=$other_port
     # A session of its own, like a daemon: whoever ran start may be a
     # process group that is killed as a whole when it ends (a Check test
     # case is), and the server must outlive it.

@@ -58,10 +58,21 @@ broker:*)
     query=
     case $name in *\?*) query=?${name#*\?}; name=${name%%\?*} ;; esac
     service=$here/tools/services/$name.sh
-    # A port of its own, away from the shared servers' and other tests'.
-    port=$((56000 + $$ % 1000 * 2))
+    # A port of its own, away from the shared servers' and other tests'. A
+    # port found free can still be taken before the server binds it (another
+    # test's server, a client's ephemeral port): then another try elsewhere.
     upper=$(echo "$name" | tr a-z A-Z)
-    if ! env "OUTBOX_${upper}_PORT=$port" "$service" start "$tmp/broker" >"$tmp/broker.env" 2>"$tmp/broker.err"; then
+    started=
+    for try in 0 1 2; do
+        port=$((56000 + ($$ + try * 337) % 1000 * 2))
+        rm -rf "$tmp/broker"
+        if env "OUTBOX_${upper}_PORT=$port" "$service" start "$tmp/broker" >"$tmp/broker.env" 2>"$tmp/broker.err"; then
+            started=yes
+            break
+        fi
+        "$service" stop "$tmp/broker" >/dev/null 2>&1
+    done
+    if [ -z "$started" ]; then
         cat "$tmp/broker.err"
         service=
         if [ "${CI:-}" = true ]; then

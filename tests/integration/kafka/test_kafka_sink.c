@@ -272,6 +272,30 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* kafka://dead:1,live:port/...: a list of brokers in the authority; one
+ * that answers is enough. */
+START_TEST(broker_list)
+{
+    const char *topic = topic_name("bl");
+    static char uri[1024];
+    snprintf(uri, sizeof uri, "kafka://127.0.0.1:1,%s/%s", broker(), topic);
+    outbox_sink_t *k = open_ok(uri);
+    ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
+    msgs_t s = make(10, topic, 2, 50);
+    outbox_publish_result_t *r = publish(k, &s);
+    for (size_t i = 0; i < s.n; i++)
+        ck_assert_msg(r[i].status == OUTBOX_PUBLISH_OK, "message %zu: %d %s", i, r[i].status,
+                      r[i].message);
+    got_t g = read_all(k, topic, &s);
+    ck_assert_uint_eq(g.n, s.n);
+    ck_assert_int_eq(outbox_sink_destination_drop(k, topic), OUTBOX_OK);
+    free(g.id);
+    free(r);
+    unmake(&s);
+    outbox_sink_close(k);
+}
+END_TEST
+
 /* Larger than the client's message.max.bytes (1 MB): refused before it is
  * sent; the key's later messages are held back, other keys go out. */
 START_TEST(reject_oversize)
@@ -447,6 +471,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, uri_errors);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, broker_list);
     tcase_add_test(tc, reject_oversize);
     tcase_add_test(tc, reject_unknown_topic);
     tcase_add_test(tc, retry_unreachable);

@@ -282,6 +282,32 @@ START_TEST(dedupe)
 }
 END_TEST
 
+/* nats://dead:1,live:port: a list of servers in the authority; one that
+ * answers is enough. */
+START_TEST(server_list)
+{
+    const char *dest = name_of("sl");
+    char uri[512];
+    char server[256];
+    snprintf(server, sizeof server, "%s", nats_uri + strlen("nats://"));
+    server[strcspn(server, "/?")] = '\0';
+    snprintf(uri, sizeof uri, "nats://127.0.0.1:1,%s", server);
+    outbox_sink_t *k = open_sink(uri);
+    create(k, dest);
+    tmsg_t t;
+    outbox_message_t m;
+    outbox_publish_result_t r;
+    make_msg(&t, &m, dest, "k", 1, 0);
+    publish(k, &m, 1, &r);
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_OK, "%d %s", r.status, r.message);
+    static char ids[8][40], payloads[8][256];
+    ck_assert_int_eq(read_all(k, dest, ids, payloads, 8), 1);
+    ck_assert_str_eq(ids[0], t.id);
+    outbox_sink_destination_drop(k, dest);
+    outbox_sink_close(k);
+}
+END_TEST
+
 /* -------------------------------------------------------------- REJECT */
 
 START_TEST(reject_no_stream)
@@ -569,6 +595,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, secrets_not_shown);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, dedupe);
+    tcase_add_test(tc, server_list);
     tcase_add_test(tc, reject_no_stream);
     tcase_add_test(tc, reject_oversize);
     tcase_add_test(tc, reject_line_break_header);

@@ -1,0 +1,173 @@
+/* outbox-bench: the Kafka producer ceiling. A bare librdkafka producer,
+ * configured as the Kafka sink configures its own (acks=all,
+ * enable.idempotence=true, enable.gapless.guarantee=true, linger.ms=5
+ * unless the URI says otherwise, and every librdkafka property the sink
+ * URI passes through), publishes the messages
+ * the relay would publish (same payload bytes, keys and CloudEvents
+ * headers) to a fresh topic, --batch at a time: all of a chunk is handed to
+ * rd_kafka_producev(), then rd_kafka_flush() in 1 ms slices waits for its
+ * delivery reports, as a client that must know each message is stored
+ * before it goes on does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "bench.h"
+
+/* The sink URI's own names, which are not librdkafka properties. */
+static const char *const sink_names[] = {"timeout", "partitions", "replication",
+                                         "bootstrap.servers", "metadata.broker.list", NULL};
+
+typedef struct kstate {
+    long delivered, failed;
+    char first_error[256];
+} kstate_t;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    kstate_t *st = opaque;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        st->delivered++;
+    } else {
+        if (st->failed++ == 0)
+            snprintf(st->first_error, sizeof st->first_error, "%s", rd_kafka_err2str(m->err));
+    }
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
+{
+    char why[512];
+    if (rd_kafka_conf_set(conf, k, v, why, sizeof why) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "kafka producer ceiling: %s=%s: %s", k, v, why);
+        return BENCH_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The Kafka binary binding's header name for a CloudEvents attribute. */
+static const char *header_name(const char *attr, char *buf, size_t size)
+{
+    if (strcmp(attr, "datacontenttype") == 0)
+        return "content-type";
+    if (strcmp(attr, "traceparent") == 0)
+        return attr;
+    snprintf(buf, size, "ce_%s", attr);
+    return buf;
+}
+
+static int kafka_drain(const bench_sink_uri_t *u, const char *target, const bench_msgs_t *ms,
+                       const bench_opts_t *o, bench_drain_t *out, char *err, size_t errlen)
+{
+    char brokers[300];
+    snprintf(brokers, sizeof brokers, "%s%s%s:%d", strchr(u->host, ':') ? "[" : "", u->host,
+             strchr(u->host, ':') ? "]" : "", u->port ? u->port : 9092);
+    kstate_t st = {0};
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* drivers/sink-kafka/conf.c's order: its defaults, the URI's
+     * properties, then what it pins (message.timeout.ms is its default
+     * timeout of 30 s plus 10 s). */
+    /* Errors only: librdkafka warns at every start that the gapless
+     * guarantee is experimental. */
+    int rc = conf_set(conf, "log_level", "3", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "linger.ms", "5", err, errlen);
+    for (long i = 0; rc == 0 && i < u->n_params; i++) {
+        int own = 0;
+        for (const char *const *s = sink_names; *s; s++)
+            own |= strcmp(*s, u->key[i]) == 0;
+        if (!own)
+            rc = conf_set(conf, u->key[i], u->value[i], err, errlen);
+    }
+    if (rc == 0)
+        rc = conf_set(conf, "bootstrap.servers", brokers, err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "enable.idempotence", "true", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "acks", "all", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "enable.gapless.guarantee", "true", err, errlen);
+    if (rc == 0)
+        rc = conf_set(conf, "message.timeout.ms", "40000", err, errlen);
+    if (rc != 0) {
+        rd_kafka_conf_destroy(conf);
+        return rc;
+    }
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_opaque(conf, &st);
+    char why[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "kafka producer ceiling: %s", why);
+        return BENCH_EXIT_FAIL;
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, target, NULL);
+    char names[BENCH_CE_MAX][64];
+    const char *hname[BENCH_CE_MAX];
+    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_ce; k++)
+        hname[k] = header_name(ms->m[0].ce[k].name, names[k], sizeof names[k]);
+
+    double cpu0 = bench_cpu_s();
+    int64_t t0 = bench_mono_us();
+    for (long i = 0; rc == 0 && i < ms->n;) {
+        long chunk = ms->n - i < o->batch ? ms->n - i : o->batch;
+        long want = st.delivered + st.failed + chunk;
+        for (long j = i; rc == 0 && j < i + chunk; j++) {
+            const bench_msg_t *m = &ms->m[j];
+            rd_kafka_headers_t *h = rd_kafka_headers_new(m->n_ce);
+            for (size_t k = 0; k < m->n_ce; k++)
+                rd_kafka_header_add(h, hname[k], -1, m->ce[k].value, -1);
+            for (;;) {
+                rd_kafka_resp_err_t e = rd_kafka_producev(
+                    rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_KEY(m->key, strlen(m->key)),
+                    RD_KAFKA_V_VALUE((void *)m->payload, m->payload_len), RD_KAFKA_V_HEADERS(h),
+                    RD_KAFKA_V_END);
+                if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                    break;
+                if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                    rd_kafka_poll(rk, 10);
+                    continue;
+                }
+                rd_kafka_headers_destroy(h);
+                snprintf(err, errlen, "kafka producer ceiling: produce: %s", rd_kafka_err2str(e));
+                rc = BENCH_EXIT_FAIL;
+                break;
+            }
+        }
+        if (rc != 0)
+            break;
+        /* Every delivery report of the chunk. While rd_kafka_flush() runs,
+         * the broker threads send without waiting for linger.ms; but one
+         * long flush() waits for the reports in steps of up to 10 ms (a
+         * lone message takes 10 ms to come back that way on this machine,
+         * 2 ms with 1 ms flushes), so it is called in 1 ms slices. */
+        int64_t deadline = bench_mono_us() + 60000000;
+        while (st.delivered + st.failed < want && bench_mono_us() < deadline)
+            rd_kafka_flush(rk, 1);
+        if (st.failed || st.delivered != want) {
+            snprintf(err, errlen,
+                     "kafka producer ceiling: %ld of %ld delivered, %ld failed (%s)",
+                     st.delivered, ms->n, st.failed,
+                     st.first_error[0] ? st.first_error : "timed out after 60 s");
+            rc = BENCH_EXIT_FAIL;
+        }
+        i += chunk;
+    }
+    out->seconds = (double)(bench_mono_us() - t0) / 1e6;
+    out->cpu_s = bench_cpu_s() - cpu0;
+    out->published = st.delivered;
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_flush(rk, 5000);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+const bench_producer_t bench_kafka_producer = {
+    .scheme = "kafka",
+    .client = "librdkafka",
+    .drain = kafka_drain,
+};

@@ -1,0 +1,315 @@
+/* outbox-bench: what the producer ceilings share (the messages the relay
+ * would publish, sink URIs taken apart), and the relay's share of the
+ * resident set. The bare clients are ceiling_kafka.c and ceiling_nats.c. */
+#include <ctype.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "bench.h"
+
+/* ------------------------------------------------------------ messages */
+
+static int grow(bench_msgs_t *ms, size_t more)
+{
+    if (ms->len + more <= ms->cap)
+        return 0;
+    size_t cap = ms->cap ? ms->cap : 1 << 20;
+    while (cap < ms->len + more)
+        cap *= 2;
+    char *p = realloc(ms->buf, cap);
+    if (!p)
+        return -1;
+    ms->buf = p;
+    ms->cap = cap;
+    return 0;
+}
+
+static size_t put(bench_msgs_t *ms, const char *s, size_t n)
+{
+    size_t at = ms->len;
+    memcpy(ms->buf + at, s, n);
+    ms->buf[at + n] = '\0';
+    ms->len += n + 1;
+    return at;
+}
+
+/* The CloudEvents time attribute as core/time.c writes it:
+ * YYYY-MM-DDTHH:MM:SS.ffffffZ. */
+static void rfc3339(int64_t us, char out[40])
+{
+    time_t sec = (time_t)(us / 1000000);
+    long frac = (long)(us % 1000000);
+    if (frac < 0) {
+        frac += 1000000;
+        sec -= 1;
+    }
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 40 - n, ".%06ldZ", frac % 1000000);
+}
+
+int bench_msgs_add(bench_msgs_t *ms, const char *event_id, const char *ordering_key,
+                   int64_t occurred_us, const char *payload, size_t payload_len)
+{
+    if (ms->n % 4096 == 0) {
+        bench_msg_t *m = realloc(ms->m, ((size_t)ms->n + 4096) * sizeof *m);
+        if (!m)
+            return -1;
+        ms->m = m;
+    }
+    char t[40];
+    rfc3339(occurred_us, t);
+    size_t id_len = strlen(event_id), key_len = ordering_key ? strlen(ordering_key) : 0;
+    if (grow(ms, id_len + key_len + strlen(t) + payload_len + 4) != 0)
+        return -1;
+    bench_msg_t *m = &ms->m[ms->n++];
+    memset(m, 0, sizeof *m);
+    m->payload_len = payload_len;
+    m->off_[0] = put(ms, event_id, id_len);
+    m->has_key_ = ordering_key != NULL;
+    m->off_[1] = ordering_key ? put(ms, ordering_key, key_len) : m->off_[0];
+    m->off_[2] = put(ms, t, strlen(t));
+    m->off_[3] = put(ms, payload, payload_len);
+    return 0;
+}
+
+void bench_msgs_seal(bench_msgs_t *ms)
+{
+    for (long i = 0; i < ms->n; i++) {
+        bench_msg_t *m = &ms->m[i];
+        m->event_id = ms->buf + m->off_[0];
+        m->key = ms->buf + m->off_[1];
+        m->payload = ms->buf + m->off_[3];
+        /* core/cloudevents.c's attributes for a row without trace or
+         * tenant columns and a route without hlc, in its order. */
+        const outbox_header_t ce[BENCH_CE_MAX] = {
+            {"specversion", "1.0"},
+            {"id", m->event_id},
+            {"type", "bench.order_created"},
+            {"source", "/outbox/" BENCH_ROUTE},
+            {"time", ms->buf + m->off_[2]},
+            {"datacontenttype", "application/json"},
+            {"partitionkey", m->key},
+        };
+        memcpy(m->ce, ce, sizeof ce);
+        m->n_ce = BENCH_CE_MAX;
+    }
+}
+
+void bench_msgs_free(bench_msgs_t *ms)
+{
+    free(ms->m);
+    free(ms->buf);
+    memset(ms, 0, sizeof *ms);
+}
+
+/* ------------------------------------------------------------ sink URIs */
+
+static int hexv(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Percent-decodes s[0..n) into out; -1 when it does not fit. */
+static int decode(const char *s, size_t n, char *out, size_t size)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%' && i + 2 < n && hexv(s[i + 1]) >= 0 && hexv(s[i + 2]) >= 0) {
+            c = (char)(hexv(s[i + 1]) * 16 + hexv(s[i + 2]));
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (w + 1 >= size)
+            return -1;
+        out[w++] = c;
+    }
+    out[w] = '\0';
+    return 0;
+}
+
+int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t errlen)
+{
+    memset(u, 0, sizeof *u);
+    const char *colon = strchr(uri, ':');
+    if (!colon || colon == uri || (size_t)(colon - uri) >= sizeof u->scheme ||
+        strncmp(colon, "://", 3) != 0) {
+        snprintf(err, errlen, "--sink: expected scheme://host[:port]/..., got a URI without //");
+        return BENCH_EXIT_USAGE;
+    }
+    for (const char *p = uri; p < colon; p++)
+        u->scheme[p - uri] = (char)tolower((unsigned char)*p);
+    const char *a = colon + 3;
+    size_t alen = strcspn(a, "/?#");
+    const char *at = memchr(a, '@', alen);
+    if (at) {
+        /* Credentials are the sink's business; the bare clients connect
+         * without them. */
+        snprintf(err, errlen,
+                 "--sink: the producer ceiling connects without credentials; give a URI without "
+                 "user or password");
+        return BENCH_EXIT_USAGE;
+    }
+    const char *hp = a, *end = a + alen, *port = NULL;
+    if (*hp == '[') {
+        const char *rb = memchr(hp, ']', alen);
+        if (!rb) {
+            snprintf(err, errlen, "--sink: unterminated [ in the host");
+            return BENCH_EXIT_USAGE;
+        }
+        snprintf(u->host, sizeof u->host, "%.*s", (int)(rb - hp - 1), hp + 1);
+        port = rb + 1 < end && rb[1] == ':' ? rb + 2 : NULL;
+    } else {
+        const char *c = memchr(hp, ':', alen);
+        snprintf(u->host, sizeof u->host, "%.*s", (int)((c ? c : end) - hp), hp);
+        port = c ? c + 1 : NULL;
+    }
+    if (port) {
+        long v = 0;
+        const char *p = port;
+        for (; p < end && *p >= '0' && *p <= '9' && v < 70000; p++)
+            v = v * 10 + (*p - '0');
+        if (p != end || p == port || v < 1 || v > 65535) {
+            snprintf(err, errlen, "--sink: bad port");
+            return BENCH_EXIT_USAGE;
+        }
+        u->port = (int)v;
+    }
+    const char *path = end;
+    size_t plen = strcspn(path, "?#");
+    if (plen > 0 && *path == '/') {
+        path++;
+        plen--;
+    }
+    if (decode(path, plen, u->path, sizeof u->path) != 0) {
+        snprintf(err, errlen, "--sink: path too long");
+        return BENCH_EXIT_USAGE;
+    }
+    const char *q = path + plen;
+    if (*q == '?') {
+        q++;
+        while (*q && *q != '#') {
+            size_t seg = strcspn(q, "&#");
+            const char *eq = memchr(q, '=', seg);
+            if (seg > 0) {
+                if (u->n_params == BENCH_URI_PARAMS) {
+                    snprintf(err, errlen, "--sink: more than %d parameters", BENCH_URI_PARAMS);
+                    return BENCH_EXIT_USAGE;
+                }
+                size_t kl = eq ? (size_t)(eq - q) : seg;
+                if (decode(q, kl, u->key[u->n_params], sizeof u->key[0]) != 0 ||
+                    decode(eq ? eq + 1 : q + seg, eq ? seg - kl - 1 : 0, u->value[u->n_params],
+                           sizeof u->value[0]) != 0) {
+                    snprintf(err, errlen, "--sink: a parameter is too long");
+                    return BENCH_EXIT_USAGE;
+                }
+                u->n_params++;
+            }
+            q += seg + (q[seg] == '&');
+        }
+    }
+    return 0;
+}
+
+void bench_sink_target(const bench_sink_uri_t *u, const char *destination, const char *route,
+                       char *out, size_t size)
+{
+    const char *t = u->path[0] ? u->path : "{destination}";
+    size_t w = 0;
+    while (*t && w + 1 < size) {
+        const char *with = NULL;
+        size_t skip = 0;
+        if (strncmp(t, "{destination}", 13) == 0)
+            with = destination, skip = 13;
+        else if (strncmp(t, "{route}", 7) == 0)
+            with = route, skip = 7;
+        if (with) {
+            for (; *with && w + 1 < size; with++)
+                out[w++] = *with;
+            t += skip;
+        } else {
+            out[w++] = *t++;
+        }
+    }
+    out[w] = '\0';
+}
+
+const bench_producer_t *bench_producer_for(const char *sink_uri)
+{
+    size_t n = strcspn(sink_uri, ":");
+    if (sink_uri[n] != ':')
+        return NULL;
+#ifdef OUTBOX_BENCH_KAFKA
+    if (n == 5 && strncasecmp(sink_uri, "kafka", 5) == 0)
+        return &bench_kafka_producer;
+#endif
+#ifdef OUTBOX_BENCH_NATS
+    if (n == 4 && strncasecmp(sink_uri, "nats", 4) == 0)
+        return &bench_nats_producer;
+#endif
+    return NULL;
+}
+
+/* ------------------------------------------------------ resident set */
+
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            v = strtol(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+long bench_rss_kb(void)
+{
+    return status_kb("VmRSS");
+}
+
+long bench_hwm_kb(void)
+{
+    return status_kb("VmHWM");
+}
+
+/* The high-water marks a reset took away, so that bench_peak_rss_kb()
+ * still reports the whole run's peak. */
+static atomic_long hwm_before_resets;
+
+long bench_peak_before_resets_kb(void)
+{
+    return atomic_load(&hwm_before_resets);
+}
+
+int bench_hwm_reset(void)
+{
+    long hwm = bench_hwm_kb();
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > hwm)
+        hwm = ru.ru_maxrss;
+    if (hwm > atomic_load(&hwm_before_resets))
+        atomic_store(&hwm_before_resets, hwm);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}

@@ -1,0 +1,38 @@
+# Sourced by the service scripts: finding loopback ports. Each script
+# defines die() before sourcing this.
+
+port_in_use() {
+    # bash's /dev/tcp connects: success means something listens there.
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The first port from $1 on that nothing listens on and that is not $2.
+free_port() {
+    local p=$1 tries=0
+    while port_in_use "$p" || [ "$p" = "${2:-}" ]; do
+        p=$((p + 1))
+        tries=$((tries + 1))
+        [ $tries -lt 100 ] || die "no free port from $1 on"
+    done
+    echo "$p"
+}
+
+# service_ports DIR FIRST MAIN_FILE OTHER_FILE: a server's two ports, kept in
+# DIR/MAIN_FILE and DIR/OTHER_FILE. A server that ran in DIR before gets its
+# own again (clients reconnect to the same address), and fails if another
+# process took one; a new one takes the first free ports from FIRST on.
+# Sets main_port and other_port.
+service_ports() {
+    local d=$1 first=$2 main_file=$3 other_file=$4
+    if [ -f "$d/$main_file" ] && [ -f "$d/$other_file" ]; then
+        main_port=$(cat "$d/$main_file")
+        other_port=$(cat "$d/$other_file")
+        ! port_in_use "$main_port" || die "port $main_port of the server in $d is taken by another process"
+        ! port_in_use "$other_port" || die "port $other_port of the server in $d is taken by another process"
+    else
+        main_port=$(free_port "$first")
+        other_port=$(free_port $((main_port + 1)) "$main_port")
+        echo "$main_port" >"$d/$main_file"
+        echo "$other_port" >"$d/$other_file"
+    fi
+}
