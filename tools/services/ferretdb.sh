@@ -34,6 +34,14 @@ version=v1.24.2
 module=github.com/FerretDB/FerretDB
 cache=${HOME:-/root}/.cache/liboutbox/ferretdb-${version#v}
 bin=$cache/bin/ferretdb
+# One line of FerretDB is changed before it is built. Its SQLite handler
+# looks documents up by _id with the expression `->'$._id'`, but builds its
+# unique _id index on `->"_id"`: SQLite does not see that they are the same,
+# so every update, delete and _id find reads the whole table. The change
+# writes the lookup the way the index is built (same meaning, `->'_id'`).
+# Nothing else differs from 1.24.2; $bin.patched records that it was made.
+id_lookup_old="IDColumn = DefaultColumn + \"->'\$._id'\""
+id_lookup_new="IDColumn = DefaultColumn + \"->'_id'\""
 db_name=outbox_test
 # The driver's socket timeout: a command the server never answers fails
 # after this long instead of hanging the test.
@@ -54,7 +62,7 @@ cmd=$1
 dir=${2:-}
 
 build() {
-    if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$version"; then
+    if [ -x "$bin" ] && [ -e "$bin.patched" ] && "$bin" --version 2>/dev/null | grep "$version" >/dev/null; then
         return 0
     fi
     command -v go >/dev/null 2>&1 || die "no Go toolchain (go) on PATH: FerretDB is built from source"
@@ -70,13 +78,18 @@ build() {
     cp -r "$moddir" "$src"
     chmod -R u+w "$src"
     printf '%s\n' "$version" >"$src/build/version/version.txt"
+    local meta=$src/internal/backends/sqlite/metadata/metadata.go
+    grep -qF "$id_lookup_old" "$meta" || die "$meta has no line $id_lookup_old to change"
+    sed -i "s|$id_lookup_old|$id_lookup_new|" "$meta"
+    grep -qF "$id_lookup_new" "$meta" || die "changing the _id lookup in $meta failed"
     mkdir -p "$cache/bin"
     (cd "$src" && nice -n 19 go build -o "$bin.tmp" ./cmd/ferretdb) >"$cache/build.log" 2>&1 || {
         tail -20 "$cache/build.log" >&2
         die "go build ./cmd/ferretdb failed (log: $cache/build.log)"
     }
     mv "$bin.tmp" "$bin"
-    "$bin" --version 2>/dev/null | grep -q "$version" || die "the built $bin does not report $version"
+    touch "$bin.patched"
+    "$bin" --version 2>/dev/null | grep "$version" >/dev/null || die "the built $bin does not report $version"
 }
 
 port_in_use() {
@@ -142,7 +155,9 @@ start() {
     # synchronous(off): SQLite does not wait for the disk at each commit
     # (FerretDB commits every update statement on its own); a crash of this
     # throwaway server may lose what it held, and that is fine.
-    setsid "$bin" --handler=sqlite --sqlite-url="file:$dir/data/?_pragma=synchronous(off)" \
+    # GOGC=800: FerretDB decodes every document of a collection for most
+    # queries, and the collector's share of that halves when it runs less.
+    GOGC=800 setsid "$bin" --handler=sqlite --sqlite-url="file:$dir/data/?_pragma=synchronous(off)" \
         --listen-addr="127.0.0.1:$port" --debug-addr="127.0.0.1:$dport" \
         --state-dir="$dir/state" --telemetry=disable --log-level=warn \
         >>"$dir/server.log" 2>&1 </dev/null &
