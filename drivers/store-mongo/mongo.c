@@ -41,6 +41,7 @@ static void mongo_close(void *handle)
         mongoc_client_destroy(h->client);
     if (h->uri)
         mongoc_uri_destroy(h->uri);
+    outbox_mongo_claim_cache_free(h);
     outbox_mongo_host->free(h->rows);
     outbox_buf_free(&h->arena);
     outbox_mongo_host->free(h);

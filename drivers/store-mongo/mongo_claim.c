@@ -579,28 +579,57 @@ static int key_check(mongo_handle_t *h, const char *route, int hlc_order, const 
 
 /* ------------------------------------------------ without atomic updates */
 
-/* Where updates are not atomic (FerretDB, which also scans the whole
- * collection for every filter but an _id), a claim holds the route's lock
- * and reads the route's unfinished rows once, small fields only; the held
- * keys and the candidates come from that one read, and each candidate is
- * taken by an update of its _id alone, which returns the document as it
- * was: a row that stopped being claimable since the read (a stale relay's
- * late settle) is put back as it was and left out. */
+/* Where updates are not atomic (FerretDB), claims of a route take turns
+ * under the route's lock (mongo_lock.c), and FerretDB reads and decodes the
+ * whole collection for every filter but a lone _id, which it finds through
+ * its index. So a claim reads the route's unfinished rows in one such read
+ * only now and then, keeps them in the handle in claim order (the claim
+ * cache), and walks them, asking the server about each row by its _id:
+ *
+ *   - finished (published, dead) or gone: marked so, never asked again;
+ *   - claimable now (pending and ripe, or processing with an expired
+ *     lease) and no earlier row of its key is in the way: taken by a
+ *     findAndModify on its _id, which returns the document as it was; a row
+ *     that stopped being claimable in between (its old holder settled it
+ *     late) is written back as it was;
+ *   - anything else (in flight under a live lease, waiting for its retry):
+ *     its key is in the way for the rest of this claim.
+ *
+ * Every row of a key that comes before a candidate in claim order was
+ * unfinished when the cache was read (rows are staged in order, so later
+ * ones come after), and the walk asks about each of them first: a key's
+ * rows leave only as a run that starts at its first unfinished row. A walk
+ * that reaches the end of the cache before the claim is full reads the
+ * collection again, once, and walks the new cache: an empty claim means
+ * that nothing was claimable at that read. With hlc ordering a row staged
+ * later may sort earlier, so every such claim reads the collection. */
+
+/* The most rows a cache keeps: the first ones in claim order, so every
+ * row of a key before a kept row is kept too. */
+#define MONGO_CLAIM_CACHE_MAX 4096
 
 typedef struct urow {
     char *id;
     char *key;
-    int pending;      /* else processing */
+    int pending;          /* else processing */
     int64_t available_ms; /* 0: none */
     int64_t processing_ms;
     int64_t created_us;
     int64_t hlc;
+    int finished;         /* asked since: published, dead or gone */
+    int64_t busy_until_ms; /* keyless and in flight: not asked again before */
 } urow_t;
 
 typedef struct urows {
     urow_t *v;
     size_t n, cap;
 } urows_t;
+
+struct mongo_claim_cache {
+    char *route;
+    urows_t rows;
+    size_t start; /* rows before it are all finished */
+};
 
 static int64_t date_ms_of(const bson_t *doc, const char *key)
 {
@@ -653,6 +682,16 @@ static void urows_free(urows_t *u)
     memset(u, 0, sizeof *u);
 }
 
+MONGO_HIDDEN void outbox_mongo_claim_cache_free(mongo_handle_t *h)
+{
+    if (!h->claim_cache)
+        return;
+    urows_free(&h->claim_cache->rows);
+    outbox_mongo_host->free(h->claim_cache->route);
+    outbox_mongo_host->free(h->claim_cache);
+    h->claim_cache = NULL;
+}
+
 static int cmp_urow_created(const void *a, const void *b)
 {
     const urow_t *x = a, *y = b;
@@ -672,40 +711,231 @@ static int urow_claimable(const urow_t *r, int64_t now_ms, int64_t cut_ms)
     return r->processing_ms <= cut_ms;
 }
 
-static int read_unfinished(mongo_handle_t *h, const char *route, urows_t *u, outbox_diag_t *d)
+/* The cache, read again: the route's unfinished rows, small fields only,
+ * the first MONGO_CLAIM_CACHE_MAX in claim order. */
+static int cache_read(mongo_handle_t *h, const outbox_claim_req_t *req, outbox_diag_t *d)
 {
+    outbox_mongo_claim_cache_free(h);
+    struct mongo_claim_cache *c = outbox_mongo_host->alloc(sizeof *c);
+    if (!c)
+        return outbox_mongo_nomem(d);
+    memset(c, 0, sizeof *c);
+    c->route = outbox_kit_strdup(outbox_mongo_host, req->route);
+    if (!c->route) {
+        outbox_mongo_host->free(c);
+        return outbox_mongo_nomem(d);
+    }
+    h->claim_cache = c;
     bson_t f = BSON_INITIALIZER, st, opts = BSON_INITIALIZER;
-    BSON_APPEND_UTF8(&f, MF_ROUTE, route);
+    BSON_APPEND_UTF8(&f, MF_ROUTE, req->route);
     BSON_APPEND_DOCUMENT_BEGIN(&f, MF_STATUS, &st);
     static const char *const unfinished[] = {"pending", "processing"};
     int ok = outbox_mongo_append_ids(&st, "$in", unfinished, 2);
     bson_append_document_end(&f, &st);
-    static const char *const proj[] = {MF_ID,         MF_STATUS,     "ordering_key", "available_at",
+    static const char *const proj[] = {MF_ID,           MF_STATUS,    "ordering_key", "available_at",
                                        "processing_at", "created_at", "hlc"};
     append_projection(&opts, proj, 7);
-    int rc = ok ? outbox_mongo_find(h->coll, &f, &opts, add_urow, u, d, "claiming (unfinished rows)")
+    int64_t t0 = outbox_mongo_host->monotonic_us();
+    int rc = ok ? outbox_mongo_find(h->coll, &f, &opts, add_urow, &c->rows, d,
+                                    "claiming (unfinished rows)")
                 : outbox_mongo_nomem(d);
+    bson_destroy(&f);
+    bson_destroy(&opts);
+    if (rc != OUTBOX_OK) {
+        outbox_mongo_claim_cache_free(h);
+        return rc;
+    }
+    if (c->rows.n > 1)
+        qsort(c->rows.v, c->rows.n, sizeof *c->rows.v,
+              req->hlc_order ? cmp_urow_hlc : cmp_urow_created);
+    for (size_t i = MONGO_CLAIM_CACHE_MAX; i < c->rows.n; i++) {
+        outbox_mongo_host->free(c->rows.v[i].id);
+        outbox_mongo_host->free(c->rows.v[i].key);
+    }
+    if (c->rows.n > MONGO_CLAIM_CACHE_MAX)
+        c->rows.n = MONGO_CLAIM_CACHE_MAX;
+    outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "claim: read %zu unfinished rows in %lld us",
+                           c->rows.n, (long long)(outbox_mongo_host->monotonic_us() - t0));
+    return OUTBOX_OK;
+}
+
+/* What the server says of one row now. */
+enum { ROW_GONE, ROW_FINISHED, ROW_CLAIMABLE, ROW_OURS, ROW_IN_THE_WAY };
+
+typedef struct asked {
+    int64_t now_ms, cut_ms, lease_ms;
+    const char *token;
+    int state;
+    int64_t processing_ms; /* of an in-flight row */
+} asked_t;
+
+static int state_of(const bson_t *doc, const asked_t *a)
+{
+    const char *st = outbox_mongo_str(doc, MF_STATUS);
+    if (!st || (strcmp(st, "pending") != 0 && strcmp(st, "processing") != 0))
+        return ROW_FINISHED;
+    const char *tok = outbox_mongo_str(doc, MF_TOKEN);
+    urow_t r = {.pending = strcmp(st, "pending") == 0,
+                .available_ms = date_ms_of(doc, "available_at"),
+                .processing_ms = date_ms_of(doc, "processing_at")};
+    if (!r.pending && tok && strcmp(tok, a->token) == 0)
+        return ROW_OURS;
+    return urow_claimable(&r, a->now_ms, a->cut_ms) ? ROW_CLAIMABLE : ROW_IN_THE_WAY;
+}
+
+static int note_state(const bson_t *doc, void *ctx, outbox_diag_t *d)
+{
+    (void)d;
+    asked_t *a = ctx;
+    a->state = state_of(doc, a);
+    const char *st = outbox_mongo_str(doc, MF_STATUS);
+    a->processing_ms = st && strcmp(st, "processing") == 0 ? date_ms_of(doc, "processing_at") : 0;
+    return OUTBOX_OK;
+}
+
+static int ask(mongo_handle_t *h, const char *id, asked_t *a, outbox_diag_t *d)
+{
+    bson_t f = BSON_INITIALIZER, opts = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&f, MF_ID, id);
+    static const char *const proj[] = {MF_STATUS, MF_TOKEN, "available_at", "processing_at"};
+    append_projection(&opts, proj, 4);
+    a->state = ROW_GONE;
+    int rc = outbox_mongo_find(h->coll, &f, &opts, note_state, a, d, "claiming (asking a row)");
     bson_destroy(&f);
     bson_destroy(&opts);
     return rc;
 }
 
-static int claim_locked(mongo_handle_t *h, const outbox_claim_req_t *req, int64_t now_ms,
-                        int64_t cut_ms, const char *token, outbox_diag_t *d)
+/* Takes one claimable row by its _id; *took says whether it was still
+ * claimable (else it is written back as it was). */
+static int take_one(mongo_handle_t *h, const char *id, const bson_t *up, const asked_t *a,
+                    claimed_t *c, int *took, outbox_diag_t *d)
 {
-    urows_t u = {0};
+    *took = 0;
+    bson_t q = BSON_INITIALIZER, reply;
+    BSON_APPEND_UTF8(&q, MF_ID, id);
+    mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
+    if (!fam) {
+        bson_destroy(&q);
+        return outbox_mongo_nomem(d);
+    }
+    mongoc_find_and_modify_opts_set_update(fam, up);
+    bson_error_t e;
+    int rc = OUTBOX_OK;
+    if (!mongoc_collection_find_and_modify_with_opts(h->coll, &q, fam, &reply, &e)) {
+        rc = outbox_mongo_error(d, &e, &reply, "claiming");
+    } else {
+        bson_iter_t it;
+        bson_t old;
+        const uint8_t *data = NULL;
+        uint32_t len = 0;
+        if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it))
+            bson_iter_document(&it, &len, &data);
+        /* No document: purged since it was asked about; nothing to take. */
+        if (data && bson_init_static(&old, data, len)) {
+            if (state_of(&old, a) == ROW_CLAIMABLE) {
+                rc = keep_doc(&old, c, d);
+                if (rc == OUTBOX_OK) {
+                    h->rows[h->n_rows - 1].attempts++;
+                    *took = 1;
+                }
+            } else {
+                bson_t rreply;
+                if (!mongoc_collection_replace_one(h->coll, &q, &old, NULL, &rreply, &e))
+                    rc = outbox_mongo_error(d, &e, &rreply, "claiming (putting back a settled row)");
+                bson_destroy(&rreply);
+            }
+        }
+    }
+    bson_destroy(&reply);
+    bson_destroy(&q);
+    mongoc_find_and_modify_opts_destroy(fam);
+    return rc;
+}
+
+static int key_blocked(const strs_t *blocked, const char *key)
+{
+    for (size_t k = 0; key && k < blocked->n; k++)
+        if (strcmp(blocked->v[k], key) == 0)
+            return 1;
+    return 0;
+}
+
+/* One walk of the cache (see above), until the claim holds req->limit. */
+static int walk(mongo_handle_t *h, const outbox_claim_req_t *req, const bson_t *up,
+                const asked_t *a0, claimed_t *c, strs_t *blocked, outbox_diag_t *d)
+{
+    struct mongo_claim_cache *cc = h->claim_cache;
+    int rc = OUTBOX_OK;
+    for (size_t i = cc->start; rc == OUTBOX_OK && i < cc->rows.n && h->n_rows < req->limit; i++) {
+        urow_t *r = &cc->rows.v[i];
+        if (r->finished) {
+            if (i == cc->start)
+                cc->start++;
+            continue;
+        }
+        if (key_blocked(blocked, r->key))
+            continue;
+        /* A keyless row in another claim's flight holds nothing up: it is
+         * asked about again when its lease may have run out, or at the
+         * next read of the collection. */
+        if (!r->key && r->busy_until_ms > a0->now_ms)
+            continue;
+        asked_t a = *a0;
+        rc = ask(h, r->id, &a, d);
+        if (rc != OUTBOX_OK)
+            break;
+        switch (a.state) {
+        case ROW_GONE:
+        case ROW_FINISHED:
+            r->finished = 1;
+            if (i == cc->start)
+                cc->start++;
+            break;
+        case ROW_OURS: /* taken earlier in this claim: its key goes on */
+            break;
+        case ROW_CLAIMABLE: {
+            int took = 0;
+            rc = take_one(h, r->id, up, &a, c, &took, d);
+            if (rc == OUTBOX_OK && !took && r->key)
+                strs_add(blocked, r->key);
+            break;
+        }
+        default:
+            if (r->key)
+                strs_add(blocked, r->key);
+            else if (a.processing_ms)
+                r->busy_until_ms = a.processing_ms + a.lease_ms;
+            break;
+        }
+        if (blocked->failed)
+            rc = outbox_mongo_nomem(d);
+    }
+    return rc;
+}
+
+/* One walk under the route's lock. */
+static int walk_locked(mongo_handle_t *h, const outbox_claim_req_t *req, const bson_t *up,
+                       const asked_t *a, claimed_t *c, strs_t *blocked, outbox_diag_t *d)
+{
+    char name[300];
+    snprintf(name, sizeof name, "claim:%s.%s:%s", outbox_mongo_db_of(h, &h->rel), h->rel.table,
+             req->route);
+    mongo_lock_t lock = {0};
+    int rc = outbox_mongo_lock(h, name, MONGO_CLAIM_LOCK_TTL_MS, MONGO_CLAIM_LOCK_WAIT_MS, &lock, d);
+    if (rc == OUTBOX_OK)
+        rc = walk(h, req, up, a, c, blocked, d);
+    outbox_mongo_unlock(h, &lock);
+    return rc;
+}
+
+/* The claim where updates are not atomic. The collection is read outside
+ * the lock (the read only lists rows; the walk asks about each under it),
+ * so claimers that wait for rows never hold up one that takes them. */
+static int claim_racy(mongo_handle_t *h, const outbox_claim_req_t *req, int64_t now_ms,
+                      int64_t cut_ms, const char *token, outbox_diag_t *d)
+{
     int64_t t0 = outbox_mongo_host->monotonic_us();
-    int rc = read_unfinished(h, req->route, &u, d);
-    outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "claim: read %zu unfinished rows in %lld us",
-                           u.n, (long long)(outbox_mongo_host->monotonic_us() - t0));
-    if (rc == OUTBOX_OK && u.n > 1)
-        qsort(u.v, u.n, sizeof *u.v, req->hlc_order ? cmp_urow_hlc : cmp_urow_created);
-    strs_t held = {0};
-    for (size_t i = 0; rc == OUTBOX_OK && i < u.n; i++)
-        if (u.v[i].key && !urow_claimable(&u.v[i], now_ms, cut_ms))
-            strs_add(&held, u.v[i].key);
-    if (held.failed)
-        rc = outbox_mongo_nomem(d);
     bson_t up = BSON_INITIALIZER, set, inc;
     BSON_APPEND_DOCUMENT_BEGIN(&up, "$set", &set);
     BSON_APPEND_UTF8(&set, MF_STATUS, "processing");
@@ -715,48 +945,34 @@ static int claim_locked(mongo_handle_t *h, const outbox_claim_req_t *req, int64_
     BSON_APPEND_DOCUMENT_BEGIN(&up, "$inc", &inc);
     BSON_APPEND_INT32(&inc, "attempts", 1);
     bson_append_document_end(&up, &inc);
-    /* The rows to take, in claim order, up to the limit. */
-    const char **take_ids = outbox_mongo_host->alloc((req->limit < u.n ? req->limit : u.n) * sizeof *take_ids + 1);
-    size_t taken = 0;
-    if (!take_ids)
-        rc = outbox_mongo_nomem(d);
-    for (size_t i = 0; rc == OUTBOX_OK && i < u.n && taken < req->limit; i++) {
-        const urow_t *r = &u.v[i];
-        if (!urow_claimable(r, now_ms, cut_ms))
-            continue;
-        int blocked = 0;
-        for (size_t k = 0; r->key && k < held.n && !blocked; k++)
-            blocked = strcmp(held.v[k], r->key) == 0;
-        if (!blocked)
-            take_ids[taken++] = r->id;
+
+    asked_t a = {.now_ms = now_ms, .cut_ms = cut_ms, .lease_ms = now_ms - cut_ms, .token = token};
+    claimed_t c = {.h = h};
+    strs_t blocked = {0};
+    int rc = OUTBOX_OK;
+    int fresh = 0;
+    if (req->hlc_order || !h->claim_cache || strcmp(h->claim_cache->route, req->route) != 0) {
+        rc = cache_read(h, req, d);
+        fresh = 1;
     }
-    /* One update of them all (we hold the route's lock: no other claimer
-     * competes), then the documents read back by the token. */
-    for (size_t at = 0; rc == OUTBOX_OK && at < taken; at += MONGO_IN_MAX) {
-        size_t k = taken - at < MONGO_IN_MAX ? taken - at : MONGO_IN_MAX;
-        bson_t f = BSON_INITIALIZER, in, reply;
-        BSON_APPEND_DOCUMENT_BEGIN(&f, MF_ID, &in);
-        int ok = outbox_mongo_append_ids(&in, "$in", take_ids + at, k);
-        bson_append_document_end(&f, &in);
-        append_claimable(&f, now_ms, cut_ms);
-        bson_error_t e;
-        if (!ok) {
-            rc = outbox_mongo_nomem(d);
-        } else {
-            if (!mongoc_collection_update_many(h->coll, &f, &up, NULL, &reply, &e))
-                rc = outbox_mongo_error(d, &e, &reply, "claiming");
-            bson_destroy(&reply);
-        }
-        bson_destroy(&f);
+    if (rc == OUTBOX_OK)
+        rc = walk_locked(h, req, &up, &a, &c, &blocked, d);
+    if (rc == OUTBOX_OK && h->n_rows < req->limit && !fresh) {
+        /* What the old cache held is spent: read the collection again. A
+         * key found in the way stays so for this claim. */
+        rc = cache_read(h, req, d);
+        if (rc == OUTBOX_OK)
+            rc = walk_locked(h, req, &up, &a, &c, &blocked, d);
     }
-    if (rc == OUTBOX_OK && taken)
-        rc = read_back(h, token, d);
-    outbox_mongo_host->free(take_ids);
+    if (rc == OUTBOX_OK)
+        fix_pointers(h, &c);
+    else
+        outbox_mongo_claim_cache_free(h);
+    outbox_mongo_host->free(c.offs);
+    strs_free(&blocked);
+    bson_destroy(&up);
     outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "claim: took %zu rows, %lld us in all",
                            h->n_rows, (long long)(outbox_mongo_host->monotonic_us() - t0));
-    bson_destroy(&up);
-    strs_free(&held);
-    urows_free(&u);
     return rc;
 }
 
@@ -790,22 +1006,15 @@ int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req, const outbox
     char token[40];
     outbox_mongo_token(token);
 
-    /* Where updates are not atomic, claims of one route take turns (see
-     * mongo_lock.c); the key check is then exact without step 5. */
-    mongo_lock_t lock = {0};
-    if (h->racy_updates) {
-        char name[300];
-        snprintf(name, sizeof name, "claim:%s.%s:%s", outbox_mongo_db_of(h, &h->rel), h->rel.table,
-                 req->route);
-        rc = outbox_mongo_lock(h, name, MONGO_CLAIM_LOCK_TTL_MS, MONGO_CLAIM_LOCK_WAIT_MS, &lock, d);
-        if (rc != OUTBOX_OK)
-            return rc;
-    }
     strs_t held = {0}, ids = {0};
     int took = 0;
-    if (lock.held) {
-        rc = claim_locked(h, req, now_ms, cut_ms, token, d);
-        took = rc == OUTBOX_OK && h->n_rows > 0;
+    if (h->racy_updates) {
+        /* Claims of one route take turns (mongo_lock.c); the walk keeps
+         * the per-key rule itself, in claim order. */
+        rc = claim_racy(h, req, now_ms, cut_ms, token, d);
+        /* A second walk may find rows before the first one's. */
+        if (rc == OUTBOX_OK && h->n_rows > 1)
+            qsort(h->rows, h->n_rows, sizeof *h->rows, req->hlc_order ? cmp_hlc : cmp_created);
     } else {
         rc = held_keys(h, req->route, now_ms, cut_ms, &held, d);
         if (rc == OUTBOX_OK)
@@ -820,9 +1029,8 @@ int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req, const outbox
     strs_free(&ids);
     if (took && rc == OUTBOX_OK && h->n_rows > 1)
         qsort(h->rows, h->n_rows, sizeof *h->rows, req->hlc_order ? cmp_hlc : cmp_created);
-    if (took && rc == OUTBOX_OK && !lock.held)
+    if (took && rc == OUTBOX_OK)
         rc = key_check(h, req->route, req->hlc_order, token, d);
-    outbox_mongo_unlock(h, &lock);
     if (rc != OUTBOX_OK) {
         /* Rows this claim took stay processing until their lease ends and
          * are claimed again then: delayed, never lost. */

@@ -34,6 +34,9 @@ typedef struct mongo_handle {
     size_t n_rows;
     size_t cap_rows;
     outbox_buf_t arena;
+    /* Where updates are not atomic: the route's unfinished rows as the
+     * last claim read them (mongo_claim.c). */
+    struct mongo_claim_cache *claim_cache;
 } mongo_handle_t;
 
 /* ---------------------------------------------------------- connecting */

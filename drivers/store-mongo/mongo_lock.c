@@ -148,8 +148,10 @@ int outbox_mongo_lock(mongo_handle_t *h, const char *name, int64_t ttl_ms, int w
             return outbox_mongo_fail(d, OUTBOX_ETRANSIENT,
                                      "the lock \"%s\" stayed taken for %d ms (another relay holds it)",
                                      name, wait_ms);
-        /* Back off a little more each round, up to 4 ms. */
-        poll(NULL, 0, 1 + (int)(round % 4));
+        /* Back off a little more each round, up to 20 ms: a turn lasts
+         * tens to hundreds of milliseconds, and every look costs the
+         * server a read. */
+        poll(NULL, 0, round < 10 ? 1 + (int)round * 2 : 20);
     }
 }
 

@@ -40,6 +40,8 @@ MONGO_HIDDEN int outbox_mongo_stage(void *handle, const outbox_stage_ctx_t *ctx,
 MONGO_HIDDEN int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req,
                                     const outbox_row_t **rows, size_t *n, outbox_fence_t *fence,
                                     outbox_diag_t *d);
+/* Frees what the claims of a server without atomic updates keep. */
+MONGO_HIDDEN void outbox_mongo_claim_cache_free(mongo_handle_t *h);
 
 /* -------------------------------------------------------- mongo_settle.c */
 

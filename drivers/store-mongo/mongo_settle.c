@@ -17,6 +17,9 @@
  * Without transactions a settle of several commands that fails half-way
  * keeps what the commands before the failure wrote; the relay's retry then
  * finds those rows no longer holding its fence.
+ *
+ * Where updates are not atomic (FerretDB) a guarded update would not decide
+ * who applied; each item is settled on its own instead (settle_each).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,61 +237,61 @@ static int read_applied(mongo_handle_t *h, outbox_settle_item_t *items, size_t n
     return rc;
 }
 
-/* Where updates are not atomic (FerretDB), the guarded update would not
- * decide who applied: the items' documents are read first (one find on
- * `_id $in`), the fence checked on each, and only the items that hold it
- * are updated (the grouped statements below, on their ids alone). The check
- * and the write are two commands: a relay that settles after its lease ran
- * out, in the instant another claims the row, may overwrite that claim (the
- * row is then delivered twice, never lost). */
-typedef struct fenced {
-    const outbox_fence_t *fence;
-    outbox_settle_item_t *items;
-    size_t n;
-} fenced_t;
-
-static int mark_holder(const bson_t *doc, void *ctx, outbox_diag_t *d)
-{
-    (void)d;
-    fenced_t *f = ctx;
-    const char *id = outbox_mongo_str(doc, MF_ID), *st = outbox_mongo_str(doc, MF_STATUS),
-               *tok = outbox_mongo_str(doc, MF_TOKEN);
-    if (!id || !st || !tok || strcmp(st, "processing") != 0 || strcmp(tok, f->fence->token) != 0)
-        return OUTBOX_OK;
-    /* An id given twice changes its row once: the first item gets it. */
-    for (size_t i = 0; i < f->n; i++)
-        if (strcmp(f->items[i].id, id) == 0) {
-            f->items[i].applied = 1;
-            break;
-        }
-    return OUTBOX_OK;
-}
-
-static int read_holders(mongo_handle_t *h, const outbox_fence_t *fence, outbox_settle_item_t *items,
-                        size_t n, outbox_diag_t *d)
+/* The racy path: one findAndModify per item on its _id alone (FerretDB
+ * finds a lone _id through its index and reads the whole collection for
+ * any other filter). It returns the document as it was: when that did not
+ * hold the fence (a settle after the lease ran out and another claim took
+ * the row, or the same item settled twice), the document is written back
+ * as it was and the item did not apply. Should another claim take the row
+ * in the instant between the two, its claim is overwritten: the row is
+ * then delivered twice, never lost. */
+static int settle_each(mongo_handle_t *h, const outbox_fence_t *fence, outbox_settle_item_t *items,
+                       size_t n, const char *mark, int64_t now_ms, char *line, outbox_diag_t *d)
 {
     int rc = OUTBOX_OK;
-    for (size_t at = 0; rc == OUTBOX_OK && at < n; at += MONGO_IN_MAX) {
-        size_t k = n - at < MONGO_IN_MAX ? n - at : MONGO_IN_MAX;
-        const char **ids = outbox_mongo_host->alloc(k * sizeof *ids);
-        if (!ids)
+    for (size_t i = 0; rc == OUTBOX_OK && i < n; i++) {
+        int again = 0;
+        for (size_t j = 0; j < i && !again; j++)
+            again = strcmp(items[j].id, items[i].id) == 0;
+        if (again)
+            continue; /* an id given twice changes its row once: the first item's */
+        bson_t q = BSON_INITIALIZER, u = BSON_INITIALIZER, reply;
+        BSON_APPEND_UTF8(&q, MF_ID, items[i].id);
+        build_update(&u, &items[i], mark, now_ms, line);
+        mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
+        if (!fam) {
+            bson_destroy(&q);
+            bson_destroy(&u);
             return outbox_mongo_nomem(d);
-        for (size_t j = 0; j < k; j++)
-            ids[j] = items[at + j].id;
-        bson_t f = BSON_INITIALIZER, in, opts = BSON_INITIALIZER, p;
-        BSON_APPEND_DOCUMENT_BEGIN(&f, MF_ID, &in);
-        int ok = outbox_mongo_append_ids(&in, "$in", ids, k);
-        bson_append_document_end(&f, &in);
-        outbox_mongo_host->free(ids);
-        BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &p);
-        BSON_APPEND_INT32(&p, MF_STATUS, 1);
-        BSON_APPEND_INT32(&p, MF_TOKEN, 1);
-        bson_append_document_end(&opts, &p);
-        fenced_t fc = {fence, items + at, k};
-        rc = ok ? outbox_mongo_find(h->coll, &f, &opts, mark_holder, &fc, d, "settling (fence check)")
-                : outbox_mongo_nomem(d);
-        bson_destroy(&f);
-        bson_destroy(&opts);
+        }
+        mongoc_find_and_modify_opts_set_update(fam, &u);
+        bson_error_t e;
+        if (!mongoc_collection_find_and_modify_with_opts(h->coll, &q, fam, &reply, &e)) {
+            rc = outbox_mongo_error(d, &e, &reply, "settling");
+        } else {
+            bson_iter_t it;
+            bson_t old;
+            const uint8_t *data = NULL;
+            uint32_t len = 0;
+            if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it))
+                bson_iter_document(&it, &len, &data);
+            if (data && bson_init_static(&old, data, len)) {
+                const char *st = outbox_mongo_str(&old, MF_STATUS), *tok = outbox_mongo_str(&old, MF_TOKEN);
+                if (st && tok && strcmp(st, "processing") == 0 && strcmp(tok, fence->token) == 0) {
+                    items[i].applied = 1;
+                } else {
+                    bson_t rreply;
+                    if (!mongoc_collection_replace_one(h->coll, &q, &old, NULL, &rreply, &e))
+                        rc = outbox_mongo_error(d, &e, &rreply,
+                                                "settling (putting back a row the fence did not hold)");
+                    bson_destroy(&rreply);
+                }
+            }
+        }
+        bson_destroy(&reply);
+        mongoc_find_and_modify_opts_destroy(fam);
+        bson_destroy(&q);
+        bson_destroy(&u);
     }
     return rc;
 }
@@ -323,18 +326,6 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
     if (memchr(fence->token, '\0', sizeof fence->token) == NULL || fence->token[0] == '\0')
         return OUTBOX_OK; /* no claim wrote this fence: nothing holds it */
 
-    size_t holders = n;
-    if (h->racy_updates) {
-        rc = read_holders(h, fence, items, n, d);
-        holders = 0;
-        for (size_t i = 0; i < n; i++)
-            holders += items[i].applied ? 1 : 0;
-        if (rc != OUTBOX_OK || holders == 0) {
-            for (size_t i = 0; i < n; i++)
-                items[i].applied = 0;
-            return rc;
-        }
-    }
     slot_t *slots = outbox_mongo_host->alloc(n * sizeof *slots);
     char *line = outbox_mongo_host->alloc(MONGO_ERROR_MAX);
     if (!slots || !line) {
@@ -344,15 +335,16 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
     }
     size_t ns = 0;
     for (size_t i = 0; i < n; i++)
-        if (!h->racy_updates || items[i].applied)
-            slots[ns++] = (slot_t){i, &items[i]};
+        slots[ns++] = (slot_t){i, &items[i]};
     qsort(slots, ns, sizeof *slots, cmp_slot);
 
     char mark[40];
     outbox_mongo_token(mark);
     int64_t now_ms = outbox_mongo_ms(outbox_mongo_host->now_us());
     bulk_t b = {.h = h};
-    for (size_t i = 0; rc == OUTBOX_OK && i < ns;) {
+    if (h->racy_updates)
+        rc = settle_each(h, fence, items, n, mark, now_ms, line, d);
+    for (size_t i = 0; !h->racy_updates && rc == OUTBOX_OK && i < ns;) {
         size_t j = i + 1;
         while (j < ns && j - i < MONGO_IN_MAX && cmp_group(&slots[i], &slots[j]) == 0)
             j++;
