@@ -43,3 +43,6 @@ OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libhiredis-dev redis-server re
 # (libcrypto); the test receiver is the system python3's standard library,
 # and its HTTPS test makes a certificate with the openssl tool.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libcurl4-openssl-dev libssl-dev openssl"
+# MongoDB: libmongoc for the store driver; its test server, FerretDB, is
+# built from source by tools/services/ferretdb.sh with the Go toolchain.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libmongoc-dev"

@@ -314,7 +314,7 @@ START_TEST(per_key_fifo)
     memset(&f, 0, sizeof f);
     pthread_mutex_init(&f.mu, NULL);
     atomic_init(&f.published, 0);
-    f.deadline_us = conf_now_us() + INT64_C(45) * 1000000;
+    f.deadline_us = conf_now_us() + (int64_t)(45e6 * conf_timeout_multiplier());
 
     worker_t w[THREADS];
     start_workers(w, fifo_worker, &f);

@@ -117,6 +117,10 @@ outbox_store_t *conf_open_quiet(outbox_diag_t *d);
 /* ------------------------------------------------------------- helpers */
 
 int64_t conf_now_us(void);
+/* Check's CK_TIMEOUT_MULTIPLIER (1 when unset or not a number above 0): a
+ * case that gives up after a time of its own scales it by the same factor
+ * as Check scales the case's timeout, for servers that answer slowly. */
+double conf_timeout_multiplier(void);
 void conf_sleep_ms(int ms);
 
 /* Event n's event_id: a valid UUID that encodes n, so rows read back say

@@ -439,6 +439,14 @@ int64_t conf_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+double conf_timeout_multiplier(void)
+{
+    const char *v = getenv("CK_TIMEOUT_MULTIPLIER");
+    char *end = NULL;
+    double m = v ? strtod(v, &end) : 0;
+    return v && end != v && *end == '\0' && m > 0 ? m : 1.0;
+}
+
 void conf_sleep_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
