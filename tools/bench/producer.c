@@ -1,8 +1,7 @@
 /* outbox-bench: what the producer ceilings share (the messages the relay
  * would publish, sink URIs taken apart), and the relay's share of the
- * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c and
- * ceiling_redis.c. */
- * ceiling_http.c. */
+ * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c,
+ * ceiling_redis.c and ceiling_http.c. */
 #include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
