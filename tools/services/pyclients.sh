@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Python virtual environment with the third-party clients the cross-check
 # tests read back with (clients nobody in this project wrote): the
-# CloudEvents SDK, confluent-kafka and nats-py, at pinned versions.
+# CloudEvents SDK, confluent-kafka, nats-py and pika, at pinned versions.
 #
 #   tools/services/pyclients.sh          create or update it, then print
 #                                        `export OUTBOX_PYTHON=...` to eval
@@ -15,6 +15,7 @@ pins=(
     cloudevents==2.2.0
     confluent-kafka==2.16.1
     nats-py==2.16.0
+    pika==1.4.4
 )
 
 dir=${OUTBOX_PYENV:-$HOME/.cache/liboutbox/pyclients}
