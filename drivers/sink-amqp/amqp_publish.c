@@ -361,7 +361,7 @@ static int send_one(call_t *c, size_t i, outbox_buf_t *rk)
         p._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
         p.timestamp = (uint64_t)(m->row->occurred_at / 1000000);
     }
-    /* Every attribute as an application property cloudEvents_<name>
+    /* Every other attribute as an application property cloudEvents_<name>
      * (traceparent under its own name), and the key as partitionkey when
      * the relay gave none. */
     amqp_table_entry_t e[MAX_HEADERS];
@@ -371,6 +371,9 @@ static int send_one(call_t *c, size_t i, outbox_buf_t *rk)
     for (size_t k = 0; k < m->n_headers && n + 1 < MAX_HEADERS; k++) {
         const outbox_header_t *hd = &m->headers[k];
         if (hd->name == NULL || hd->value == NULL)
+            continue;
+        /* The binding puts datacontenttype in content_type alone. */
+        if (strcmp(hd->name, "datacontenttype") == 0 && (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG))
             continue;
         if (strcmp(hd->name, "traceparent") == 0)
             snprintf(names[n], sizeof names[n], "%s", hd->name);

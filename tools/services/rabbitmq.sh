@@ -117,6 +117,8 @@ choose_ports() {
     if [ -f "$dir/port" ]; then
         local f
         for f in port epmd_port dist_port; do
+            # The node's epmd outlives a killed node: that one is ours.
+            [ $f = epmd_port ] && alive epmd.pid epmd && continue
             ! port_in_use "$(cat "$dir/$f")" || die "port $(cat "$dir/$f") of the node in $dir is taken by another process"
         done
         return 0
