@@ -274,6 +274,9 @@ extern const bench_producer_t bench_kafka_producer;
 #ifdef OUTBOX_BENCH_NATS
 extern const bench_producer_t bench_nats_producer;
 #endif
+#ifdef OUTBOX_BENCH_AMQP
+extern const bench_producer_t bench_amqp_producer;
+#endif
 
 /* The process's resident set now and its high-water mark (KiB, from
  * /proc/self/status; -1 when unknown), and a reset of the mark to the

@@ -1,6 +1,7 @@
 /* outbox-bench: what the producer ceilings share (the messages the relay
  * would publish, sink URIs taken apart), and the relay's share of the
- * resident set. The bare clients are ceiling_kafka.c and ceiling_nats.c. */
+ * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c and
+ * ceiling_amqp.c. */
 #include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -257,6 +258,10 @@ const bench_producer_t *bench_producer_for(const char *sink_uri)
 #ifdef OUTBOX_BENCH_NATS
     if (n == 4 && strncasecmp(sink_uri, "nats", 4) == 0)
         return &bench_nats_producer;
+#endif
+#ifdef OUTBOX_BENCH_AMQP
+    if (n == 4 && strncasecmp(sink_uri, "amqp", 4) == 0)
+        return &bench_amqp_producer;
 #endif
     return NULL;
 }
