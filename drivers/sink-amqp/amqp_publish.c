@@ -66,12 +66,13 @@ static void check_idle_connection(amqp_sink_t *h)
     const outbox_host_t *host = outbox_amqp_host;
     if (h->conn == NULL)
         return;
-    /* Past the heartbeat interval librabbitmq itself counts the silent
-     * broker as gone: a fresh connection then. */
+    /* Idle past the heartbeat interval (nobody answered the broker's
+     * heartbeats meanwhile), librabbitmq and the broker soon count the
+     * other side as gone: a fresh connection then. */
     if (h->cfg.heartbeat_s > 0 &&
         host->monotonic_us() - h->last_used_us > (int64_t)h->cfg.heartbeat_s * 1000000) {
-        outbox_amqp_disconnect(h->conn, true);
-        h->conn = NULL;
+        /* Not the polite close: it would wait on a broker that may be gone. */
+        drop_connection(h);
         return;
     }
     for (;;) {
