@@ -77,7 +77,7 @@ static int amqp_drain(const bench_sink_uri_t *u, const char *target, const bench
                        AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_TIMESTAMP_FLAG;
             p.delivery_mode = AMQP_DELIVERY_PERSISTENT;
             p.message_id = amqp_cstring_bytes(m->event_id);
-            p.timestamp = (uint64_t)(bench_mono_us() / 1000000);
+            p.timestamp = (uint64_t)time(NULL);
             amqp_table_entry_t e[BENCH_CE_MAX];
             int n = 0;
             for (size_t k = 0; k < m->n_ce; k++) {
