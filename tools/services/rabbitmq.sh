@@ -187,8 +187,12 @@ start() {
     local i port
     port=$(cat "$dir/port")
     # A first boot takes up to about 12 s, a restart about 4.
+    # Only whether it lives: while the script execs its way to the VM,
+    # /proc/PID/cmdline may read empty for a moment.
+    local pid
+    pid=$(pid_of)
     for i in $(seq 1 600); do
-        running || { tail -30 "$dir/log/server.out" >&2; die "rabbitmq-server exited at start"; }
+        kill -0 "$pid" 2>/dev/null || { tail -30 "$dir/log/server.out" >&2; die "rabbitmq-server exited at start"; }
         if port_in_use "$port"; then
             if timeout 60 "$rabbit_bin/rabbitmqctl" -q await_startup --timeout 50 >/dev/null 2>&1; then
                 print_env

@@ -6,6 +6,8 @@
  *
  * Every case uses queues of its own (it_<pid>_<case>), so cases and test
  * programs can share one broker. */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,6 +412,104 @@ START_TEST(order_after_broker_reject)
 }
 END_TEST
 
+/* A queue of at most max messages that refuses (basic.nack) what comes
+ * beyond, declared with librabbitmq itself: the sink declares plain ones.
+ * The test broker takes the URI's default guest login. */
+static void declare_bounded_queue(const char *name, int max)
+{
+    char host[64] = "127.0.0.1";
+    int port = 5672;
+    const char *at = strchr(amqp_uri, '@');
+    const char *hp = at ? at + 1 : strstr(amqp_uri, "//") + 2;
+    ck_assert(sscanf(hp, "%63[^:/]:%d", host, &port) >= 1);
+    amqp_connection_state_t c = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(c);
+    ck_assert(amqp_socket_open(sock, host, port) == AMQP_STATUS_OK);
+    amqp_rpc_reply_t r = amqp_login(c, "/", 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN,
+                                    "guest", "guest");
+    ck_assert_int_eq(r.reply_type, AMQP_RESPONSE_NORMAL);
+    amqp_channel_open(c, 1);
+    ck_assert_int_eq(amqp_get_rpc_reply(c).reply_type, AMQP_RESPONSE_NORMAL);
+    amqp_queue_delete(c, 1, amqp_cstring_bytes(name), 0, 0);
+    ck_assert_int_eq(amqp_get_rpc_reply(c).reply_type, AMQP_RESPONSE_NORMAL);
+    amqp_table_entry_t args[2] = {
+        {.key = amqp_cstring_bytes("x-max-length"),
+         .value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = max}},
+        {.key = amqp_cstring_bytes("x-overflow"),
+         .value = {.kind = AMQP_FIELD_KIND_UTF8,
+                   .value.bytes = amqp_cstring_bytes("reject-publish")}},
+    };
+    amqp_table_t t = {.num_entries = 2, .entries = args};
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 1, 0, 0, t);
+    ck_assert_int_eq(amqp_get_rpc_reply(c).reply_type, AMQP_RESPONSE_NORMAL);
+    amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS);
+    amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(c);
+}
+
+START_TEST(nack_retry_and_order)
+{
+    /* A full queue that refuses more (x-overflow reject-publish): the
+     * broker nacks, which is RETRY, and holds back the rest of the key;
+     * another key on another queue goes on. */
+    char full[64], other[64];
+    snprintf(full, sizeof full, "%s", name_of("full"));
+    snprintf(other, sizeof other, "%s", name_of("other"));
+    declare_bounded_queue(full, 2);
+    outbox_sink_t *k = open_sink(amqp_uri);
+    create(k, other);
+    enum { N = 8 };
+    static tmsg_t t[N];
+    outbox_message_t m[N];
+    outbox_publish_result_t r[N];
+    /* a0 a1 fill the queue, a2 is refused, a3 is held back; b0..b3 go on. */
+    for (int i = 0; i < N; i++)
+        make_msg(&t[i], &m[i], i % 2 ? other : full, i % 2 ? "b" : "a", i);
+    publish(k, m, N, r);
+    for (int i = 0; i < N; i++) {
+        int want = i % 2 || i < 4 ? OUTBOX_PUBLISH_OK : OUTBOX_PUBLISH_RETRY;
+        ck_assert_msg(r[i].status == want, "message %d (key %s): status %d, expected %d: %s", i,
+                      t[i].key, r[i].status, want, r[i].message);
+    }
+    ck_assert_msg(strstr(r[4].message, "basic.nack") != NULL, "%s", r[4].message);
+    ck_assert_msg(strstr(r[6].message, "held back") != NULL, "%s", r[6].message);
+    static char ids[8][40];
+    ck_assert_int_eq(read_all(k, full, ids, 8), 2);
+    ck_assert_str_eq(ids[0], t[0].id);
+    ck_assert_str_eq(ids[1], t[2].id);
+    ck_assert_int_eq(read_all(k, other, ids, 8), 4);
+    /* The handle goes on after the refusal. */
+    publish(k, &m[1], 1, r);
+    ck_assert_msg(r[0].status == OUTBOX_PUBLISH_OK, "after the nack: %s", r[0].message);
+    drop(k, full);
+    drop(k, other);
+    outbox_sink_close(k);
+}
+END_TEST
+
+START_TEST(idle_past_heartbeat)
+{
+    /* Idle for longer than the heartbeat interval, nobody answered the
+     * broker's heartbeats: the next call must still be OK (the sink starts
+     * a fresh connection rather than fail on the stale one). */
+    const char *dest = name_of("idle");
+    outbox_sink_t *k = open_sink(uri_with(amqp_uri, "heartbeat=1s"));
+    create(k, dest);
+    tmsg_t t;
+    outbox_message_t m;
+    outbox_publish_result_t r;
+    make_msg(&t, &m, dest, "k", 1);
+    publish(k, &m, 1, &r);
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_OK, "before: %s", r.message);
+    sleep(4);
+    publish(k, &m, 1, &r);
+    ck_assert_msg(r.status == OUTBOX_PUBLISH_OK, "after 4 s idle with heartbeat=1s: %d %s",
+                  r.status, r.message);
+    drop(k, dest);
+    outbox_sink_close(k);
+}
+END_TEST
+
 /* ------------------------------------------------------------- outages */
 
 START_TEST(retry_closed_port)
@@ -524,8 +624,16 @@ START_TEST(retry_broker_down)
     for (int i = 0; i < N; i++)
         ck_assert_msg(r[i].status == OUTBOX_PUBLISH_OK, "restarted: %d %s", r[i].status,
                       r[i].message);
+    /* A clean stop and start between two calls: the sink sees the closed
+     * connection before it sends, so the first call after is OK. */
+    service("stop");
+    service("start");
+    publish(k, m, N, r);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(r[i].status == OUTBOX_PUBLISH_OK, "first call after a restart: %d %s",
+                      r[i].status, r[i].message);
     static char ids[64][40];
-    ck_assert_int_eq(read_all(k, "down", ids, 64), 2 * N + 2);
+    ck_assert_int_eq(read_all(k, "down", ids, 64), 3 * N + 2);
     outbox_sink_close(k);
     service("stop");
     snprintf(cmd, sizeof cmd, "rm -rf %s", private_dir);
@@ -547,6 +655,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, exchange_binding);
     tcase_add_test(tc, reject_oversize);
     tcase_add_test(tc, order_after_broker_reject);
+    tcase_add_test(tc, nack_retry_and_order);
+    tcase_add_test(tc, idle_past_heartbeat);
     tcase_add_test(tc, retry_closed_port);
     if (service_script)
         tcase_add_test(tc, retry_broker_down);
