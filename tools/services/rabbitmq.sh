@@ -25,6 +25,11 @@
 # printed uses the default guest account (allowed from loopback) and the
 # default vhost "/" (written %2f).
 #
+# With OUTBOX_RABBITMQ_TLS=1 at the first start, the node also takes AMQP over
+# TLS on the next free port, with a certificate for "localhost" signed by a
+# throwaway CA made with openssl in DIR/tls, and the exports add
+# OUTBOX_RABBITMQ_TLS_URI (amqps://...@localhost:PORT/%2f?tls_ca=DIR/tls/ca.pem).
+#
 # Every command is idempotent: start on a running node only prints the
 # exports, stop or kill on a stopped one does nothing.
 set -euo pipefail
@@ -116,7 +121,7 @@ free_port_besides() {
 choose_ports() {
     if [ -f "$dir/port" ]; then
         local f
-        for f in port epmd_port dist_port; do
+        for f in port epmd_port dist_port $([ -f "$dir/tls_port" ] && echo tls_port); do
             # The node's epmd outlives a killed node: that one is ours.
             [ $f = epmd_port ] && alive epmd.pid epmd && continue
             ! port_in_use "$(cat "$dir/$f")" || die "port $(cat "$dir/$f") of the node in $dir is taken by another process"
@@ -131,7 +136,28 @@ choose_ports() {
     echo "$epmd" >"$dir/epmd_port"
     echo "$dist" >"$dir/dist_port"
     echo "$ctl" >"$dir/ctl_port"
+    if [ "${OUTBOX_RABBITMQ_TLS:-}" = 1 ]; then
+        free_port_besides $((ctl + 5)) "$port" "$epmd" "$dist" >"$dir/tls_port"
+    fi
     echo "$port" >"$dir/port"
+}
+
+# A CA and a server certificate for localhost, once per DIR.
+make_certs() {
+    local t="$dir/tls"
+    [ -f "$t/server.pem" ] && return 0
+    command -v openssl >/dev/null 2>&1 || die "no openssl for the TLS listener"
+    mkdir -p "$t"
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outbox test CA" \
+            -keyout "$t/ca.key" -out "$t/ca.pem" &&
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+                -keyout "$t/server.key" -out "$t/server.csr" &&
+            printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$t/ext" &&
+            openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" \
+                -CAcreateserial -days 30 -extfile "$t/ext" -out "$t/server.pem"
+    } >"$t/openssl.log" 2>&1 || die "making the test certificates failed: $(tail -1 "$t/openssl.log")"
+    chmod 644 "$t/server.key"
 }
 
 print_env() {
@@ -140,6 +166,9 @@ print_env() {
     echo "export OUTBOX_RABBITMQ_URI=amqp://guest:guest@127.0.0.1:$port/%2f"
     echo "export OUTBOX_RABBITMQ_DIR=$dir"
     echo "export OUTBOX_RABBITMQ_PORT=$port"
+    if [ -f "$dir/tls_port" ]; then
+        echo "export OUTBOX_RABBITMQ_TLS_URI=amqps://guest:guest@localhost:$(cat "$dir/tls_port")/%2f?tls_ca=$dir/tls/ca.pem"
+    fi
 }
 
 write_config() {
@@ -154,6 +183,17 @@ log.file.level = warning
 disk_free_limit.absolute = 50MB
 vm_memory_high_watermark.absolute = 1GB
 EOF
+    if [ -f "$dir/tls_port" ]; then
+        make_certs
+        cat >>"$dir/rabbitmq.conf" <<EOF
+listeners.ssl.1 = 127.0.0.1:$(cat "$dir/tls_port")
+ssl_options.cacertfile = $dir/tls/ca.pem
+ssl_options.certfile = $dir/tls/server.pem
+ssl_options.keyfile = $dir/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+EOF
+    fi
 }
 
 start_epmd() {
