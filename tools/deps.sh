@@ -38,5 +38,6 @@ OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-headless maven kcat libnats-dev nats-server python3-venv"
 # RabbitMQ: the C client (librabbitmq) for the AMQP sink, Debian's
 # rabbitmq-server for tools/services/rabbitmq.sh, and amqp-tools
-# (amqp-consume, amqp-declare-queue) for reading back by hand.
-OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librabbitmq-dev rabbitmq-server amqp-tools"
+# (amqp-consume, amqp-declare-queue) for reading back by hand; openssl makes
+# the test node's throwaway TLS certificates.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librabbitmq-dev rabbitmq-server amqp-tools openssl"
