@@ -46,3 +46,8 @@ OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libcurl4-openssl-dev libssl-de
 # MongoDB: libmongoc for the store driver; its test server, FerretDB, is
 # built from source by tools/services/ferretdb.sh with the Go toolchain.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libmongoc-dev"
+# RabbitMQ: the C client (librabbitmq) for the AMQP sink, Debian's
+# rabbitmq-server for tools/services/rabbitmq.sh, and amqp-tools
+# (amqp-consume, amqp-declare-queue) for reading back by hand; openssl makes
+# the test node's throwaway TLS certificates.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librabbitmq-dev rabbitmq-server amqp-tools openssl"

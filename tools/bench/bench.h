@@ -280,6 +280,9 @@ extern const bench_producer_t bench_redis_producer;
 #ifdef OUTBOX_BENCH_HTTP
 extern const bench_producer_t bench_http_producer;
 #endif
+#ifdef OUTBOX_BENCH_AMQP
+extern const bench_producer_t bench_amqp_producer;
+#endif
 
 /* The process's resident set now and its high-water mark (KiB, from
  * /proc/self/status; -1 when unknown), and a reset of the mark to the

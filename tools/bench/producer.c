@@ -1,7 +1,7 @@
 /* outbox-bench: what the producer ceilings share (the messages the relay
  * would publish, sink URIs taken apart), and the relay's share of the
  * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c,
- * ceiling_redis.c and ceiling_http.c. */
+ * ceiling_redis.c, ceiling_http.c and ceiling_amqp.c. */
 #include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -267,6 +267,10 @@ const bench_producer_t *bench_producer_for(const char *sink_uri)
     if ((n == 4 && strncasecmp(sink_uri, "http", 4) == 0) ||
         (n == 5 && strncasecmp(sink_uri, "https", 5) == 0))
         return &bench_http_producer;
+#endif
+#ifdef OUTBOX_BENCH_AMQP
+    if (n == 4 && strncasecmp(sink_uri, "amqp", 4) == 0)
+        return &bench_amqp_producer;
 #endif
     return NULL;
 }
