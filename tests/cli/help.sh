@@ -29,11 +29,12 @@ expect 0 --version && grep -Eq '^outbox [0-9]+\.[0-9]+\.[0-9]+' "$OUT" && pass "
 # must not offer.
 expect 0 drivers
 absent=$(for d in kafka mongo nats amqp redis; do grep -q "^$d " "$OUT" || echo "$d"; done | tr '\n' '|')
-absent="${absent}https?:"
+grep -q "^http " "$OUT" || absent="${absent}https?:|"
+absent="${absent%|}" # empty when every broker driver was built
 for cmd in "" stage relay schema; do
     # shellcheck disable=SC2086
     expect 0 $cmd --help || continue
-    if grep -Eiq "$absent" "$OUT"; then
+    if [ -n "$absent" ] && grep -Eiq "$absent" "$OUT"; then
         fail "outbox $cmd --help offers a driver this build does not have: $(grep -Ei "$absent" "$OUT")"
     elif [ -n "$cmd" ] && [ "$cmd" != schema ] && ! grep -q 'outbox drivers. lists them' "$OUT"; then
         fail "outbox $cmd --help does not point at outbox drivers"

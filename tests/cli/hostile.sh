@@ -231,7 +231,7 @@ h "${R[@]/$K/null:path}"
 h "${R[@]/$K/}"
 h "${R[@]/$K/$sink}"
 h "${R[@]/$K/$'file:///tmp/a\tb'}"
-h "${R[@]/$K/http://x}"
+h "${R[@]/$K/mqtt://x}"
 h "${R[@]}" --driver /
 
 # Payloads on the command line.

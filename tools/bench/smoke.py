@@ -180,7 +180,7 @@ with tempfile.TemporaryDirectory() as tmp:
         ["--store", store, "--latency", "--sink", "nosuch:", "--quick"],
         ["--store", store, "--relation", "bad-name"],
         ["--store", "nosuchscheme"],
-        ["--store", "mongodb://localhost/x"],
+        ["--store", "cassandra://localhost/x"],
         ["--store", store, "--sink", "null:/some/path", "--quick"],
         ["--store", store, "stray"],
         ["--store", store, "--interval", "1s"],

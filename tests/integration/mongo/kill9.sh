@@ -54,6 +54,7 @@ stage() {
 STARTS=0
 relay() {
     STARTS=$((STARTS + 1))
+    LINES=$(wc -l <"$OUT" 2>/dev/null || echo 0)
     LOG=$TMP/relay-$STARTS.log
     background "relay-$STARTS" "$OUTBOX" relay --store "$STORE" --route orders --sink "file:$OUT" \
         --batch "$BATCH" --lease "${LEASE_S}s" --poll 10ms
@@ -64,7 +65,15 @@ relay
 caught=0
 for k in $(seq 1 "$KILLS"); do
     wait_started "$LOG" 1 || { fail "relay $STARTS did not start: $(tail -1 "$LOG")"; break; }
-    random_sleep 500 4000
+    # A new relay's first claim reads the whole collection, which on a busy
+    # FerretDB can outlast a fixed sleep: wait until it has published (up
+    # to 60 s), so that it is in its claim-publish-settle loop, then kill it
+    # at a random point of that work.
+    for _ in $(seq 1 600); do
+        [ "$(wc -l <"$OUT" 2>/dev/null || echo 0)" -gt "$LINES" ] && break
+        sleep 0.1
+    done
+    random_sleep 0 1500
     kill9 "$BG_PID"
     [ "$(count processing)" -gt 0 ] && caught=$((caught + 1))
     [ "$(count pending)" -ge 500 ] || stage 500
