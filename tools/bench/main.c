@@ -202,6 +202,10 @@ const bench_backend_t *bench_backend_for(const char *uri)
         (n == 10 && strncasecmp(uri, "postgresql", 10) == 0))
         return &bench_postgres_backend;
 #endif
+#ifdef OUTBOX_BENCH_MONGO
+    if (n == 7 && strncasecmp(uri, "mongodb", 7) == 0)
+        return &bench_mongo_backend;
+#endif
     return NULL;
 }
 
