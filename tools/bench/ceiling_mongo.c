@@ -497,6 +497,10 @@ static int cache_read(cworker_t *w)
                       .available_ms = date_of(doc, "available_at"),
                       .processing_ms = date_of(doc, "processing_at"),
                       .created_ms = date_of(doc, "created_at")};
+        if (!r->id || (key && !r->key)) {
+            snprintf(w->err, sizeof w->err, "out of memory");
+            rc = BENCH_EXIT_FAIL;
+        }
     }
     bson_error_t e;
     if (rc == 0 && mongoc_cursor_error(c, &e))
@@ -737,7 +741,8 @@ static void key_add(keys_t *k, const char *key)
         k->v = v;
         k->cap = cap;
     }
-    k->v[k->n++] = strdup(key);
+    if ((k->v[k->n] = strdup(key)) != NULL)
+        k->n++;
 }
 
 static int walk(cworker_t *w, const bson_t *up, const asked_t *a0, keys_t *blocked)
