@@ -137,7 +137,14 @@ static void bmg_close(void *db)
 static int bmg_open(const char *uri, void **out, char *err, size_t errlen)
 {
     *out = NULL;
-    mongoc_init(); /* once per process; the driver's own call is the same */
+    /* The driver's init installs its libmongoc log handler (libmongoc's lines
+     * go to the host's log, not stderr) and runs mongoc_init; load it first,
+     * so the bench's own clients never write to stderr either. Without the
+     * driver the relay cannot run: its open says why, later. */
+    const outbox_driver_t *drv = NULL;
+    outbox_diag_t d = {0};
+    (void)outbox_driver_load("mongo", &drv, &d);
+    mongoc_init(); /* once per process: a second call does nothing */
     bmg_t *b = calloc(1, sizeof *b);
     if (!b) {
         snprintf(err, errlen, "out of memory");
