@@ -367,6 +367,14 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         return rc;
     if (o->driver || !o->backend)
         o->no_ceiling = 1;
+#ifdef OUTBOX_BENCH_MONGO
+    /* Their producers stage in transactions, which FerretDB and a standalone
+     * mongod do not run. */
+    if (o->backend == &bench_mongo_backend && !o->no_ceiling && (o->latency || o->sustain))
+        return bad("%s: the mongodb store is measured in throughput mode only (the producer "
+                   "of --latency and --sustain stages in transactions)",
+                   o->latency ? "--latency" : "--sustain");
+#endif
     if (seen_table && o->table != BENCH_TABLE_SHIPPED &&
         (o->no_ceiling || o->latency || o->sustain || !o->backend->canonical_only))
         return bad("--table %s: throughput mode on a postgresql store only (without --driver, "

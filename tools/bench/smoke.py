@@ -184,6 +184,7 @@ with tempfile.TemporaryDirectory() as tmp:
         # driver on the path an unreachable server is exit 1, not bad input.)
         ["--store", "nosuch://localhost/x", "--quick"],
         ["--store", "mongodb://localhost/x", "--table", "both", "--quick"],
+        ["--store", "mongodb://localhost/x", "--latency", "--quick"],
         ["--store", store, "--sink", "null:/some/path", "--quick"],
         ["--store", store, "stray"],
         ["--store", store, "--interval", "1s"],
