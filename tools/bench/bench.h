@@ -200,6 +200,11 @@ extern const bench_backend_t bench_postgres_backend;
 char *bench_pg_script(const char *relation, long batch);
 char *bench_pg_reference_script(const char *relation, long batch);
 #endif
+#ifdef OUTBOX_BENCH_MONGO
+/* mongodb:// stores; the ceiling copies the driver's FerretDB path and
+ * refuses another server (ceiling_mongo.c). */
+extern const bench_backend_t bench_mongo_backend;
+#endif
 
 /* --------------------------------------- what the relay will publish */
 

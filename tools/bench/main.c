@@ -22,7 +22,8 @@ static const char usage_text[] =
     "has the bench's peak RSS and the relay drain's own (relay_peak_rss_kb, and\n"
     "relay_rss_growth_kb over what the process held when the drain started).\n"
     "\n"
-    "  --store URI        store to measure (sqlite:///path/bench.db)\n"
+    "  --store URI        store to measure (sqlite:///path/bench.db,\n"
+    "                     postgresql://..., mongodb://HOST/DATABASE)\n"
     "  --relation NAME    relation to create and drop (default outbox_bench; the ceiling\n"
     "                     uses NAME_ceiling); a table outbox-bench did not create is refused\n"
     "  --sink URI         sink for the relay (default null:). With kafka://, nats://,\n"
@@ -52,13 +53,14 @@ static const char usage_text[] =
     "Throughput without a ceiling, for any store driver: stage the backlog on a fresh\n"
     "route, drain it with --workers relays, check that every row was published once,\n"
     "purge it; one JSON line of the same keys, the ceiling's and the reference's null.\n"
-    "Chosen by --driver, by --no-ceiling, and for a URI scheme other than sqlite and\n"
-    "postgresql. It needs nothing but the driver's public entries (stats, purge and\n"
-    "schema_apply are used when present) and never drops anything.\n"
+    "Chosen by --driver, by --no-ceiling, and for a URI scheme other than sqlite,\n"
+    "postgresql and mongodb (whose ceiling runs on FerretDB only). It needs nothing\n"
+    "but the driver's public entries (stats, purge and schema_apply are used when\n"
+    "present) and never drops anything.\n"
     "\n"
     "  --driver NAME_OR_PATH  the store driver: a name on the driver path (sqlite) or a\n"
     "                     module file (./store-mine.so), as outbox conformance takes it\n"
-    "  --no-ceiling       this mode on sqlite or postgresql too\n"
+    "  --no-ceiling       this mode on sqlite, postgresql or mongodb too\n"
     "  (--relation, default outbox_bench_driver, is created with the driver's schema apply\n"
     "  when it does not exist; --sink, --events, --keys, --batch, --workers, --repeat,\n"
     "  --quick and --poll apply)\n"
@@ -202,6 +204,10 @@ const bench_backend_t *bench_backend_for(const char *uri)
     if ((n == 8 && strncasecmp(uri, "postgres", 8) == 0) ||
         (n == 10 && strncasecmp(uri, "postgresql", 10) == 0))
         return &bench_postgres_backend;
+#endif
+#ifdef OUTBOX_BENCH_MONGO
+    if (n == 7 && strncasecmp(uri, "mongodb", 7) == 0)
+        return &bench_mongo_backend;
 #endif
     return NULL;
 }
@@ -362,6 +368,14 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         return rc;
     if (o->driver || !o->backend)
         o->no_ceiling = 1;
+#ifdef OUTBOX_BENCH_MONGO
+    /* Their producers stage in transactions, which FerretDB and a standalone
+     * mongod do not run. */
+    if (o->backend == &bench_mongo_backend && !o->no_ceiling && (o->latency || o->sustain))
+        return bad("%s: the mongodb store is measured in throughput mode only (the producer "
+                   "of --latency and --sustain stages in transactions)",
+                   o->latency ? "--latency" : "--sustain");
+#endif
     if (seen_table && o->table != BENCH_TABLE_SHIPPED &&
         (o->no_ceiling || o->latency || o->sustain || !o->backend->canonical_only))
         return bad("--table %s: throughput mode on a postgresql store only (without --driver, "
