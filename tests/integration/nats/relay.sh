@@ -180,6 +180,14 @@ for k in $(seq 1 "$KILLS"); do
     relay
 done
 wait_started "$LOG" 1
+# The server faults must fall on a relay at work: under a sanitizer on a
+# busy machine a new relay can spend a fixed sleep still starting, and then
+# never meet the outage. Wait until it has published (up to 60 s).
+published=$(sql "SELECT count(*) FROM outbox WHERE status = 'published'")
+for _ in $(seq 1 600); do
+    [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'published'")" -gt "$published" ] && break
+    sleep 0.1
+done
 random_sleep 100 400
 "$NATS_SERVICE" stop "$PRIVATE_NATS" || fail "nats.sh stop"
 random_sleep 200 800
