@@ -1,6 +1,7 @@
 /* outbox: the command-line front end of liboutbox. Picks the subcommand;
  * each lives in its own file. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -62,6 +63,14 @@ static int help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* libmongoc, which the MongoDB driver module brings in when the loader
+     * reads the driver path, keeps counters in /dev/shm/mongoc-<pid>. A
+     * process killed with SIGKILL leaves its file behind, and a later
+     * process given the same pid then prints "Falling back to malloc for
+     * counters" on stderr, whatever it was asked to do. Nothing here reads
+     * those counters: turn them off before any module is loaded (a value
+     * the user set is kept). */
+    setenv("MONGOC_DISABLE_SHM", "1", 0);
     cli_logging_init();
 
     int i = 1;
