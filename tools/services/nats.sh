@@ -91,7 +91,7 @@ start() {
     echo $! >"$dir/pid"
     local i
     for i in $(seq 1 300); do
-        running || { tail -20 "$dir/server.log" >&2; die "nats-server exited at start"; }
+        kill -0 "$(pid_of)" 2>/dev/null || { tail -20 "$dir/server.log" >&2; die "nats-server exited at start"; }
         healthy && { print_env; return 0; }
         sleep 0.1
     done
