@@ -808,48 +808,37 @@ static int ask(mongo_handle_t *h, const char *id, asked_t *a, outbox_diag_t *d)
 
 /* Takes one claimable row by its _id; *took says whether it was still
  * claimable (else it is written back as it was). */
+typedef struct taking {
+    mongo_handle_t *h;
+    const asked_t *a;
+    claimed_t *c;
+    int took;
+} taking_t;
+
+/* The claim stands only on a row that was still claimable. */
+static int keep_claimed(const bson_t *old, void *ctx, int *stands, outbox_diag_t *d)
+{
+    taking_t *t = ctx;
+    *stands = state_of(old, t->a) == ROW_CLAIMABLE;
+    if (!*stands)
+        return OUTBOX_OK;
+    int rc = keep_doc(old, t->c, d);
+    if (rc == OUTBOX_OK) {
+        t->h->rows[t->h->n_rows - 1].attempts++;
+        t->took = 1;
+    }
+    return rc;
+}
+
+/* Takes one claimable row by its _id; *took says whether it was still
+ * claimable (else it is written back as it was, the way a late settle of
+ * its old holder left it). A row purged meanwhile is not taken. */
 static int take_one(mongo_handle_t *h, const char *id, const bson_t *up, const asked_t *a,
                     claimed_t *c, int *took, outbox_diag_t *d)
 {
-    *took = 0;
-    bson_t q = BSON_INITIALIZER, reply;
-    BSON_APPEND_UTF8(&q, MF_ID, id);
-    mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
-    if (!fam) {
-        bson_destroy(&q);
-        return outbox_mongo_nomem(d);
-    }
-    mongoc_find_and_modify_opts_set_update(fam, up);
-    bson_error_t e;
-    int rc = OUTBOX_OK;
-    if (!mongoc_collection_find_and_modify_with_opts(h->coll, &q, fam, &reply, &e)) {
-        rc = outbox_mongo_error(d, &e, &reply, "claiming");
-    } else {
-        bson_iter_t it;
-        bson_t old;
-        const uint8_t *data = NULL;
-        uint32_t len = 0;
-        if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it))
-            bson_iter_document(&it, &len, &data);
-        /* No document: purged since it was asked about; nothing to take. */
-        if (data && bson_init_static(&old, data, len)) {
-            if (state_of(&old, a) == ROW_CLAIMABLE) {
-                rc = keep_doc(&old, c, d);
-                if (rc == OUTBOX_OK) {
-                    h->rows[h->n_rows - 1].attempts++;
-                    *took = 1;
-                }
-            } else {
-                bson_t rreply;
-                if (!mongoc_collection_replace_one(h->coll, &q, &old, NULL, &rreply, &e))
-                    rc = outbox_mongo_error(d, &e, &rreply, "claiming (putting back a settled row)");
-                bson_destroy(&rreply);
-            }
-        }
-    }
-    bson_destroy(&reply);
-    bson_destroy(&q);
-    mongoc_find_and_modify_opts_destroy(fam);
+    taking_t t = {.h = h, .a = a, .c = c};
+    int rc = outbox_mongo_swap_by_id(h->coll, id, up, keep_claimed, &t, d, "claiming");
+    *took = t.took;
     return rc;
 }
 

@@ -250,6 +250,44 @@ int outbox_mongo_opts_session(mongoc_client_session_t *session, bson_t *opts, ou
 
 /* --------------------------------------------------------------- reads */
 
+int outbox_mongo_swap_by_id(mongoc_collection_t *coll, const char *id, const bson_t *update,
+                            mongo_keep_fn keep, void *ctx, outbox_diag_t *d, const char *what)
+{
+    bson_t q = BSON_INITIALIZER, reply;
+    BSON_APPEND_UTF8(&q, "_id", id);
+    mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
+    if (!fam) {
+        bson_destroy(&q);
+        return outbox_mongo_nomem(d);
+    }
+    mongoc_find_and_modify_opts_set_update(fam, update);
+    bson_error_t e;
+    int rc = OUTBOX_OK;
+    if (!mongoc_collection_find_and_modify_with_opts(coll, &q, fam, &reply, &e)) {
+        rc = outbox_mongo_error(d, &e, &reply, what);
+    } else {
+        bson_iter_t it;
+        bson_t old;
+        const uint8_t *data = NULL;
+        uint32_t len = 0;
+        if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it))
+            bson_iter_document(&it, &len, &data);
+        int stands = 1;
+        if (data && bson_init_static(&old, data, len))
+            rc = keep(&old, ctx, &stands, d);
+        if (data && rc == OUTBOX_OK && !stands) {
+            bson_t rreply;
+            if (!mongoc_collection_replace_one(coll, &q, &old, NULL, &rreply, &e))
+                rc = outbox_mongo_error(d, &e, &rreply, what);
+            bson_destroy(&rreply);
+        }
+    }
+    bson_destroy(&reply);
+    bson_destroy(&q);
+    mongoc_find_and_modify_opts_destroy(fam);
+    return rc;
+}
+
 int outbox_mongo_find(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
                       mongo_doc_fn row, void *ctx, outbox_diag_t *d, const char *what)
 {

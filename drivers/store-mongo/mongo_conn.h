@@ -110,6 +110,15 @@ typedef int (*mongo_doc_fn)(const bson_t *doc, void *ctx, outbox_diag_t *d);
 MONGO_HIDDEN int outbox_mongo_find(mongoc_collection_t *coll, const bson_t *filter,
                                    const bson_t *opts, mongo_doc_fn row, void *ctx,
                                    outbox_diag_t *d, const char *what);
+/* A read-check-write of one document where updates are not atomic: a
+ * findAndModify on {_id: id} alone applies update and returns the document
+ * as it was; keep(old, ctx, &stands, d) says whether the write stands, and
+ * when it does not the document is written back as it was. A document that
+ * is gone calls nothing. what names the operation in messages. */
+typedef int (*mongo_keep_fn)(const bson_t *old, void *ctx, int *stands, outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_swap_by_id(mongoc_collection_t *coll, const char *id,
+                                         const bson_t *update, mongo_keep_fn keep, void *ctx,
+                                         outbox_diag_t *d, const char *what);
 /* The string at key in doc, or NULL. */
 MONGO_HIDDEN const char *outbox_mongo_str(const bson_t *doc, const char *key);
 /* Appends an array of the strings ids[0..n) to doc as key. */

@@ -237,6 +237,23 @@ static int read_applied(mongo_handle_t *h, outbox_settle_item_t *items, size_t n
     return rc;
 }
 
+typedef struct holding {
+    const outbox_fence_t *fence;
+    outbox_settle_item_t *item;
+} holding_t;
+
+/* The settle stands only on a row that held the claim's fence. */
+static int keep_settled(const bson_t *old, void *ctx, int *stands, outbox_diag_t *d)
+{
+    (void)d;
+    holding_t *hold = ctx;
+    const char *st = outbox_mongo_str(old, MF_STATUS), *tok = outbox_mongo_str(old, MF_TOKEN);
+    *stands = st && tok && strcmp(st, "processing") == 0 && strcmp(tok, hold->fence->token) == 0;
+    if (*stands)
+        hold->item->applied = 1;
+    return OUTBOX_OK;
+}
+
 /* The racy path: one findAndModify per item on its _id alone (FerretDB
  * finds a lone _id through its index and reads the whole collection for
  * any other filter). It returns the document as it was: when that did not
@@ -255,42 +272,10 @@ static int settle_each(mongo_handle_t *h, const outbox_fence_t *fence, outbox_se
             again = strcmp(items[j].id, items[i].id) == 0;
         if (again)
             continue; /* an id given twice changes its row once: the first item's */
-        bson_t q = BSON_INITIALIZER, u = BSON_INITIALIZER, reply;
-        BSON_APPEND_UTF8(&q, MF_ID, items[i].id);
+        bson_t u = BSON_INITIALIZER;
         build_update(&u, &items[i], mark, now_ms, line);
-        mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
-        if (!fam) {
-            bson_destroy(&q);
-            bson_destroy(&u);
-            return outbox_mongo_nomem(d);
-        }
-        mongoc_find_and_modify_opts_set_update(fam, &u);
-        bson_error_t e;
-        if (!mongoc_collection_find_and_modify_with_opts(h->coll, &q, fam, &reply, &e)) {
-            rc = outbox_mongo_error(d, &e, &reply, "settling");
-        } else {
-            bson_iter_t it;
-            bson_t old;
-            const uint8_t *data = NULL;
-            uint32_t len = 0;
-            if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it))
-                bson_iter_document(&it, &len, &data);
-            if (data && bson_init_static(&old, data, len)) {
-                const char *st = outbox_mongo_str(&old, MF_STATUS), *tok = outbox_mongo_str(&old, MF_TOKEN);
-                if (st && tok && strcmp(st, "processing") == 0 && strcmp(tok, fence->token) == 0) {
-                    items[i].applied = 1;
-                } else {
-                    bson_t rreply;
-                    if (!mongoc_collection_replace_one(h->coll, &q, &old, NULL, &rreply, &e))
-                        rc = outbox_mongo_error(d, &e, &rreply,
-                                                "settling (putting back a row the fence did not hold)");
-                    bson_destroy(&rreply);
-                }
-            }
-        }
-        bson_destroy(&reply);
-        mongoc_find_and_modify_opts_destroy(fam);
-        bson_destroy(&q);
+        holding_t hold = {fence, &items[i]};
+        rc = outbox_mongo_swap_by_id(h->coll, items[i].id, &u, keep_settled, &hold, d, "settling");
         bson_destroy(&u);
     }
     return rc;
