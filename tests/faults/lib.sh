@@ -102,7 +102,7 @@ skip_pg() {
 
 # private_pg: a PostgreSQL server of this test alone (tools/services/postgres.sh
 # in $TMP/pg, stopped at exit), on the first free port from a random one
-# above 55400; URI names its database. A start that loses a race for its
+# from 26400 on; URI names its database. A start that loses a race for its
 # port to another test tries the next range.
 private_pg() {
     ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null 2>&1 ||
@@ -114,7 +114,7 @@ private_pg() {
     PRIVATE_PG=$TMP/pg
     local try env
     for try in 1 2 3 4 5; do
-        if env=$(OUTBOX_PG_PORT=$((55400 + RANDOM % 500)) "$PG_SERVICE" start "$PRIVATE_PG" 2>"$TMP/pg-start.err"); then
+        if env=$(OUTBOX_PG_PORT=$((26400 + RANDOM % 500)) "$PG_SERVICE" start "$PRIVATE_PG" 2>"$TMP/pg-start.err"); then
             eval "$env"
             URI=$OUTBOX_PG_URI
             echo "private PostgreSQL server on port $OUTBOX_PG_PORT"

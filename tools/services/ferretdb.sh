@@ -22,7 +22,7 @@
 # A cold build takes minutes; it runs under nice so a shared machine stays usable.
 #
 # The server listens on 127.0.0.1 on the first free port from OUTBOX_MONGO_PORT
-# (default 57017), with its debug (metrics) port on the next free one after it.
+# (default 23017), with its debug (metrics) port on the next free one after it.
 # It is ready when a TCP connection to its port succeeds.
 #
 # Every command is idempotent: start on a running server only prints the
@@ -144,7 +144,7 @@ start() {
         ! port_in_use "$port" || die "port $port of the stopped server in $dir is taken"
         ! port_in_use "$dport" || die "debug port $dport of the stopped server in $dir is taken"
     else
-        port=$(free_port "${OUTBOX_MONGO_PORT:-57017}")
+        port=$(free_port "${OUTBOX_MONGO_PORT:-23017}")
         dport=$(free_port $((port + 1)) "$port")
         echo "$port" >"$dir/port"
         echo "$dport" >"$dir/debug_port"

@@ -13,7 +13,7 @@
 #   tools/services/http.sh status DIR   exit 0 when it runs
 #
 # The receiver listens on 127.0.0.1, on the first free port from
-# OUTBOX_HTTP_PORT (default 56580). It is ready when GET /_health answers.
+# OUTBOX_HTTP_PORT (default 23580). It is ready when GET /_health answers.
 # OUTBOX_HTTP_MAX_BODY sets its body limit (default 1 MiB) at start;
 # OUTBOX_HTTP_TLS_CERT and OUTBOX_HTTP_TLS_KEY (PEM files) make it serve HTTPS
 # (the URI printed is then https://), and a restart keeps them.
@@ -86,7 +86,7 @@ start() {
         port=$(cat "$dir/port")
         ! port_in_use "$port" || die "port $port of the receiver in $dir is taken by another process"
     else
-        port=$(free_port "${OUTBOX_HTTP_PORT:-56580}")
+        port=$(free_port "${OUTBOX_HTTP_PORT:-23580}")
         echo "$port" >"$dir/port"
     fi
     if [ -n "${OUTBOX_HTTP_TLS_CERT:-}" ]; then

@@ -13,7 +13,7 @@
 #   tools/services/kafka.sh status DIR  exit 0 when it runs
 #
 # The broker listens on 127.0.0.1, on the first free port from
-# OUTBOX_KAFKA_PORT (default 59092); its controller takes the next free port
+# OUTBOX_KAFKA_PORT (default 23092); its controller takes the next free port
 # after that. Topics are never created on first use
 # (auto.create.topics.enable=false): a sink that names a missing topic
 # must be told so. The jars live in ${OUTBOX_CACHE:-$HOME/.cache/liboutbox}/kafka-4.1.1,
@@ -185,7 +185,7 @@ start() {
     fi
     # A stopped broker comes back on its own ports; a new one takes free ones.
     local port cport
-    service_ports "$dir" "${OUTBOX_KAFKA_PORT:-59092}" port controller_port
+    service_ports "$dir" "${OUTBOX_KAFKA_PORT:-23092}" port controller_port
     port=$main_port
     cport=$other_port
     write_config "$port" "$cport"

@@ -1,5 +1,11 @@
 # Sourced by the service scripts: finding loopback ports. Each script
 # defines die() before sourcing this.
+#
+# Every default port, and every port the tests choose for a private server,
+# lies below 32768, where Linux's ephemeral range begins: a server the tests
+# stop and start again must bind the same port, and a client's outgoing
+# connection that happened to get that port as its local one would make the
+# restart fail with "address in use" (a connect probe cannot see it).
 
 port_in_use() {
     # bash's /dev/tcp connects: success means something listens there.

@@ -12,7 +12,7 @@
 #   tools/services/nats.sh status DIR   exit 0 when it runs
 #
 # The server listens on 127.0.0.1, on the first free port from OUTBOX_NATS_PORT
-# (default 54222), with its monitoring port on the next free one after it. It
+# (default 23222), with its monitoring port on the next free one after it. It
 # is ready when /healthz?js-enabled-only=true answers on the monitoring port.
 #
 # Every command is idempotent: start on a running server only prints the
@@ -80,7 +80,7 @@ start() {
     fi
     # A restart keeps its ports, so clients reconnect to the same address.
     local port mport
-    service_ports "$dir" "${OUTBOX_NATS_PORT:-54222}" port monitor_port
+    service_ports "$dir" "${OUTBOX_NATS_PORT:-23222}" port monitor_port
     port=$main_port
     mport=$other_port
     # A session of its own, like a daemon: whoever ran start may be a

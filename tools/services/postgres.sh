@@ -14,7 +14,7 @@
 #   tools/services/postgres.sh status DIR   exit 0 when it runs
 #
 # The server listens on 127.0.0.1 and on a socket in DIR/run, on the first free
-# port from OUTBOX_PG_PORT (default 54329). It trusts local connections and runs
+# port from OUTBOX_PG_PORT (default 23329). It trusts local connections and runs
 # with fsync off: it holds nothing worth keeping, and the tests want speed.
 # initdb refuses to run as root, so under root the cluster belongs to the
 # "postgres" system user (the postgresql package creates it).
@@ -84,11 +84,11 @@ port_in_use() {
 }
 
 pick_port() {
-    local p=${OUTBOX_PG_PORT:-54329} tries=0
+    local p=${OUTBOX_PG_PORT:-23329} tries=0
     while port_in_use "$p"; do
         p=$((p + 1))
         tries=$((tries + 1))
-        [ $tries -lt 100 ] || die "no free port from ${OUTBOX_PG_PORT:-54329} on"
+        [ $tries -lt 100 ] || die "no free port from ${OUTBOX_PG_PORT:-23329} on"
     done
     echo "$p"
 }

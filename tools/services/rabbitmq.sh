@@ -18,7 +18,7 @@
 # Everything lives under DIR: HOME (the Erlang cookie, which rabbitmqctl reads
 # too), the Mnesia database, the logs, the configuration file and the
 # enabled-plugins file (none). The node listens on 127.0.0.1 only, on the
-# first free port from OUTBOX_RABBITMQ_PORT (default 56720) for AMQP; the
+# first free port from OUTBOX_RABBITMQ_PORT (default 23720) for AMQP; the
 # Erlang distribution port, the node's own epmd and the port range of
 # rabbitmqctl take the next free ports after it. It is ready when the AMQP
 # port accepts and `rabbitmqctl await_startup` says the broker runs. The URI
@@ -129,7 +129,7 @@ choose_ports() {
         return 0
     fi
     local port epmd dist ctl
-    port=$(free_port_besides "${OUTBOX_RABBITMQ_PORT:-56720}")
+    port=$(free_port_besides "${OUTBOX_RABBITMQ_PORT:-23720}")
     epmd=$(free_port_besides $((port + 1)) "$port")
     dist=$(free_port_besides $((epmd + 1)) "$port" "$epmd")
     ctl=$(free_port_besides $((dist + 1)) "$port" "$epmd" "$dist")

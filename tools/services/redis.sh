@@ -12,7 +12,7 @@
 #   tools/services/redis.sh status DIR   exit 0 when it runs
 #
 # The server listens on 127.0.0.1, on the first free port from OUTBOX_REDIS_PORT
-# (default 56379). OUTBOX_REDIS_PASSWORD, when set at the first start, makes it
+# (default 23379). OUTBOX_REDIS_PASSWORD, when set at the first start, makes it
 # require that password (requirepass) from then on.
 #
 # Durability: --appendonly yes --appendfsync always. Redis then writes and
@@ -94,7 +94,7 @@ start() {
         port=$(cat "$dir/port")
         ! port_in_use "$port" || die "port $port of the server in $dir is taken by another process"
     else
-        port=$(free_port "${OUTBOX_REDIS_PORT:-56379}")
+        port=$(free_port "${OUTBOX_REDIS_PORT:-23379}")
         echo "$port" >"$dir/port"
     fi
     # The password goes into a config file of the directory (mode 600),

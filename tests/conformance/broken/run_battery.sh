@@ -58,13 +58,15 @@ broker:*)
     query=
     case $name in *\?*) query=?${name#*\?}; name=${name%%\?*} ;; esac
     service=$here/tools/services/$name.sh
-    # A port of its own, away from the shared servers' and other tests'. A
-    # port found free can still be taken before the server binds it (another
-    # test's server, a client's ephemeral port): then another try elsewhere.
+    # A port of its own, away from the shared servers' and other tests', and
+    # below the kernel's ephemeral range (32768 on), so that no client's
+    # outgoing connection sits on it when the battery restarts the broker. A
+    # port found free can still be taken before the server first binds it
+    # (another test's server): then another try elsewhere.
     upper=$(echo "$name" | tr a-z A-Z)
     started=
     for try in 0 1 2; do
-        port=$((56000 + ($$ + try * 337) % 1000 * 2))
+        port=$((24000 + ($$ + try * 337) % 1000 * 2))
         rm -rf "$tmp/broker"
         if env "OUTBOX_${upper}_PORT=$port" "$service" start "$tmp/broker" >"$tmp/broker.env" 2>"$tmp/broker.err"; then
             started=yes

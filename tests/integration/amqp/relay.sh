@@ -151,7 +151,7 @@ echo "== faults on a private node"
 PRIVATE_RMQ=$TMP/rabbitmq
 env=
 for try in 1 2 3; do
-    if env=$(OUTBOX_RABBITMQ_PORT=$((56100 + RANDOM % 1800)) "$RMQ_SERVICE" start "$PRIVATE_RMQ" 2>"$TMP/rmq-start.err"); then
+    if env=$(OUTBOX_RABBITMQ_PORT=$((27100 + RANDOM % 1800)) "$RMQ_SERVICE" start "$PRIVATE_RMQ" 2>"$TMP/rmq-start.err"); then
         break
     fi
     "$RMQ_SERVICE" stop "$PRIVATE_RMQ" >/dev/null 2>&1

@@ -134,7 +134,7 @@ echo "== faults on a private receiver"
 PRIVATE_HTTP=$TMP/http
 env=
 for try in 1 2 3 4 5; do
-    if env=$(OUTBOX_HTTP_PORT=$((56100 + RANDOM % 1800)) "$HTTP_SERVICE" start "$PRIVATE_HTTP" 2>"$TMP/http-start.err"); then
+    if env=$(OUTBOX_HTTP_PORT=$((27100 + RANDOM % 1800)) "$HTTP_SERVICE" start "$PRIVATE_HTTP" 2>"$TMP/http-start.err"); then
         break
     fi
     env=

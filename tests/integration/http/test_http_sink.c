@@ -625,7 +625,7 @@ START_TEST(receiver_down_and_back)
      * what it acknowledged before is still there; killed, RETRY; back. */
     private_dir = down_dir;
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "OUTBOX_HTTP_PORT=%d '%s' start '%s' >%s.env", 56300 + getpid() % 200,
+    snprintf(cmd, sizeof cmd, "OUTBOX_HTTP_PORT=%d '%s' start '%s' >%s.env", 29300 + getpid() % 200,
              service_script, private_dir, private_dir);
     ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
     char envfile[160], uri[256] = "";
@@ -690,7 +690,7 @@ START_TEST(tls_verified_by_default)
              "OUTBOX_HTTP_TLS_CERT='%s/cert.pem' OUTBOX_HTTP_TLS_KEY='%s/key.pem' "
              "OUTBOX_HTTP_PORT=%d '%s' start '%s/r' | sed -n 's/^export OUTBOX_HTTP_PORT=//p' "
              ">'%s/port'",
-             private_dir, private_dir, 56500 + getpid() % 100, service_script, private_dir,
+             private_dir, private_dir, 29500 + getpid() % 100, service_script, private_dir,
              private_dir);
     ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
     char path[200];

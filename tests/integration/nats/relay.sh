@@ -145,7 +145,7 @@ fi
 echo "== faults on a private server"
 PRIVATE_NATS=$TMP/nats
 for try in 1 2 3 4 5; do
-    if env=$(OUTBOX_NATS_PORT=$((56100 + RANDOM % 1800)) "$NATS_SERVICE" start "$PRIVATE_NATS" 2>"$TMP/nats-start.err"); then
+    if env=$(OUTBOX_NATS_PORT=$((27100 + RANDOM % 1800)) "$NATS_SERVICE" start "$PRIVATE_NATS" 2>"$TMP/nats-start.err"); then
         eval "$env"
         break
     fi

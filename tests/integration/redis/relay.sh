@@ -135,7 +135,7 @@ echo "== faults on a private server"
 PRIVATE_REDIS=$TMP/redis
 env=
 for try in 1 2 3 4 5; do
-    if env=$(OUTBOX_REDIS_PORT=$((56100 + RANDOM % 1800)) "$REDIS_SERVICE" start "$PRIVATE_REDIS" 2>"$TMP/redis-start.err"); then
+    if env=$(OUTBOX_REDIS_PORT=$((27100 + RANDOM % 1800)) "$REDIS_SERVICE" start "$PRIVATE_REDIS" 2>"$TMP/redis-start.err"); then
         break
     fi
     "$REDIS_SERVICE" stop "$PRIVATE_REDIS" >/dev/null 2>&1
