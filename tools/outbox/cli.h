@@ -156,5 +156,6 @@ int cli_cmd_replay(int argc, char **argv);
 int cli_cmd_purge(int argc, char **argv);
 int cli_cmd_drivers(int argc, char **argv);
 int cli_cmd_conformance(int argc, char **argv);
+int cli_cmd_config(int argc, char **argv);
 
 #endif
