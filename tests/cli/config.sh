@@ -132,4 +132,68 @@ bad 1 'store main: no driver on the driver path serves nosuch: \(outbox drivers 
 bad 1 'store main: stdout: is a sink scheme, not a store one' 'stores: {main: {uri: "stdout:"}}' "$K" 'routes: {r: {store: main, sink: out}}'
 bad 2 'sink out: sqlite: is a store scheme, not a sink one' "$S" 'sinks: {out: {uri: "sqlite:///x"}}' 'routes: {r: {store: main, sink: out}}'
 
+# outbox relay --config: two routes of one store to two sinks at once, each
+# route's events to its own sink only, every event once.
+db=$TMP/two.db
+expect 0 schema apply --store "sqlite://$db" --yes-i-know
+expect 0 stage --store "sqlite://$db" --route orders --type t --count 120
+expect 0 stage --store "sqlite://$db" --route audit --type t --count 80
+cfg 'stores:' "  app: {uri: \"sqlite://$db\"}" 'sinks:' \
+    "  a: {uri: \"file://$TMP/orders.jsonl\"}" "  b: {uri: \"file://$TMP/audit.jsonl\"}" \
+    'routes:' '  orders: {store: app, sink: a, batch: 7}' '  audit: {store: app, sink: b, batch: 5}'
+if expect 0 relay --config "$F" --until-idle; then
+    [ "$(wc -l <"$TMP/orders.jsonl")" = 120 ] && [ "$(wc -l <"$TMP/audit.jsonl")" = 80 ] &&
+        pass "each route published its own events to its own sink" ||
+        fail "lines: orders $(wc -l <"$TMP/orders.jsonl"), audit $(wc -l <"$TMP/audit.jsonl")"
+    if [ "$(grep -c '"source":"/outbox/orders"' "$TMP/orders.jsonl")" = 120 ] &&
+        [ "$(grep -c '"source":"/outbox/audit"' "$TMP/audit.jsonl")" = 80 ]; then
+        pass "no event crossed to the other route's sink"
+    else
+        fail "events crossed sinks: $(grep -c '/outbox/audit' "$TMP/orders.jsonl") audit events in orders"
+    fi
+    grep -q '^outbox: relay orders: claimed 120, published 120' "$ERR" &&
+        grep -q '^outbox: relay audit: claimed 80, published 80' "$ERR" &&
+        pass "one summary line per route" || fail "summaries: $(cat "$ERR")"
+    expect 0 stats --store "sqlite://$db" --json &&
+        grep -q '"published":200' "$OUT" && pass "all 200 published in the store" || fail "stats: $(cat "$OUT")"
+fi
+# SIGTERM while both routes work: exit 0, nothing left in processing, and a
+# later run publishes the rest, each event once.
+expect 0 stage --store "sqlite://$db" --route orders --type t --count 3000
+expect 0 stage --store "sqlite://$db" --route audit --type t --count 3000
+cfg 'stores:' "  app: {uri: \"sqlite://$db\"}" 'sinks:' \
+    "  a: {uri: \"file://$TMP/orders.jsonl\"}" "  b: {uri: \"file://$TMP/audit.jsonl\"}" \
+    'routes:' '  orders: {store: app, sink: a, batch: 5}' '  audit: {store: app, sink: b, batch: 5}'
+${OUTBOX_CLI_WRAPPER:-} "$OUTBOX" relay --config "$F" >"$TMP/term.out" 2>"$TMP/term.err" &
+pid=$!
+for _ in $(seq 1 300); do
+    [ "$(cat "$TMP/orders.jsonl" "$TMP/audit.jsonl" | wc -l)" -gt 400 ] && break
+    sleep 0.05
+done
+stop_process "$pid" TERM
+processing=$(sqlite3 "$db" "SELECT count(*) FROM outbox WHERE status = 'processing'")
+if [ "$RC" -eq 0 ] && [ "$processing" = 0 ]; then
+    pass "SIGTERM with two routes: exit 0, nothing in processing"
+else
+    fail "SIGTERM with two routes: exit $RC, $processing in processing; $(head -c 300 "$TMP/term.err")"
+fi
+grep -q '^outbox: relay orders: claimed' "$TMP/term.err" && grep -q '^outbox: relay audit: claimed' "$TMP/term.err" &&
+    pass "SIGTERM: a summary per route" || fail "SIGTERM summaries: $(cat "$TMP/term.err")"
+expect 0 relay --config "$F" --until-idle --quiet
+for want in orders:3120 audit:3080; do
+    r=${want%%:*}
+    n=$(grep -c "\"source\":\"/outbox/$r\"" "$TMP/$r.jsonl")
+    d=$(sed -n 's/^{"specversion":"1\.0","id":"\([^"]*\)".*/\1/p' "$TMP/$r.jsonl" | sort | uniq -d | wc -l)
+    if [ "$n" = "${want#*:}" ] && [ "$d" -eq 0 ]; then
+        pass "$r: all ${want#*:} events published across the stop, none twice"
+    else
+        fail "$r: $n lines (expected ${want#*:}), $d duplicates"
+    fi
+done
+
+expect_error 'relay: --config FILE takes the routes, stores and sinks from the file' relay --config "$F" --batch 3
+expect_error "^outbox: relay: --config: $TMP/none.yaml: cannot open" relay --config "$TMP/none.yaml"
+cfg "$S" "$K" 'routes: {r: {store: main, sink: out, batch: 0}}'
+expect_error "^outbox: relay: --config: $F:3: route r: batch must be" relay --config "$F" --until-idle
+
 finish

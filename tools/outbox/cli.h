@@ -48,6 +48,7 @@ enum cli_option_id {
     OPT_EVENT_ID,
     OPT_ALL_DEAD,
     OPT_PUBLISHED_BEFORE,
+    OPT_CONFIG,
 };
 
 typedef struct cli_option {
