@@ -48,6 +48,7 @@ enum cli_option_id {
     OPT_EVENT_ID,
     OPT_ALL_DEAD,
     OPT_PUBLISHED_BEFORE,
+    OPT_CONFIG,
 };
 
 typedef struct cli_option {
@@ -156,5 +157,6 @@ int cli_cmd_replay(int argc, char **argv);
 int cli_cmd_purge(int argc, char **argv);
 int cli_cmd_drivers(int argc, char **argv);
 int cli_cmd_conformance(int argc, char **argv);
+int cli_cmd_config(int argc, char **argv);
 
 #endif

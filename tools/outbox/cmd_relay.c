@@ -1,5 +1,7 @@
 /* outbox relay: publish a route's staged events to a sink, with N worker
- * threads, each owning its store handle, sink handle and relay. */
+ * threads, each owning its store handle, sink handle and relay; or, with
+ * --config, every route of a configuration file at once, each with its
+ * own workers. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config.h"
 
 #define RELAY_MAX_WORKERS 64
 #define RELAY_MAX_BATCH 100000
@@ -14,11 +17,15 @@
 
 static const char usage[] =
     "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
+    "       outbox relay --config FILE [--until-idle] [--quiet]\n"
     "\n"
     "Publishes the route's events to the sink until SIGINT/SIGTERM (then\n"
     "releases what it holds and exits 0), or with --until-idle until nothing\n"
-    "is left to claim. A summary goes to stderr on exit.\n"
+    "is left to claim. A summary goes to stderr on exit. With --config, every\n"
+    "route of the file (docs/config.md; outbox config check FILE validates it)\n"
+    "runs at once, each with its own workers and connections.\n"
     "\n"
+    "  --config FILE           the routes, stores and sinks of a configuration file\n"
     "  --store URI             the store: " OUTBOX_CLI_STORE_URIS "\n"
     "  --relation NAME         table or collection, default outbox\n"
     "  --route R               the route to relay\n"
@@ -57,6 +64,7 @@ static const cli_option_t options[] = {
     {"workers", true, OPT_WORKERS},
     {"until-idle", false, OPT_UNTIL_IDLE},
     {"quiet", false, OPT_QUIET},
+    {"config", true, OPT_CONFIG},
     {NULL, false, 0},
 };
 
@@ -67,9 +75,12 @@ typedef struct relay_args {
     size_t workers;
     bool quiet;
     bool base_given, cap_given;
+    const char *config;  /* --config FILE */
+    bool route_flags;    /* a flag that --config replaces was given */
 } relay_args_t;
 
 typedef struct worker {
+    const relay_args_t *args; /* its route's */
     outbox_store_t *store;
     outbox_sink_t *sink;
     outbox_relay_t *relay;
@@ -147,7 +158,10 @@ static void *worker_main(void *arg)
 static bool parse_option(relay_args_t *a, int id, const char *v)
 {
     uint64_t n;
+    if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE)
+        a->route_flags = true;
     switch (id) {
+    case OPT_CONFIG: a->config = v; return true;
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
     case OPT_SINK:
@@ -287,12 +301,14 @@ static void forget_workers(void)
 }
 
 /* The command's own start line: what the relays' own lines cannot say (the
- * URIs, masked, and how many workers). */
+ * URIs, masked, and how many workers). ws is the route's own workers. */
 static void log_start(const worker_t *ws, const relay_args_t *a)
 {
     size_t n = 0;
     while (n < a->workers && ws[n].relay)
         n++;
+    if (n == 0)
+        return;
     char *store = cli_mask_uri(a->store.uri);
     char *sink = cli_mask_uri(a->sink);
     const outbox_driver_t *drv = outbox_store_driver(ws[0].store);
@@ -308,7 +324,8 @@ static void print_summary(const worker_t *ws, size_t n, const char *route)
     outbox_relay_counters_t sum = {0};
     for (size_t i = 0; i < n; i++) {
         outbox_relay_counters_t c = {0};
-        outbox_relay_counters(ws[i].relay, &c);
+        if (ws[i].relay)
+            outbox_relay_counters(ws[i].relay, &c);
         sum.claimed += c.claimed;
         sum.published += c.published;
         sum.retried += c.retried;
@@ -323,42 +340,99 @@ static void print_summary(const worker_t *ws, size_t n, const char *route)
             (unsigned long long)sum.released);
 }
 
-static int run(const relay_args_t *a)
+/* Opens the workers of one route (ws, a->workers of them). */
+static int open_route(worker_t *ws, const relay_args_t *a, bool first)
 {
-    worker_t *ws = calloc(a->workers, sizeof *ws);
-    if (!ws)
-        return cli_error("relay: out of memory");
-    sigset_t prev;
-    block_stop_signals(&prev);
-    stop_workers = ws;
-    stop_count = (sig_atomic_t)a->workers;
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
-
+    /* Once stopped, no more connections: the workers opened so far start,
+     * see their stop at once and end cleanly. */
+    if (!first && stop_requested)
+        return CLI_EXIT_OK;
     int ex = worker_open(&ws[0], a);
     if (ex == CLI_EXIT_OK && a->workers > 1 &&
         !(outbox_store_capabilities(ws[0].store) & OUTBOX_STORE_CAP_CONCURRENT))
-        ex = cli_error("relay: --workers %zu: the %s store does not allow concurrent claimers; "
-                       "run one worker",
-                       a->workers, outbox_store_driver(ws[0].store)->name);
-    /* Once stopped, no more connections: the workers opened so far start,
-     * see their stop at once and end cleanly. */
+        ex = cli_error("relay%s%s: --workers %zu: the %s store does not allow concurrent "
+                       "claimers; run one worker",
+                       a->config ? " " : "", a->config ? a->cfg.route : "", a->workers,
+                       outbox_store_driver(ws[0].store)->name);
     for (size_t i = 1; i < a->workers && ex == CLI_EXIT_OK && !stop_requested; i++)
         ex = worker_open(&ws[i], a);
+    return ex;
+}
+
+/* Runs the routes (each with its own workers) until all stop. */
+static int run(const relay_args_t *routes, size_t n_routes)
+{
+    size_t total = 0;
+    for (size_t r = 0; r < n_routes; r++)
+        total += routes[r].workers;
+    worker_t *ws = calloc(total, sizeof *ws);
+    if (!ws)
+        return cli_error("relay: out of memory");
+    for (size_t r = 0, at = 0; r < n_routes; r++)
+        for (size_t j = 0; j < routes[r].workers; j++)
+            ws[at++].args = &routes[r];
+    sigset_t prev;
+    block_stop_signals(&prev);
+    stop_workers = ws;
+    stop_count = (sig_atomic_t)total;
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+
+    int ex = CLI_EXIT_OK;
+    for (size_t r = 0, at = 0; r < n_routes && ex == CLI_EXIT_OK; at += routes[r].workers, r++)
+        ex = open_route(&ws[at], &routes[r], r == 0);
 
     if (ex == CLI_EXIT_OK) {
-        log_start(ws, a);
-        ex = start_workers(ws, a->workers);
-        join_workers(ws, a->workers);
-        for (size_t i = 0; i < a->workers && ex == CLI_EXIT_OK; i++)
+        for (size_t r = 0, at = 0; r < n_routes; at += routes[r].workers, r++)
+            log_start(&ws[at], &routes[r]);
+        ex = start_workers(ws, total);
+        join_workers(ws, total);
+        for (size_t i = 0; i < total && ex == CLI_EXIT_OK; i++)
             if (ws[i].rc != OUTBOX_OK)
-                ex = cli_error("relay: %s", ws[i].message);
-        if (ex == CLI_EXIT_OK && !a->quiet)
-            print_summary(ws, a->workers, a->cfg.route);
+                ex = n_routes > 1 ? cli_error("relay %s: %s", ws[i].args->cfg.route, ws[i].message)
+                                  : cli_error("relay: %s", ws[i].message);
+        for (size_t r = 0, at = 0; r < n_routes && ex == CLI_EXIT_OK; at += routes[r].workers, r++)
+            if (!routes[r].quiet)
+                print_summary(&ws[at], routes[r].workers, routes[r].cfg.route);
     }
     forget_workers();
-    for (size_t i = 0; i < a->workers; i++)
+    for (size_t i = 0; i < total; i++)
         worker_close(&ws[i]);
     free(ws);
+    return ex;
+}
+
+/* --config: one set of arguments per route of the file. */
+static int run_config(const relay_args_t *flags)
+{
+    cli_config_t c;
+    char err[1024];
+    if (cli_config_load(flags->config, &c, err, sizeof err) != OUTBOX_OK)
+        return cli_error("relay: --config: %s", err);
+    relay_args_t *routes = calloc(c.n_routes, sizeof *routes);
+    if (!routes) {
+        cli_config_free(&c);
+        return cli_error("relay: out of memory");
+    }
+    for (size_t i = 0; i < c.n_stores; i++)
+        cli_note_secrets(c.stores[i].uri);
+    for (size_t i = 0; i < c.n_sinks; i++)
+        cli_note_secrets(c.sinks[i].uri);
+    for (size_t r = 0; r < c.n_routes; r++) {
+        const cli_config_route_t *cr = &c.routes[r];
+        relay_args_t *a = &routes[r];
+        a->store.uri = c.stores[cr->store].uri;
+        a->store.relation = c.stores[cr->store].relation;
+        a->sink = c.sinks[cr->sink].uri;
+        a->cfg = cr->relay;
+        a->cfg.struct_size = sizeof a->cfg;
+        a->cfg.until_idle = flags->cfg.until_idle;
+        a->workers = cr->workers;
+        a->quiet = flags->quiet;
+        a->config = flags->config;
+    }
+    int ex = run(routes, c.n_routes);
+    free(routes);
+    cli_config_free(&c);
     return ex;
 }
 
@@ -378,7 +452,15 @@ int cli_cmd_relay(int argc, char **argv)
         fputs(usage, stdout);
         return CLI_EXIT_OK;
     }
-    if (id == CLI_ERROR || !check_args(&a))
+    if (id == CLI_ERROR)
         return CLI_EXIT_ERROR;
-    return run(&a);
+    if (a.config) {
+        if (a.route_flags)
+            return cli_error("relay: --config FILE takes the routes, stores and sinks from the "
+                             "file; give only --until-idle and --quiet with it");
+        return run_config(&a);
+    }
+    if (!check_args(&a))
+        return CLI_EXIT_ERROR;
+    return run(&a, 1);
 }

@@ -18,6 +18,7 @@ static const char usage[] =
     "  purge                      delete old published rows\n"
     "  drivers                    list the driver modules found\n"
     "  conformance                run the store-driver conformance battery\n"
+    "  config check FILE          check a relay configuration file\n"
     "  help [COMMAND]             this text, or that command's usage (as COMMAND --help)\n"
     "\n"
     "  --help, -h     this text (after a command: that command's usage)\n"
@@ -37,6 +38,7 @@ static const struct {
     {"schema", cli_cmd_schema}, {"stage", cli_cmd_stage},   {"relay", cli_cmd_relay},
     {"stats", cli_cmd_stats},   {"replay", cli_cmd_replay}, {"purge", cli_cmd_purge},
     {"drivers", cli_cmd_drivers}, {"conformance", cli_cmd_conformance},
+    {"config", cli_cmd_config},
 };
 
 static int (*find_command(const char *name))(int, char **)

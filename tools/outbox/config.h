@@ -1,0 +1,69 @@
+/* The outbox command-line tool: the relay's configuration file (YAML, read
+ * with libyaml). One file declares named stores and sinks and the routes
+ * that join them; `outbox config check` validates it and `outbox relay
+ * --config` will run it.
+ *
+ *   node_key: relay-a                 # optional
+ *   checkpoint_table: outbox_ckpt     # optional
+ *   stores:
+ *     main: {uri: "postgresql://outbox@db/app", relation: outbox}
+ *   sinks:
+ *     bus: {uri: "kafka://k1:9092/{destination}"}
+ *   routes:
+ *     orders: {store: main, sink: bus, batch: 100, workers: 2}
+ *
+ * Every scalar may hold ${NAME}, replaced by the environment variable NAME
+ * (a missing one is an error); $$ is a literal $.
+ */
+#ifndef OUTBOX_CLI_CONFIG_H
+#define OUTBOX_CLI_CONFIG_H
+
+#include <stddef.h>
+
+#include "outbox/outbox.h"
+
+typedef struct cli_config_store {
+    char *name;
+    char *uri;
+    char *relation; /* NULL: the library's default */
+    int line;
+} cli_config_store_t;
+
+typedef struct cli_config_sink {
+    char *name;
+    char *uri;
+    int line;
+} cli_config_sink_t;
+
+typedef struct cli_config_route {
+    char *name;
+    size_t store; /* index into stores */
+    size_t sink;  /* index into sinks */
+    outbox_relay_config_t relay; /* route, source and destination point into this route */
+    char *source;
+    char *destination;
+    size_t workers;
+    int require_transaction;
+    int line;
+} cli_config_route_t;
+
+typedef struct cli_config {
+    char *path;
+    char *node_key;         /* NULL when not given */
+    char *checkpoint_table; /* NULL when not given */
+    cli_config_store_t *stores;
+    size_t n_stores;
+    cli_config_sink_t *sinks;
+    size_t n_sinks;
+    cli_config_route_t *routes;
+    size_t n_routes;
+} cli_config_t;
+
+/* Reads and checks path. On failure returns OUTBOX_EINVAL (or OUTBOX_ENOMEM)
+ * with one line in err, "PATH:LINE: problem" (or "PATH: problem" when no line
+ * applies), and leaves *out empty. The URIs are checked as URIs here; whether
+ * a driver serves them is found when they are opened. */
+int cli_config_load(const char *path, cli_config_t *out, char *err, size_t errlen);
+void cli_config_free(cli_config_t *c);
+
+#endif
