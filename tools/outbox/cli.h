@@ -114,14 +114,31 @@ int cli_error(const char *fmt, ...) OUTBOX_PRINTF(1, 2);
 /* The same with a library diagnostic: "outbox: <what>: <d->message>". */
 int cli_diag_error(const char *what, int code, const char *message);
 
-/* Sends the core's log to stderr, one line each:
- * "outbox: 2026-11-30T06:35:13.123Z LEVEL: text" (UTC). Debug lines only
- * when verbose; with quiet, only warnings and errors. */
+/* Sends the core's log to stderr (or the log file), one line each, by
+ * default "outbox: 2026-11-30T06:35:13.123Z LEVEL: text" (UTC). Debug lines
+ * only when verbose; with quiet, only warnings and errors. */
 void cli_logging_init(void);
 void cli_set_verbose(bool on);
 void cli_set_quiet(bool on);
 /* A line of the tool's own in the same log. */
 void cli_log(int level, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+
+enum { CLI_LOG_TEXT, CLI_LOG_LOGFMT, CLI_LOG_JSON };
+/* "text", "logfmt" or "json"; false for any other name. */
+bool cli_log_set_format(const char *name);
+/* Log to path (appended, created 0640) instead of stderr; false after
+ * printing the error. */
+bool cli_log_open_file(const char *path);
+/* Opens the log file's path again (after logrotate moved it); a failure is
+ * logged to the old file, which stays in use. No-op without a file. */
+void cli_log_reopen(void);
+void cli_log_close(void);
+/* One record: with prefix, "prefix text" on stderr whatever the format
+ * (the tool's error lines); without, a log record in the chosen format and
+ * place. Secrets masked, control bytes escaped, one write. */
+void cli_log_record(int level, const char *prefix, const char *text);
+/* text with every registered secret replaced by "***"; malloc'd. */
+char *cli_redact(const char *text);
 
 /* Remembers the passwords and other secrets of uri (user info, password=,
  * token=, ... parameters, in a URI or a key=value string), so that no line

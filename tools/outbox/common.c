@@ -1,9 +1,8 @@
-/* What every subcommand needs: error lines, the core's log on stderr, the
- * clock, and opening a store. */
+/* What every subcommand needs: error lines with secrets masked, the clock,
+ * and opening a store. The log is in log.c. */
 #include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +13,6 @@
 #include "cli.h"
 #include "outbox/kit.h"
 
-static atomic_bool verbose;
-static atomic_bool quiet;
 
 /* ------------------------------------------------------------ secrets */
 
@@ -115,7 +112,7 @@ char *cli_mask_uri(const char *uri)
 }
 
 /* text with every registered secret replaced by "***"; malloc'd. */
-static char *redact(const char *text)
+char *cli_redact(const char *text)
 {
     size_t n = strlen(text);
     /* Each replacement turns at least one byte into three. */
@@ -144,38 +141,12 @@ static char *redact(const char *text)
 
 /* ------------------------------------------------------------- output */
 
-/* Writes prefix + text + "\n" as one write, with the URIs' secrets masked
- * and control characters (a newline in a library message or a user's
- * value) made visible, so a message is always exactly one line. */
+/* Writes prefix + text + "\n" on stderr as one write, with the URIs'
+ * secrets masked and control characters (a newline in a library message or
+ * a user's value) made visible, so a message is always exactly one line. */
 static void put_line(const char *prefix, const char *text)
 {
-    char *clean = redact(text);
-    if (!clean) {
-        fputs(prefix, stderr);
-        fputs("out of memory\n", stderr);
-        return;
-    }
-    size_t n = strlen(clean);
-    char *line = malloc(strlen(prefix) + 4 * n + 2);
-    if (!line) {
-        free(clean);
-        fputs(prefix, stderr);
-        fputs("out of memory\n", stderr);
-        return;
-    }
-    char *w = line + strlen(strcpy(line, prefix));
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)clean[i];
-        if (c < 0x20 || c == 0x7f)
-            w += sprintf(w, "\\x%02x", c);
-        else
-            *w++ = (char)c;
-    }
-    *w++ = '\n';
-    *w = '\0';
-    fputs(line, stderr);
-    free(line);
-    free(clean);
+    cli_log_record(OUTBOX_LOG_ERROR, prefix, text);
 }
 
 int cli_error(const char *fmt, ...)
@@ -197,69 +168,6 @@ int cli_diag_error(const char *what, int code, const char *message)
     if (what)
         return cli_error("%s: %s", what, why);
     return cli_error("%s", why);
-}
-
-/* ---------------------------------------------------------------- log */
-
-static const char *level_name(int level)
-{
-    switch (level) {
-    case OUTBOX_LOG_ERROR: return "error";
-    case OUTBOX_LOG_WARN: return "warning";
-    case OUTBOX_LOG_INFO: return "info";
-    default: return "debug";
-    }
-}
-
-/* "outbox: 2026-11-30T06:35:13.123Z info: " */
-static void log_prefix(int level, char *buf, size_t size)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char when[32];
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, size, "outbox: %s.%03ldZ %s: ", when, ts.tv_nsec / 1000000, level_name(level));
-}
-
-static void log_to_stderr(void *ctx, int level, const char *line)
-{
-    (void)ctx;
-    if (level >= OUTBOX_LOG_DEBUG && !atomic_load(&verbose))
-        return;
-    if (level >= OUTBOX_LOG_INFO && atomic_load(&quiet))
-        return;
-    char prefix[80];
-    log_prefix(level, prefix, sizeof prefix);
-    put_line(prefix, line);
-}
-
-void cli_log(int level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = NULL;
-    int rc = vasprintf(&msg, fmt, ap);
-    va_end(ap);
-    log_to_stderr(NULL, level, rc < 0 ? "out of memory" : msg);
-    if (rc >= 0)
-        free(msg);
-}
-
-void cli_logging_init(void)
-{
-    outbox_set_logger(log_to_stderr, NULL);
-}
-
-void cli_set_verbose(bool on)
-{
-    atomic_store(&verbose, on);
-}
-
-void cli_set_quiet(bool on)
-{
-    atomic_store(&quiet, on);
 }
 
 int64_t cli_now_us(void)
