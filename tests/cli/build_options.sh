@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The build's driver options: one feature option per driver folder and no
-# option for a driver that does not exist; an enabled driver whose library
+# option for a driver that does not exist (the options that are not about a
+# driver, tests and systemd, are read where they apply); an enabled driver whose library
 # is missing stops the configure step, auto leaves it out of the summary.
 # Usage: build_options.sh SOURCE_DIR MESON
 set -u
@@ -15,6 +16,11 @@ pass() { echo "ok: $*"; }
 options=$(sed -n "s/^option('\([a-z_]*\)'.*/\1/p" "$src/meson_options.txt")
 for opt in $options; do
     [ "$opt" = tests ] && continue
+    if [ "$opt" = systemd ]; then
+        grep -q "get_option('systemd')" "$src/tools/meson.build" && pass "option systemd is read by tools/" ||
+            fail "option systemd is read nowhere"
+        continue
+    fi
     if grep -lq "get_option('$opt')" "$src"/drivers/*/meson.build; then
         pass "option $opt builds $(grep -l "get_option('$opt')" "$src"/drivers/*/meson.build | xargs -n1 dirname | xargs -n1 basename)"
     else

@@ -49,6 +49,8 @@ enum cli_option_id {
     OPT_ALL_DEAD,
     OPT_PUBLISHED_BEFORE,
     OPT_CONFIG,
+    OPT_LOG_FORMAT,
+    OPT_LOG_FILE,
 };
 
 typedef struct cli_option {
@@ -126,6 +128,7 @@ void cli_log(int level, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
 enum { CLI_LOG_TEXT, CLI_LOG_LOGFMT, CLI_LOG_JSON };
 /* "text", "logfmt" or "json"; false for any other name. */
 bool cli_log_set_format(const char *name);
+int cli_log_format(void);
 /* Log to path (appended, created 0640) instead of stderr; false after
  * printing the error. */
 bool cli_log_open_file(const char *path);
@@ -139,6 +142,16 @@ void cli_log_close(void);
 void cli_log_record(int level, const char *prefix, const char *text);
 /* text with every registered secret replaced by "***"; malloc'd. */
 char *cli_redact(const char *text);
+
+/* systemd's notify protocol (notify.c); no-ops without libsystemd or
+ * outside a Type=notify unit. */
+bool cli_notify_available(void);
+void cli_notify_ready(const char *status);
+void cli_notify_status(const char *status);
+void cli_notify_stopping(void);
+/* The unit's watchdog interval (WatchdogSec=) in us, 0 when none. */
+int64_t cli_notify_watchdog_us(void);
+void cli_notify_watchdog(void);
 
 /* Remembers the passwords and other secrets of uri (user info, password=,
  * token=, ... parameters, in a URI or a key=value string), so that no line

@@ -110,9 +110,13 @@ int cli_cmd_config(int argc, char **argv)
         char store[512], sink[512];
         outbox_uri_mask(c.stores[r->store].uri, store, sizeof store);
         outbox_uri_mask(c.sinks[r->sink].uri, sink, sizeof sink);
-        printf("route %s: store %s (%s) -> sink %s (%s), batch %zu, %zu worker%s\n", r->name,
+        char keep[96] = "";
+        if (r->retention_us > 0)
+            snprintf(keep, sizeof keep, ", purges published rows after %llds every %llds",
+                     (long long)(r->retention_us / 1000000), (long long)(r->purge_interval_us / 1000000));
+        printf("route %s: store %s (%s) -> sink %s (%s), batch %zu, %zu worker%s%s\n", r->name,
                c.stores[r->store].name, store, c.sinks[r->sink].name, sink, r->relay.batch,
-               r->workers, r->workers == 1 ? "" : "s");
+               r->workers, r->workers == 1 ? "" : "s", keep);
     }
     printf("%s: %zu store%s, %zu sink%s, %zu route%s: ok\n", c.path, c.n_stores,
            c.n_stores == 1 ? "" : "s", c.n_sinks, c.n_sinks == 1 ? "" : "s", c.n_routes,

@@ -4,9 +4,11 @@
  * own workers. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "config.h"
@@ -17,7 +19,7 @@
 
 static const char usage[] =
     "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
-    "       outbox relay --config FILE [--until-idle] [--quiet]\n"
+    "       outbox relay --config FILE [--until-idle] [--quiet] [--log-format F] [--log-file FILE]\n"
     "\n"
     "Publishes the route's events to the sink until SIGINT/SIGTERM (then\n"
     "releases what it holds and exits 0), or with --until-idle until nothing\n"
@@ -42,7 +44,9 @@ static const char usage[] =
     "  --workers N             relay threads, each with its own connections (default 1)\n"
     "  --until-idle            exit once no claimable row is left, or with status 2\n"
     "                          after 8 transient failures in a row (store or sink)\n"
-    "  --quiet                 no summary line\n"
+    "  --quiet                 no summary line, and no info lines in the log\n"
+    "  --log-format FORMAT     text (default), logfmt or json: one line per record\n"
+    "  --log-file FILE         append the log to FILE instead of stderr; SIGHUP reopens it\n"
     "\n"
     "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
     "Drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
@@ -65,6 +69,8 @@ static const cli_option_t options[] = {
     {"until-idle", false, OPT_UNTIL_IDLE},
     {"quiet", false, OPT_QUIET},
     {"config", true, OPT_CONFIG},
+    {"log-format", true, OPT_LOG_FORMAT},
+    {"log-file", true, OPT_LOG_FILE},
     {NULL, false, 0},
 };
 
@@ -77,6 +83,9 @@ typedef struct relay_args {
     bool base_given, cap_given;
     const char *config;  /* --config FILE */
     bool route_flags;    /* a flag that --config replaces was given */
+    const char *log_file;
+    int64_t retention_us;      /* from the config file: 0 = no purge */
+    int64_t purge_interval_us;
 } relay_args_t;
 
 typedef struct worker {
@@ -97,6 +106,9 @@ typedef struct worker {
 static worker_t *volatile stop_workers;
 static volatile sig_atomic_t stop_count;
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reopen_requested;
+/* Workers whose relay has returned: the supervising loop ends with them. */
+static atomic_size_t workers_done;
 
 static void stop_all(void)
 {
@@ -113,12 +125,19 @@ static void on_signal(int sig)
     stop_all();
 }
 
+static void on_hangup(int sig)
+{
+    (void)sig;
+    reopen_requested = 1;
+}
+
 static void block_stop_signals(sigset_t *prev)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, prev);
 }
 
@@ -126,9 +145,10 @@ static void block_stop_signals(sigset_t *prev)
  * connected (a PostgreSQL connection takes tens of milliseconds): from here
  * on SIGINT and SIGTERM mean a graceful stop, whenever they come. They stay
  * installed until the process ends, so a signal during the final clean-up
- * cannot turn a clean exit into death by signal. SIGPIPE is ignored: a
- * reader of a stdout: sink going away is a write error (RETRY), not a
- * reason to die with rows in processing. */
+ * cannot turn a clean exit into death by signal. SIGHUP asks for the log
+ * file to be reopened (after logrotate moved it), never for an exit.
+ * SIGPIPE is ignored: a reader of a stdout: sink going away is a write
+ * error (RETRY), not a reason to die with rows in processing. */
 static void install_signal_handlers(void)
 {
     struct sigaction sa;
@@ -137,6 +157,8 @@ static void install_signal_handlers(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hangup;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 
@@ -150,6 +172,7 @@ static void *worker_main(void *arg)
                  m && m[0] ? m : outbox_strerror(w->rc));
         stop_all(); /* one worker failing ends the run */
     }
+    atomic_fetch_add(&workers_done, 1);
     return NULL;
 }
 
@@ -158,9 +181,21 @@ static void *worker_main(void *arg)
 static bool parse_option(relay_args_t *a, int id, const char *v)
 {
     uint64_t n;
-    if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE)
+    if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE && id != OPT_LOG_FORMAT &&
+        id != OPT_LOG_FILE)
         a->route_flags = true;
     switch (id) {
+    case OPT_LOG_FORMAT:
+        if (!cli_log_set_format(v)) {
+            cli_error("relay: --log-format: \"%.40s\" is not a log format (text, logfmt, json)", v);
+            return false;
+        }
+        return true;
+    case OPT_LOG_FILE:
+        if (!cli_nonempty("relay", "--log-file", v))
+            return false;
+        a->log_file = v;
+        return true;
     case OPT_CONFIG: a->config = v; return true;
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
@@ -290,6 +325,150 @@ static void join_workers(worker_t *ws, size_t n)
             pthread_join(ws[i].thread, NULL);
 }
 
+/* ----------------------------------------------------------- retention */
+
+/* The periodic purge of routes with a retention: a thread of its own with
+ * a store handle per such route, so a purge never holds up a relay's
+ * connection. Each run deletes the route's published rows older than the
+ * retention in the store's small batches (each its own short transaction). */
+typedef struct purger {
+    const relay_args_t *routes;
+    size_t n;
+    outbox_store_t **stores; /* per route; NULL: no retention */
+    int64_t *due_us;         /* monotonic */
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+} purger_t;
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void nap_us(int64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void purge_route(purger_t *p, size_t i)
+{
+    const relay_args_t *a = &p->routes[i];
+    uint64_t count = 0;
+    int rc = outbox_purge(p->stores[i], a->cfg.route, cli_now_us() - a->retention_us, &count);
+    if (rc != OUTBOX_OK)
+        cli_log(OUTBOX_LOG_WARN, "relay %s: purge failed, trying again in a purge interval: %s",
+                a->cfg.route, outbox_store_message(p->stores[i]));
+    else if (count > 0)
+        cli_log(OUTBOX_LOG_INFO, "relay %s: purged %llu published rows older than the retention",
+                a->cfg.route, (unsigned long long)count);
+}
+
+static void *purger_main(void *arg)
+{
+    purger_t *p = arg;
+    while (!atomic_load(&p->stop)) {
+        int64_t now = mono_us();
+        for (size_t i = 0; i < p->n && !atomic_load(&p->stop); i++)
+            if (p->stores[i] && now >= p->due_us[i]) {
+                purge_route(p, i);
+                p->due_us[i] = mono_us() + p->routes[i].purge_interval_us;
+            }
+        nap_us(100000);
+    }
+    return NULL;
+}
+
+/* Opens a purge handle for every route with a retention; nothing to do is
+ * CLI_EXIT_OK with p->stores NULL. The first purge runs at once. */
+static int purger_open(purger_t *p, const relay_args_t *routes, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    atomic_init(&p->stop, false);
+    p->routes = routes;
+    p->n = n;
+    size_t want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += routes[i].retention_us > 0;
+    if (want == 0)
+        return CLI_EXIT_OK;
+    p->stores = calloc(n, sizeof *p->stores);
+    p->due_us = calloc(n, sizeof *p->due_us);
+    if (!p->stores || !p->due_us)
+        return cli_error("relay: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (routes[i].retention_us == 0)
+            continue;
+        int ex = cli_open_store("relay", &routes[i].store, 0, false, &p->stores[i]);
+        if (ex != CLI_EXIT_OK) {
+            p->stores[i] = NULL;
+            return ex;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+static int purger_start(purger_t *p)
+{
+    if (!p->stores)
+        return CLI_EXIT_OK;
+    sigset_t prev;
+    block_stop_signals(&prev);
+    int err = pthread_create(&p->thread, NULL, purger_main, p);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (err)
+        return cli_error("relay: cannot start the purge thread: %s", strerror(err));
+    p->started = true;
+    return CLI_EXIT_OK;
+}
+
+/* Stops the thread and closes the handles; a second call does nothing. */
+static void purger_close(purger_t *p)
+{
+    atomic_store(&p->stop, true);
+    if (p->started)
+        pthread_join(p->thread, NULL);
+    p->started = false;
+    for (size_t i = 0; p->stores && i < p->n; i++)
+        if (p->stores[i])
+            outbox_store_close(p->stores[i]);
+    free(p->stores);
+    free(p->due_us);
+    p->stores = NULL;
+    p->due_us = NULL;
+}
+
+/* ----------------------------------------------------------- supervising */
+
+/* The main thread while the workers run: it takes the signals (the
+ * workers and the purge thread block them), reopens the log on SIGHUP,
+ * tells systemd when the drain starts, and pets its watchdog. It returns
+ * when every started worker's relay has returned. */
+static void supervise(size_t started)
+{
+    int64_t watchdog_us = cli_notify_watchdog_us();
+    int64_t pet_at = 0;
+    bool stopping = false;
+    while (atomic_load(&workers_done) < started) {
+        if (reopen_requested) {
+            reopen_requested = 0;
+            cli_log_reopen();
+        }
+        if (stop_requested && !stopping) {
+            stopping = true;
+            cli_notify_stopping();
+        }
+        if (watchdog_us > 0 && mono_us() >= pet_at) {
+            cli_notify_watchdog();
+            pet_at = mono_us() + watchdog_us / 2;
+        }
+        nap_us(50000);
+    }
+}
+
 /* From now on the handler must not touch ws, which is about to be freed. */
 static void forget_workers(void)
 {
@@ -332,12 +511,18 @@ static void print_summary(const worker_t *ws, size_t n, const char *route)
         sum.dead += c.dead;
         sum.released += c.released;
     }
-    fprintf(stderr,
-            "outbox: relay %s: claimed %llu, published %llu, retried %llu, dead %llu, "
-            "released %llu\n",
-            route, (unsigned long long)sum.claimed, (unsigned long long)sum.published,
-            (unsigned long long)sum.retried, (unsigned long long)sum.dead,
-            (unsigned long long)sum.released);
+    char line[512];
+    snprintf(line, sizeof line,
+             "relay %s: claimed %llu, published %llu, retried %llu, dead %llu, released %llu", route,
+             (unsigned long long)sum.claimed, (unsigned long long)sum.published,
+             (unsigned long long)sum.retried, (unsigned long long)sum.dead,
+             (unsigned long long)sum.released);
+    /* In text, "outbox: " and the counts; in logfmt or JSON, a record of
+     * its own like every other line. */
+    if (cli_log_format() == CLI_LOG_TEXT)
+        cli_log_record(OUTBOX_LOG_INFO, "outbox: ", line);
+    else
+        cli_log_record(OUTBOX_LOG_INFO, NULL, line);
 }
 
 /* Opens the workers of one route (ws, a->workers of them). */
@@ -380,11 +565,31 @@ static int run(const relay_args_t *routes, size_t n_routes)
     int ex = CLI_EXIT_OK;
     for (size_t r = 0, at = 0; r < n_routes && ex == CLI_EXIT_OK; at += routes[r].workers, r++)
         ex = open_route(&ws[at], &routes[r], r == 0);
+    purger_t purger;
+    int pex = purger_open(&purger, routes, ex == CLI_EXIT_OK ? n_routes : 0);
+    if (ex == CLI_EXIT_OK)
+        ex = pex;
 
     if (ex == CLI_EXIT_OK) {
         for (size_t r = 0, at = 0; r < n_routes; at += routes[r].workers, r++)
             log_start(&ws[at], &routes[r]);
+        atomic_store(&workers_done, 0);
         ex = start_workers(ws, total);
+        if (ex == CLI_EXIT_OK)
+            ex = purger_start(&purger);
+        if (ex != CLI_EXIT_OK)
+            stop_all();
+        size_t started = 0;
+        for (size_t i = 0; i < total; i++)
+            started += ws[i].started;
+        if (ex == CLI_EXIT_OK) {
+            char status[160];
+            snprintf(status, sizeof status, "relaying %zu route%s with %zu worker%s", n_routes,
+                     n_routes == 1 ? "" : "s", started, started == 1 ? "" : "s");
+            cli_notify_ready(status);
+        }
+        supervise(started);
+        purger_close(&purger);
         join_workers(ws, total);
         for (size_t i = 0; i < total && ex == CLI_EXIT_OK; i++)
             if (ws[i].rc != OUTBOX_OK)
@@ -394,6 +599,7 @@ static int run(const relay_args_t *routes, size_t n_routes)
             if (!routes[r].quiet)
                 print_summary(&ws[at], routes[r].workers, routes[r].cfg.route);
     }
+    purger_close(&purger);
     forget_workers();
     for (size_t i = 0; i < total; i++)
         worker_close(&ws[i]);
@@ -429,6 +635,8 @@ static int run_config(const relay_args_t *flags)
         a->workers = cr->workers;
         a->quiet = flags->quiet;
         a->config = flags->config;
+        a->retention_us = cr->retention_us;
+        a->purge_interval_us = cr->purge_interval_us;
     }
     int ex = run(routes, c.n_routes);
     free(routes);
@@ -454,13 +662,16 @@ int cli_cmd_relay(int argc, char **argv)
     }
     if (id == CLI_ERROR)
         return CLI_EXIT_ERROR;
-    if (a.config) {
-        if (a.route_flags)
-            return cli_error("relay: --config FILE takes the routes, stores and sinks from the "
-                             "file; give only --until-idle and --quiet with it");
-        return run_config(&a);
-    }
-    if (!check_args(&a))
+    if (a.config && a.route_flags)
+        return cli_error("relay: --config FILE takes the routes, stores and sinks from the "
+                         "file; give only --until-idle, --quiet, --log-format and --log-file "
+                         "with it");
+    if (!a.config && !check_args(&a))
         return CLI_EXIT_ERROR;
-    return run(&a, 1);
+    /* Opened before any connection, so a bad path fails before the start. */
+    if (a.log_file && !cli_log_open_file(a.log_file))
+        return CLI_EXIT_ERROR;
+    int ex = a.config ? run_config(&a) : run(&a, 1);
+    cli_log_close();
+    return ex;
 }

@@ -387,10 +387,14 @@ static int route_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
         return get_bool(x, v, what, &r->relay.hlc_order);
     if (strcmp(key, "require_transaction") == 0)
         return get_bool(x, v, what, &r->require_transaction);
+    if (strcmp(key, "retention") == 0)
+        return get_duration(x, v, what, 0, &r->retention_us);
+    if (strcmp(key, "purge_interval") == 0)
+        return get_duration(x, v, what, 0, &r->purge_interval_us);
     return problem(x, k,
                    "route %s: unknown key \"%s\" (store, sink, destination, source, batch, "
                    "workers, max_attempts, lease, poll, backoff_base, backoff_cap, hlc, "
-                   "require_transaction)",
+                   "require_transaction, retention, purge_interval)",
                    r->name, key);
 }
 
@@ -430,6 +434,7 @@ static int add_route(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
     memset(r, 0, sizeof *r);
     outbox_relay_config_init(&r->relay);
     r->workers = 1;
+    r->purge_interval_us = CONFIG_PURGE_INTERVAL_US;
     r->line = (int)k->start_mark.line + 1;
     if (!(r->name = strdup(key)))
         return nomem(x);
@@ -443,6 +448,9 @@ static int add_route(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
         rc = find_named(x, b.store_at, key, "store", b.store, c->n_stores, store_name, &r->store);
     if (rc == OUTBOX_OK)
         rc = find_named(x, b.sink_at, key, "sink", b.sink, c->n_sinks, sink_name, &r->sink);
+    if (rc == OUTBOX_OK && r->purge_interval_us != CONFIG_PURGE_INTERVAL_US && r->retention_us == 0)
+        rc = problem(x, k, "route %s: purge_interval without retention (retention says which "
+                     "published rows to purge)", key);
     if (rc == OUTBOX_OK && r->relay.backoff_cap_us < r->relay.backoff_base_us)
         r->relay.backoff_cap_us = r->relay.backoff_base_us;
     free(b.store);

@@ -19,6 +19,7 @@
 #define OUTBOX_CLI_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "outbox/outbox.h"
 
@@ -44,8 +45,12 @@ typedef struct cli_config_route {
     char *destination;
     size_t workers;
     int require_transaction;
+    int64_t retention_us;      /* 0: keep published rows; else purge those older */
+    int64_t purge_interval_us; /* how often the purge runs (default 1 minute) */
     int line;
 } cli_config_route_t;
+
+#define CONFIG_PURGE_INTERVAL_US (60 * INT64_C(1000000))
 
 typedef struct cli_config {
     char *path;

@@ -278,6 +278,11 @@ bool cli_log_set_format(const char *name)
     return false;
 }
 
+int cli_log_format(void)
+{
+    return atomic_load(&format);
+}
+
 static int open_log(const char *path)
 {
     return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
