@@ -4,6 +4,8 @@
 # ships; apt keeps them fixed within the release.
 
 OUTBOX_BUILD_PACKAGES="meson ninja-build gcc pkg-config check libsubunit-dev libltdl-dev libsqlite3-dev sqlite3 python3 libyaml-dev"
+# libmicrohttpd: the HTTP server of outbox relay --metrics-listen.
+OUTBOX_BUILD_PACKAGES="$OUTBOX_BUILD_PACKAGES libmicrohttpd-dev"
 # man-db and groff-base: tools/test's install check reads the installed
 # man page with man(1) from the scratch prefix and lints it with groff.
 # libclang-rt-14-dev: clang's libFuzzer and sanitizer runtimes, without which

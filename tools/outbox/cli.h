@@ -49,6 +49,7 @@ enum cli_option_id {
     OPT_ALL_DEAD,
     OPT_PUBLISHED_BEFORE,
     OPT_CONFIG,
+    OPT_METRICS_LISTEN,
 };
 
 typedef struct cli_option {

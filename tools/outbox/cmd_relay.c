@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "metrics.h"
 
 #define RELAY_MAX_WORKERS 64
 #define RELAY_MAX_BATCH 100000
@@ -17,7 +18,7 @@
 
 static const char usage[] =
     "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
-    "       outbox relay --config FILE [--until-idle] [--quiet]\n"
+    "       outbox relay --config FILE [--until-idle] [--quiet] [--metrics-listen HOST:PORT]\n"
     "\n"
     "Publishes the route's events to the sink until SIGINT/SIGTERM (then\n"
     "releases what it holds and exits 0), or with --until-idle until nothing\n"
@@ -43,6 +44,8 @@ static const char usage[] =
     "  --until-idle            exit once no claimable row is left, or with status 2\n"
     "                          after 8 transient failures in a row (store or sink)\n"
     "  --quiet                 no summary line\n"
+    "  --metrics-listen HOST:PORT  serve /metrics (Prometheus), /healthz, /readyz and a\n"
+    "                          status page at / (docs/operations.md)\n"
     "\n"
     "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
     "Drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
@@ -65,6 +68,7 @@ static const cli_option_t options[] = {
     {"until-idle", false, OPT_UNTIL_IDLE},
     {"quiet", false, OPT_QUIET},
     {"config", true, OPT_CONFIG},
+    {"metrics-listen", true, OPT_METRICS_LISTEN},
     {NULL, false, 0},
 };
 
@@ -77,6 +81,8 @@ typedef struct relay_args {
     bool base_given, cap_given;
     const char *config;  /* --config FILE */
     bool route_flags;    /* a flag that --config replaces was given */
+    const char *metrics_listen; /* --metrics-listen or the file's metrics: listen */
+    int64_t stats_interval_us;
 } relay_args_t;
 
 typedef struct worker {
@@ -158,9 +164,18 @@ static void *worker_main(void *arg)
 static bool parse_option(relay_args_t *a, int id, const char *v)
 {
     uint64_t n;
-    if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE)
+    if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE && id != OPT_METRICS_LISTEN)
         a->route_flags = true;
     switch (id) {
+    case OPT_METRICS_LISTEN: {
+        char why[256];
+        if (cli_metrics_listen_check(v, why, sizeof why) != 0) {
+            cli_error("relay: --metrics-listen %s", why);
+            return false;
+        }
+        a->metrics_listen = v;
+        return true;
+    }
     case OPT_CONFIG: a->config = v; return true;
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
@@ -359,15 +374,43 @@ static int open_route(worker_t *ws, const relay_args_t *a, bool first)
     return ex;
 }
 
-/* Runs the routes (each with its own workers) until all stop. */
-static int run(const relay_args_t *routes, size_t n_routes)
+/* With metrics on (routes[0] says), binds and starts serving before any
+ * route opens, and gives every route's relays the observer. */
+static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **m)
 {
+    *m = NULL;
+    if (routes[0].metrics_listen == NULL)
+        return CLI_EXIT_OK;
+    cli_metrics_route_t *mr = calloc(n_routes, sizeof *mr);
+    if (!mr)
+        return cli_error("relay: out of memory");
+    for (size_t r = 0; r < n_routes; r++)
+        mr[r] = (cli_metrics_route_t){.route = routes[r].cfg.route, .store_uri = routes[r].store.uri,
+                                      .relation = routes[r].store.relation, .poll_us = routes[r].cfg.poll_us};
+    int ex = cli_metrics_start(routes[0].metrics_listen, routes[0].stats_interval_us, mr, n_routes, m);
+    free(mr);
+    for (size_t r = 0; r < n_routes && ex == CLI_EXIT_OK; r++) {
+        routes[r].cfg.observe = cli_metrics_observe;
+        routes[r].cfg.observe_ctx = cli_metrics_route_ctx(*m, r);
+    }
+    return ex;
+}
+
+/* Runs the routes (each with its own workers) until all stop. */
+static int run(relay_args_t *routes, size_t n_routes)
+{
+    cli_metrics_t *metrics = NULL;
+    int mex = metrics_begin(routes, n_routes, &metrics);
+    if (mex != CLI_EXIT_OK)
+        return mex;
     size_t total = 0;
     for (size_t r = 0; r < n_routes; r++)
         total += routes[r].workers;
     worker_t *ws = calloc(total, sizeof *ws);
-    if (!ws)
+    if (!ws) {
+        cli_metrics_stop(metrics);
         return cli_error("relay: out of memory");
+    }
     for (size_t r = 0, at = 0; r < n_routes; r++)
         for (size_t j = 0; j < routes[r].workers; j++)
             ws[at++].args = &routes[r];
@@ -395,6 +438,7 @@ static int run(const relay_args_t *routes, size_t n_routes)
                 print_summary(&ws[at], routes[r].workers, routes[r].cfg.route);
     }
     forget_workers();
+    cli_metrics_stop(metrics);
     for (size_t i = 0; i < total; i++)
         worker_close(&ws[i]);
     free(ws);
@@ -429,6 +473,8 @@ static int run_config(const relay_args_t *flags)
         a->workers = cr->workers;
         a->quiet = flags->quiet;
         a->config = flags->config;
+        a->metrics_listen = flags->metrics_listen ? flags->metrics_listen : c.metrics_listen;
+        a->stats_interval_us = c.metrics_stats_interval_us;
     }
     int ex = run(routes, c.n_routes);
     free(routes);
