@@ -11,6 +11,8 @@ OUTBOX_BUILD_PACKAGES="$OUTBOX_BUILD_PACKAGES libmicrohttpd-dev"
 # libclang-rt-14-dev: clang's libFuzzer and sanitizer runtimes, without which
 # -fsanitize=fuzzer does not link and the clang build has no fuzz programs.
 OUTBOX_TEST_PACKAGES="clang libclang-rt-14-dev valgrind man-db groff-base"
+# chromium: tests/cli/metrics.sh loads the relay's status page headless (--dump-dom).
+OUTBOX_TEST_PACKAGES="$OUTBOX_TEST_PACKAGES chromium"
 
 outbox_sudo() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

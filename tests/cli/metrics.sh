@@ -137,6 +137,27 @@ if start_relay "$F"; then
     curl -fs "http://127.0.0.1:$PORT/" -o "$TMP/page.html" || fail "status page failed"
     grep -q '<td class="name">alpha</td>' "$TMP/page.html" && grep -q '<td class="name">beta</td>' "$TMP/page.html" &&
         pass "status page has a row per route" || fail "status page: $(head -c 600 "$TMP/page.html")"
+    # The status page in a real browser: each route's row against outbox stats.
+    if command -v chromium >/dev/null; then
+        if timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/chromium" \
+            --dump-dom "http://127.0.0.1:$PORT/" >"$TMP/dom.html" 2>"$TMP/chromium.err"; then
+            for r in alpha beta; do
+                expect 0 stats --store "$S" --route "$r" --json
+                row=$(grep -o "<tr class=\"route\" data-route=\"$r\">.*</tr>" "$TMP/dom.html")
+                pe=$(sed -n 's/.*<td class="pending">\([0-9]*\)<.*/\1/p' <<<"$row")
+                de=$(sed -n 's/.*<td class="dead">\([0-9]*\)<.*/\1/p' <<<"$row")
+                [ -n "$row" ] && [ "$pe" = "$(json_field pending "$OUT")" ] && [ "$de" = "$(json_field dead "$OUT")" ] &&
+                    pass "chromium: status row $r pending $pe dead $de = outbox stats" ||
+                    fail "chromium: status row $r: '$row' vs $(cat "$OUT")"
+            done
+        else
+            fail "chromium --dump-dom failed: $(tail -2 "$TMP/chromium.err")"
+        fi
+    elif [ "${CI:-}" = true ]; then
+        fail "chromium is not installed and CI=true (Debian package chromium, tools/deps.sh)"
+    else
+        echo "*** SKIPPED: the status page in headless Chromium: install Debian's chromium package ***"
+    fi
     # A second relay on the same port: a one-line error, before any route starts.
     expect_error "metrics listen cannot listen on 127\.0\.0\.1:$PORT: Address already in use" \
         relay --config "$F" --metrics-listen "127.0.0.1:$PORT"
