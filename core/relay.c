@@ -54,6 +54,7 @@ struct outbox_relay {
     char outage_why[OUTBOX_MESSAGE_MAX]; /* the sink's reason for the last outage batch */
     outbox_relay_counters_t counters;
     outbox_diag_t diag;
+    int64_t *lag_us; /* cfg.batch entries, only with an observer */
 };
 
 /* Everything one batch needs, sized for cfg.batch rows. */
@@ -124,6 +125,8 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, source);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, destination);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, until_idle);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe_ctx);
     cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
@@ -171,7 +174,10 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     r->source = outbox_template_expand(cfg->source ? cfg->source : "/outbox/{route}", cfg->route);
     r->destination = outbox_template_expand(cfg->destination ? cfg->destination : "{route}", cfg->route);
     atomic_init(&r->stop, 0);
-    if (r->route == NULL || r->source == NULL || r->destination == NULL) {
+    if (cfg->observe != NULL)
+        r->lag_us = calloc(cfg->batch, sizeof *r->lag_us);
+    if (r->route == NULL || r->source == NULL || r->destination == NULL ||
+        (cfg->observe != NULL && r->lag_us == NULL)) {
         outbox_relay_free(r);
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     }
@@ -186,6 +192,7 @@ void outbox_relay_free(outbox_relay_t *r)
     free(r->route);
     free(r->source);
     free(r->destination);
+    free(r->lag_us);
     free(r);
 }
 
@@ -583,6 +590,27 @@ static void log_batch(const outbox_relay_t *r, size_t claimed, const outbox_rela
 
 /* ------------------------------------------------------------ the loop */
 
+/* Hand the observer what this step did (only called with one). */
+static void observe_step(outbox_relay_t *r, outbox_relay_observation_t *o,
+                         const outbox_relay_counters_t *before, int rc)
+{
+    const outbox_relay_counters_t *c = &r->counters;
+    o->struct_size = sizeof *o;
+    o->route = r->route;
+    o->claimed = c->claimed - before->claimed;
+    o->published = c->published - before->published;
+    o->retried = c->retried - before->retried;
+    o->dead = c->dead - before->dead;
+    o->released = c->released - before->released;
+    o->fence_lost = c->fence_lost - before->fence_lost;
+    o->breaker_open = r->outage_streak > 0;
+    o->ok = rc == OUTBOX_OK;
+    o->error = !o->ok ? r->diag.message : o->outage ? r->outage_why : "";
+    if (o->lag_us == NULL)
+        o->lag_us = r->lag_us;
+    r->cfg.observe(r->cfg.observe_ctx, o);
+}
+
 int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
 {
     if (claimed != NULL)
@@ -595,6 +623,8 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         return OUTBOX_OK;
     int64_t started_us = outbox_monotonic_us();
     outbox_relay_counters_t before = r->counters;
+    int observed = r->cfg.observe != NULL;
+    outbox_relay_observation_t obs = {.claim_us = -1, .publish_us = -1, .settle_us = -1};
     batch_t b = {0};
     outbox_claim_req_t req = {
         .struct_size = sizeof req,
@@ -604,12 +634,24 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         .hlc_order = r->cfg.hlc_order,
     };
     int rc = outbox_claim(r->store, &req, &b.rows, &b.n, &b.fence);
-    if (rc != OUTBOX_OK)
-        return rfail(r, rc, "claim: %s", outbox_store_message(r->store));
+    int64_t mark_us = 0;
+    if (observed) {
+        mark_us = outbox_monotonic_us();
+        obs.claim_us = mark_us - started_us;
+    }
+    if (rc != OUTBOX_OK) {
+        rc = rfail(r, rc, "claim: %s", outbox_store_message(r->store));
+        if (observed)
+            observe_step(r, &obs, &before, rc);
+        return rc;
+    }
     if (claimed != NULL)
         *claimed = b.n;
-    if (b.n == 0)
+    if (b.n == 0) {
+        if (observed)
+            observe_step(r, &obs, &before, OUTBOX_OK);
         return OUTBOX_OK;
+    }
     r->counters.claimed += b.n;
     rc = batch_alloc(&b);
     if (rc != OUTBOX_OK) {
@@ -619,10 +661,24 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         if (b.items != NULL)
             outbox_settle(r->store, &b.fence, b.items, b.n, NULL);
         batch_free(&b);
-        return rfail(r, rc, "relay: out of memory preparing a batch");
+        rc = rfail(r, rc, "relay: out of memory preparing a batch");
+        if (observed)
+            observe_step(r, &obs, &before, rc);
+        return rc;
     }
     batch_prepare(r, &b);
-    if (publish_batch(r, &b)) {
+    int down = publish_batch(r, &b);
+    if (observed) {
+        int64_t now = outbox_monotonic_us();
+        obs.publish_us = now - mark_us;
+        mark_us = now;
+        int64_t published_at = outbox_now_us();
+        obs.outage = down;
+        /* Taken now: the claimed rows are the store's until its next call. */
+        for (size_t i = 0; i < b.n; i++)
+            r->lag_us[i] = published_at - b.rows[i].created_at;
+    }
+    if (down) {
         r->counters.outages++;
         r->outage_streak++;
         int64_t pause = outbox_backoff_us(r->cfg.backoff_base_us, r->cfg.backoff_cap_us, r->outage_streak);
@@ -636,6 +692,14 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
     rc = settle_batch(r, &b);
     if (rc == OUTBOX_OK)
         log_batch(r, b.n, &before, started_us);
+    if (observed) {
+        obs.settle_us = outbox_monotonic_us() - mark_us;
+        /* The rows counted as published: applied by the settle. */
+        for (size_t i = 0; rc == OUTBOX_OK && i < b.n; i++)
+            if (b.items[i].applied && b.items[i].kind == OUTBOX_SETTLE_PUBLISHED)
+                r->lag_us[obs.n_lag++] = r->lag_us[i];
+        observe_step(r, &obs, &before, rc);
+    }
     batch_free(&b);
     return rc;
 }

@@ -4,11 +4,15 @@
 # ships; apt keeps them fixed within the release.
 
 OUTBOX_BUILD_PACKAGES="meson ninja-build gcc pkg-config check libsubunit-dev libltdl-dev libsqlite3-dev sqlite3 python3 libyaml-dev libsystemd-dev"
+# libmicrohttpd: the HTTP server of outbox relay --metrics-listen.
+OUTBOX_BUILD_PACKAGES="$OUTBOX_BUILD_PACKAGES libmicrohttpd-dev"
 # man-db and groff-base: tools/test's install check reads the installed
 # man page with man(1) from the scratch prefix and lints it with groff.
 # libclang-rt-14-dev: clang's libFuzzer and sanitizer runtimes, without which
 # -fsanitize=fuzzer does not link and the clang build has no fuzz programs.
 OUTBOX_TEST_PACKAGES="clang libclang-rt-14-dev valgrind man-db groff-base"
+# chromium: tests/cli/metrics.sh loads the relay's status page headless (--dump-dom).
+OUTBOX_TEST_PACKAGES="$OUTBOX_TEST_PACKAGES chromium"
 
 outbox_sudo() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

@@ -186,6 +186,8 @@ OUTBOX_API void outbox_sink_reader_close(outbox_sink_reader_t *r);
 
 typedef struct outbox_relay outbox_relay_t;
 
+struct outbox_relay_observation;
+
 typedef struct outbox_relay_config {
     uint32_t struct_size;     /* sizeof(outbox_relay_config_t) */
     const char *route;        /* required */
@@ -201,7 +203,36 @@ typedef struct outbox_relay_config {
     const char *destination;  /* template; "{route}" is replaced; default "{route}" */
     int until_idle;           /* outbox_relay_run returns once nothing is claimable, or
                                  after 8 transient failures in a row */
+    /* Observer (NULL = none, and nothing is measured for it): called on the
+     * relay's thread once per step that claimed, including an empty claim
+     * and a failed one, with what the step did. See
+     * outbox_relay_observation_t. */
+    void (*observe)(void *ctx, const struct outbox_relay_observation *o);
+    void *observe_ctx;
 } outbox_relay_config_t;
+
+/* What one relay step did, for outbox_relay_config_t.observe. Valid only
+ * during the call (copy what you keep). Counts are of this step only and
+ * follow the same rules as outbox_relay_counters_t. */
+typedef struct outbox_relay_observation {
+    uint32_t struct_size;    /* sizeof(outbox_relay_observation_t) of the library */
+    const char *route;
+    uint64_t claimed, published, retried, dead, released, fence_lost;
+    /* Phase durations, microseconds on the monotonic clock; -1 when the
+     * phase did not run (publish and settle after an empty or failed claim,
+     * settle after an out-of-memory batch). publish_us covers every wave. */
+    int64_t claim_us, publish_us, settle_us;
+    int outage;              /* 1: the breaker released this batch (the sink looked down) */
+    int breaker_open;        /* 1: the last batch published was released by the breaker */
+    int ok;                  /* 0: the claim or the settle failed */
+    /* When !ok, the relay's message (outbox_relay_message()); on an outage,
+     * the sink's reason; "" otherwise. Masked like every library message. */
+    const char *error;
+    /* Commit-to-publish lag of each row published in this step: the wall
+     * clock at the end of publishing minus the row's created_at, in us. */
+    const int64_t *lag_us;
+    size_t n_lag;
+} outbox_relay_observation_t;
 
 /* Fill cfg with the defaults (route NULL). */
 OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);

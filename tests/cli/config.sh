@@ -196,4 +196,14 @@ expect_error "^outbox: relay: --config: $TMP/none.yaml: cannot open" relay --con
 cfg "$S" "$K" 'routes: {r: {store: main, sink: out, batch: 0}}'
 expect_error "^outbox: relay: --config: $F:3: route r: batch must be" relay --config "$F" --until-idle
 
+# The metrics: section (the relay's HTTP endpoints; tests/cli/metrics.sh runs them).
+R='routes: {r: {store: main, sink: out}}'
+bad 4 'metrics: listen "127.0.0.1": expected HOST:PORT' "$S" "$K" "$R" 'metrics: {listen: "127.0.0.1"}'
+bad 4 'metrics: listen ".*": the port must be a number' "$S" "$K" "$R" 'metrics: {listen: "h:0"}'
+bad 4 'metrics: stats_interval must be longer than 0' "$S" "$K" "$R" 'metrics: {listen: "h:1", stats_interval: 0s}'
+bad 4 'metrics: unknown key "interval"' "$S" "$K" "$R" 'metrics: {listen: "h:1", interval: 1s}'
+bad 4 'metrics: listen is required' "$S" "$K" "$R" 'metrics: {}'
+bad 4 'metrics must be a mapping' "$S" "$K" "$R" 'metrics: [a]'
+bad 1 'unknown key "metric" .*metrics\)' 'metric: {}' "$S" "$K" "$R"
+
 finish

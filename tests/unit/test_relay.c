@@ -1345,6 +1345,225 @@ START_TEST(durations_above_limit_refused)
 }
 END_TEST
 
+/* ------------------------------------------------------------ observer */
+
+typedef struct seen {
+    outbox_relay_observation_t o;
+    char route[32];
+    char error[OUTBOX_MESSAGE_MAX];
+    int64_t lag_us[16];
+} seen_t;
+
+static seen_t seen[16];
+static int n_seen;
+
+static void record(void *ctx, const outbox_relay_observation_t *o)
+{
+    ck_assert_ptr_eq(ctx, &n_seen);
+    ck_assert_int_lt(n_seen, 16);
+    seen_t *s = &seen[n_seen++];
+    s->o = *o;
+    snprintf(s->route, sizeof s->route, "%s", o->route);
+    snprintf(s->error, sizeof s->error, "%s", o->error ? o->error : "(null)");
+    ck_assert_uint_le(o->n_lag, 16);
+    if (o->n_lag > 0)
+        memcpy(s->lag_us, o->lag_us, o->n_lag * sizeof *o->lag_us);
+    s->o.route = s->route;
+    s->o.error = s->error;
+    s->o.lag_us = s->lag_us;
+}
+
+static outbox_relay_config_t observed_config(const char *route)
+{
+    outbox_relay_config_t cfg = quick_config(route);
+    cfg.observe = record;
+    cfg.observe_ctx = &n_seen;
+    n_seen = 0;
+    return cfg;
+}
+
+static const char *reject_this, *retry_this;
+static int reject_one_retry_one(const outbox_message_t *m, int call)
+{
+    (void)call;
+    if (strcmp(m->event_id, reject_this) == 0)
+        return OUTBOX_PUBLISH_REJECT;
+    if (strcmp(m->event_id, retry_this) == 0 && call == 0)
+        return OUTBOX_PUBLISH_RETRY;
+    return OUTBOX_PUBLISH_OK;
+}
+
+START_TEST(observer_sees_each_step)
+{
+    char a[37], b[37];
+    int64_t before = outbox_now_us();
+    stage("r", NULL, a);
+    stage("r", NULL, b);
+    stage("r", NULL, NULL);
+    stage("r", NULL, NULL);
+    int64_t staged = outbox_now_us();
+    reject_this = a;
+    retry_this = b;
+    test_sink_reset(reject_one_retry_one);
+    outbox_relay_config_t cfg = observed_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    size_t claimed = 0;
+    /* 1: four claimed, two published, one retried, one dead. */
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    int64_t after = outbox_now_us();
+    ck_assert_int_eq(n_seen, 1);
+    const outbox_relay_observation_t *o = &seen[0].o;
+    ck_assert_uint_eq(o->struct_size, sizeof *o);
+    ck_assert_str_eq(o->route, "r");
+    ck_assert_uint_eq(o->claimed, 4);
+    ck_assert_uint_eq(o->published, 2);
+    ck_assert_uint_eq(o->retried, 1);
+    ck_assert_uint_eq(o->dead, 1);
+    ck_assert_uint_eq(o->released, 0);
+    ck_assert_uint_eq(o->fence_lost, 0);
+    ck_assert_int_ge(o->claim_us, 0);
+    ck_assert_int_ge(o->publish_us, 0);
+    ck_assert_int_ge(o->settle_us, 0);
+    ck_assert_int_le(o->claim_us + o->publish_us + o->settle_us, after - before);
+    ck_assert_int_eq(o->outage, 0);
+    ck_assert_int_eq(o->breaker_open, 0);
+    ck_assert_int_eq(o->ok, 1);
+    ck_assert_str_eq(o->error, "");
+    ck_assert_uint_eq(o->n_lag, 2);
+    for (size_t i = 0; i < 2; i++) {
+        /* published after staging ended, staged after before */
+        ck_assert_int_ge(o->lag_us[i], 0);
+        ck_assert_int_le(o->lag_us[i], after - before);
+    }
+    (void)staged;
+    /* 2: the retried row again (no backoff), published. */
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(n_seen, 2);
+    o = &seen[1].o;
+    ck_assert_uint_eq(o->claimed, 1);
+    ck_assert_uint_eq(o->published, 1);
+    ck_assert_uint_eq(o->retried + o->dead + o->released, 0);
+    ck_assert_uint_eq(o->n_lag, 1);
+    /* 3: an empty claim: only the claim ran. */
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 0);
+    ck_assert_int_eq(n_seen, 3);
+    o = &seen[2].o;
+    ck_assert_uint_eq(o->claimed + o->published + o->retried + o->dead + o->released, 0);
+    ck_assert_int_ge(o->claim_us, 0);
+    ck_assert_int_eq(o->publish_us, -1);
+    ck_assert_int_eq(o->settle_us, -1);
+    ck_assert_int_eq(o->ok, 1);
+    ck_assert_uint_eq(o->n_lag, 0);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+START_TEST(observer_sees_outage_and_recovery)
+{
+    for (int i = 0; i < 3; i++)
+        stage("r", NULL, NULL);
+    calls_down = 1;
+    test_sink_reset(down_then_up);
+    outbox_relay_config_t cfg = observed_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    size_t claimed;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(n_seen, 1);
+    const outbox_relay_observation_t *o = &seen[0].o;
+    ck_assert_uint_eq(o->claimed, 3);
+    ck_assert_uint_eq(o->released, 3);
+    ck_assert_uint_eq(o->published, 0);
+    ck_assert_int_eq(o->outage, 1);
+    ck_assert_int_eq(o->breaker_open, 1);
+    ck_assert_int_eq(o->ok, 1);
+    ck_assert_msg(strstr(o->error, "test sink") != NULL, "%s", o->error);
+    ck_assert_uint_eq(o->n_lag, 0);
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    o = &seen[1].o;
+    ck_assert_uint_eq(o->published, 3);
+    ck_assert_int_eq(o->outage, 0);
+    ck_assert_int_eq(o->breaker_open, 0);
+    ck_assert_str_eq(o->error, "");
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
+START_TEST(observer_sees_failed_claim)
+{
+    stage("r", NULL, NULL);
+    test_sink_reset(NULL);
+    outbox_store_t *s = impatient_store();
+    outbox_relay_config_t cfg = observed_config("r");
+    outbox_sink_t *sink;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_sink_open("test:", NULL, &sink, &d), OUTBOX_OK);
+    outbox_relay_t *r = NULL;
+    ck_assert_int_eq(outbox_relay_new(s, sink, &cfg, &r, &d), OUTBOX_OK);
+    lock_database();
+    size_t claimed;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_ETRANSIENT);
+    unlock_database();
+    ck_assert_int_eq(n_seen, 1);
+    const outbox_relay_observation_t *o = &seen[0].o;
+    ck_assert_int_eq(o->ok, 0);
+    ck_assert_msg(strncmp(o->error, "claim: ", 7) == 0, "%s", o->error);
+    ck_assert_str_eq(o->error, outbox_relay_message(r));
+    ck_assert_int_ge(o->claim_us, 0);
+    ck_assert_int_eq(o->publish_us, -1);
+    ck_assert_int_eq(o->settle_us, -1);
+    ck_assert_uint_eq(o->claimed, 0);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+    outbox_store_close(s);
+}
+END_TEST
+
+/* While the relay publishes, its lease runs out and another handle claims the row. */
+static void steal_rows(void *ctx)
+{
+    (void)ctx;
+    usleep(5000);
+    outbox_store_t *other = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_store_open(uri, NULL, &other, &d), OUTBOX_OK);
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = "r", .limit = 10, .lease_us = 1000};
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t f;
+    ck_assert_int_eq(outbox_claim(other, &req, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(n, 1);
+    outbox_store_close(other);
+}
+
+START_TEST(observer_sees_fence_lost)
+{
+    stage("r", NULL, NULL);
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = observed_config("r");
+    cfg.lease_us = 1000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    test_sink_on_publish(steal_rows, NULL);
+    size_t claimed;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    test_sink_on_publish(NULL, NULL);
+    ck_assert_int_eq(n_seen, 1);
+    const outbox_relay_observation_t *o = &seen[0].o;
+    ck_assert_uint_eq(o->claimed, 1);
+    ck_assert_uint_eq(o->fence_lost, 1);
+    ck_assert_uint_eq(o->published, 0);
+    ck_assert_uint_eq(o->n_lag, 0);
+    ck_assert_int_eq(o->ok, 1);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("relay");
@@ -1381,6 +1600,10 @@ int main(void)
     tcase_add_test(tc, until_idle_takes_a_partly_published_batch_as_progress);
     tcase_add_test(tc, store_failures_are_retried_and_warned_sparingly);
     tcase_add_test(tc, sink_outage_is_retried_and_warned_sparingly);
+    tcase_add_test(tc, observer_sees_each_step);
+    tcase_add_test(tc, observer_sees_outage_and_recovery);
+    tcase_add_test(tc, observer_sees_failed_claim);
+    tcase_add_test(tc, observer_sees_fence_lost);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -51,6 +51,7 @@ enum cli_option_id {
     OPT_CONFIG,
     OPT_LOG_FORMAT,
     OPT_LOG_FILE,
+    OPT_METRICS_LISTEN,
 };
 
 typedef struct cli_option {

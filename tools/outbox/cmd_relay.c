@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "metrics.h"
 
 #define RELAY_MAX_WORKERS 64
 #define RELAY_MAX_BATCH 100000
@@ -19,7 +20,8 @@
 
 static const char usage[] =
     "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
-    "       outbox relay --config FILE [--until-idle] [--quiet] [--log-format F] [--log-file FILE]\n"
+    "       outbox relay --config FILE [--until-idle] [--quiet] [--metrics-listen HOST:PORT]\n"
+    "                    [--log-format F] [--log-file FILE]\n"
     "\n"
     "Publishes the route's events to the sink until SIGINT/SIGTERM (then\n"
     "releases what it holds and exits 0), or with --until-idle until nothing\n"
@@ -47,6 +49,8 @@ static const char usage[] =
     "  --quiet                 no summary line, and no info lines in the log\n"
     "  --log-format FORMAT     text (default), logfmt or json: one line per record\n"
     "  --log-file FILE         append the log to FILE instead of stderr; SIGHUP reopens it\n"
+    "  --metrics-listen HOST:PORT  serve /metrics (Prometheus), /healthz, /readyz and a\n"
+    "                          status page at / (docs/operations.md)\n"
     "\n"
     "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
     "Drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
@@ -71,6 +75,7 @@ static const cli_option_t options[] = {
     {"config", true, OPT_CONFIG},
     {"log-format", true, OPT_LOG_FORMAT},
     {"log-file", true, OPT_LOG_FILE},
+    {"metrics-listen", true, OPT_METRICS_LISTEN},
     {NULL, false, 0},
 };
 
@@ -86,6 +91,8 @@ typedef struct relay_args {
     const char *log_file;
     int64_t retention_us;      /* from the config file: 0 = no purge */
     int64_t purge_interval_us;
+    const char *metrics_listen; /* --metrics-listen or the file's metrics: listen */
+    int64_t stats_interval_us;
 } relay_args_t;
 
 typedef struct worker {
@@ -182,7 +189,7 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
 {
     uint64_t n;
     if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE && id != OPT_LOG_FORMAT &&
-        id != OPT_LOG_FILE)
+        id != OPT_LOG_FILE && id != OPT_METRICS_LISTEN)
         a->route_flags = true;
     switch (id) {
     case OPT_LOG_FORMAT:
@@ -196,6 +203,15 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
             return false;
         a->log_file = v;
         return true;
+    case OPT_METRICS_LISTEN: {
+        char why[256];
+        if (cli_metrics_listen_check(v, why, sizeof why) != 0) {
+            cli_error("relay: --metrics-listen %s", why);
+            return false;
+        }
+        a->metrics_listen = v;
+        return true;
+    }
     case OPT_CONFIG: a->config = v; return true;
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
@@ -544,15 +560,43 @@ static int open_route(worker_t *ws, const relay_args_t *a, bool first)
     return ex;
 }
 
-/* Runs the routes (each with its own workers) until all stop. */
-static int run(const relay_args_t *routes, size_t n_routes)
+/* With metrics on (routes[0] says), binds and starts serving before any
+ * route opens, and gives every route's relays the observer. */
+static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **m)
 {
+    *m = NULL;
+    if (routes[0].metrics_listen == NULL)
+        return CLI_EXIT_OK;
+    cli_metrics_route_t *mr = calloc(n_routes, sizeof *mr);
+    if (!mr)
+        return cli_error("relay: out of memory");
+    for (size_t r = 0; r < n_routes; r++)
+        mr[r] = (cli_metrics_route_t){.route = routes[r].cfg.route, .store_uri = routes[r].store.uri,
+                                      .relation = routes[r].store.relation, .poll_us = routes[r].cfg.poll_us};
+    int ex = cli_metrics_start(routes[0].metrics_listen, routes[0].stats_interval_us, mr, n_routes, m);
+    free(mr);
+    for (size_t r = 0; r < n_routes && ex == CLI_EXIT_OK; r++) {
+        routes[r].cfg.observe = cli_metrics_observe;
+        routes[r].cfg.observe_ctx = cli_metrics_route_ctx(*m, r);
+    }
+    return ex;
+}
+
+/* Runs the routes (each with its own workers) until all stop. */
+static int run(relay_args_t *routes, size_t n_routes)
+{
+    cli_metrics_t *metrics = NULL;
+    int mex = metrics_begin(routes, n_routes, &metrics);
+    if (mex != CLI_EXIT_OK)
+        return mex;
     size_t total = 0;
     for (size_t r = 0; r < n_routes; r++)
         total += routes[r].workers;
     worker_t *ws = calloc(total, sizeof *ws);
-    if (!ws)
+    if (!ws) {
+        cli_metrics_stop(metrics);
         return cli_error("relay: out of memory");
+    }
     for (size_t r = 0, at = 0; r < n_routes; r++)
         for (size_t j = 0; j < routes[r].workers; j++)
             ws[at++].args = &routes[r];
@@ -601,6 +645,7 @@ static int run(const relay_args_t *routes, size_t n_routes)
     }
     purger_close(&purger);
     forget_workers();
+    cli_metrics_stop(metrics);
     for (size_t i = 0; i < total; i++)
         worker_close(&ws[i]);
     free(ws);
@@ -637,6 +682,8 @@ static int run_config(const relay_args_t *flags)
         a->config = flags->config;
         a->retention_us = cr->retention_us;
         a->purge_interval_us = cr->purge_interval_us;
+        a->metrics_listen = flags->metrics_listen ? flags->metrics_listen : c.metrics_listen;
+        a->stats_interval_us = c.metrics_stats_interval_us;
     }
     int ex = run(routes, c.n_routes);
     free(routes);
@@ -664,8 +711,8 @@ int cli_cmd_relay(int argc, char **argv)
         return CLI_EXIT_ERROR;
     if (a.config && a.route_flags)
         return cli_error("relay: --config FILE takes the routes, stores and sinks from the "
-                         "file; give only --until-idle, --quiet, --log-format and --log-file "
-                         "with it");
+                         "file; give only --until-idle, --quiet, --metrics-listen, --log-format and "
+                         "--log-file with it");
     if (!a.config && !check_args(&a))
         return CLI_EXIT_ERROR;
     /* Opened before any connection, so a bad path fails before the start. */

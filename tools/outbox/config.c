@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "metrics.h"
 
 /* The largest relay batch and worker count a file may ask for. */
 #define CONFIG_BATCH_MAX 100000
@@ -460,9 +461,39 @@ static int add_route(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
 
 /* ------------------------------------------------------------ the file */
 
+/* ------------------------------------------------------------ metrics */
+
+static int metrics_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+    (void)arg;
+    if (strcmp(key, "listen") == 0) {
+        int rc = get_string(x, v, "metrics: listen", &x->c->metrics_listen);
+        char why[256];
+        if (rc == OUTBOX_OK && cli_metrics_listen_check(x->c->metrics_listen, why, sizeof why) != 0)
+            rc = problem(x, v, "metrics: listen %s", why);
+        return rc;
+    }
+    if (strcmp(key, "stats_interval") == 0)
+        return get_duration(x, v, "metrics: stats_interval", 0, &x->c->metrics_stats_interval_us);
+    return problem(x, k, "metrics: unknown key \"%s\" (listen, stats_interval)", key);
+}
+
+static int read_metrics(ctx_t *x, yaml_node_t *v)
+{
+    x->c->metrics_stats_interval_us = 5000000;
+    if (!want_mapping(x, v, "metrics"))
+        return OUTBOX_EINVAL;
+    int rc = each_pair(x, v, metrics_key, NULL);
+    if (rc == OUTBOX_OK && x->c->metrics_listen == NULL)
+        rc = problem(x, v, "metrics: listen is required (HOST:PORT)");
+    return rc;
+}
+
 static int top_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
 {
     (void)arg;
+    if (strcmp(key, "metrics") == 0)
+        return read_metrics(x, v);
     if (strcmp(key, "node_key") == 0)
         return get_string(x, v, "node_key", &x->c->node_key);
     if (strcmp(key, "checkpoint_table") == 0) {
@@ -475,7 +506,7 @@ static int top_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, vo
     if (strcmp(key, "stores") == 0 || strcmp(key, "sinks") == 0 || strcmp(key, "routes") == 0)
         return OUTBOX_OK; /* read in order below */
     return problem(x, k,
-                   "unknown key \"%s\" (node_key, checkpoint_table, stores, sinks, routes)", key);
+                   "unknown key \"%s\" (node_key, checkpoint_table, stores, sinks, routes, metrics)", key);
 }
 
 /* The value of a top-level section, or NULL. */
@@ -531,6 +562,7 @@ void cli_config_free(cli_config_t *c)
     free(c->routes);
     free(c->node_key);
     free(c->checkpoint_table);
+    free(c->metrics_listen);
     free(c->path);
     memset(c, 0, sizeof *c);
 }

@@ -62,6 +62,9 @@ typedef struct cli_config {
     size_t n_sinks;
     cli_config_route_t *routes;
     size_t n_routes;
+    /* metrics: {listen: "HOST:PORT", stats_interval: 5s} (NULL: none) */
+    char *metrics_listen;
+    int64_t metrics_stats_interval_us;
 } cli_config_t;
 
 /* Reads and checks path. On failure returns OUTBOX_EINVAL (or OUTBOX_ENOMEM)
