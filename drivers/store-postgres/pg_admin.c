@@ -245,10 +245,10 @@ int outbox_pg_dead_list(void *handle, const char *route, const char *after_id, s
     outbox_buf_t b;
     outbox_buf_init(&b, outbox_pg_host);
     outbox_buf_printf(&b, "SELECT id::text, event_id::text, event_type, ordering_key, attempts, "
-                          "created_at, last_error FROM %s WHERE outbox_route = $1::text AND "
-                          "status = 'dead'%s ORDER BY created_at, id LIMIT $2::int8",
+                          "created_at, last_error FROM %s AS o WHERE outbox_route = $1::text AND "
+                          "status = 'dead'%s ORDER BY o.created_at, o.id LIMIT $2::int8",
                       h->rel_sql,
-                      after_id ? " AND (created_at, id) > ($3::timestamptz, $4::uuid)" : "");
+                      after_id ? " AND (o.created_at, o.id) > ($3::timestamptz, $4::uuid)" : "");
     const char *values[4] = {route, lim, after_at, after_id};
     int lengths[4] = {0, 0, 8, 0};
     int formats[4] = {0, 0, 1, 0};
