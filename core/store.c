@@ -1,6 +1,7 @@
 /* The store handle: a loaded store driver, one of its connections, and the
  * checks the core makes before anything reaches the driver. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -717,5 +718,136 @@ int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
                                           problems, &s->diag),
                    "schema check");
     free(tmp);
+    return rc;
+}
+
+/* ------------------------------------------------- routes and dead rows */
+
+typedef struct route_entry {
+    char *route;
+    outbox_stats_t stats;
+} route_entry_t;
+
+typedef struct route_list {
+    route_entry_t *v;
+    size_t n, cap;
+    int nomem;
+} route_list_t;
+
+static int route_collect(void *ctx, const char *route, const outbox_stats_t *stats)
+{
+    route_list_t *l = ctx;
+    if (route == NULL || stats == NULL)
+        return OUTBOX_OK;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        route_entry_t *v = realloc(l->v, cap * sizeof *v);
+        if (v == NULL) {
+            l->nomem = 1;
+            return OUTBOX_ENOMEM;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    char *copy = strdup(route);
+    if (copy == NULL) {
+        l->nomem = 1;
+        return OUTBOX_ENOMEM;
+    }
+    l->v[l->n].route = copy;
+    l->v[l->n].stats = *stats;
+    l->n++;
+    return OUTBOX_OK;
+}
+
+static int route_cmp(const void *a, const void *b)
+{
+    return strcmp(((const route_entry_t *)a)->route, ((const route_entry_t *)b)->route);
+}
+
+int outbox_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    if (!VT_HAS(s->vt, routes))
+        return not_supported(s, "listing routes (an ABI 1.3 entry)");
+    /* Drivers give routes in any order; users get them sorted, and only
+     * after the driver's call is over, so fn may use the handle. */
+    route_list_t l = {0};
+    int rc = s->vt->routes(s->h, route_collect, &l, &s->diag);
+    if (l.nomem)
+        rc = fail(s, OUTBOX_ENOMEM, "listing routes: out of memory");
+    else
+        rc = driver_rc(s, rc, "listing routes");
+    if (rc == OUTBOX_OK) {
+        qsort(l.v, l.n, sizeof *l.v, route_cmp);
+        for (size_t i = 0; i < l.n && rc == OUTBOX_OK; i++)
+            rc = fn(ctx, l.v[i].route, &l.v[i].stats);
+    }
+    for (size_t i = 0; i < l.n; i++)
+        free(l.v[i].route);
+    free(l.v);
+    return rc;
+}
+
+typedef struct dead_page {
+    outbox_row_fn fn;
+    void *ctx;
+    size_t limit, seen;
+    char last[OUTBOX_UUID_STRLEN + 1];
+    int more;
+    int stopped; /* the user's fn returned non-zero */
+} dead_page_t;
+
+static int dead_forward(void *ctx, const outbox_row_t *row)
+{
+    dead_page_t *p = ctx;
+    if (p->seen == p->limit) {
+        p->more = 1; /* the one row past the page: only says there is more */
+        return 1;
+    }
+    p->seen++;
+    snprintf(p->last, sizeof p->last, "%s", row->id ? row->id : "");
+    int rc = p->fn(p->ctx, row);
+    if (rc != 0)
+        p->stopped = 1;
+    return rc;
+}
+
+int outbox_dead_list(outbox_store_t *s, const char *route, const char *after_id, size_t limit,
+                     outbox_row_fn fn, void *ctx, char next[OUTBOX_UUID_STRLEN + 1])
+{
+    if (next != NULL)
+        next[0] = '\0';
+    if (s == NULL || fn == NULL)
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    int bad = text_check(s, NO_EVENT, "route", route, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
+    if (limit < 1 || limit > OUTBOX_DEAD_LIST_MAX)
+        return fail(s, OUTBOX_EINVAL, "limit %zu is out of range: 1 to %d", limit,
+                    OUTBOX_DEAD_LIST_MAX);
+    if (after_id != NULL && !outbox_uuid_valid(after_id))
+        return fail(s, OUTBOX_EINVAL, "after id \"%.64s\" is not a UUID", after_id);
+    if (!VT_HAS(s->vt, dead_list))
+        return not_supported(s, "listing dead rows (an ABI 1.3 entry)");
+    char lower[OUTBOX_UUID_STRLEN + 1];
+    if (after_id != NULL) {
+        for (size_t k = 0; k <= OUTBOX_UUID_STRLEN; k++)
+            lower[k] = (char)tolower((unsigned char)after_id[k]);
+    }
+    dead_page_t p = {.fn = fn, .ctx = ctx, .limit = limit};
+    /* One row more than the page tells whether another page follows. */
+    int rc = s->vt->dead_list(s->h, route, after_id ? lower : NULL, limit + 1, dead_forward, &p,
+                              &s->diag);
+    if (p.stopped)
+        return rc;
+    if (p.more && rc == 1)
+        rc = OUTBOX_OK;
+    rc = driver_rc(s, rc, "listing dead rows");
+    if (rc == OUTBOX_OK && p.more && next != NULL)
+        memcpy(next, p.last, sizeof p.last);
     return rc;
 }

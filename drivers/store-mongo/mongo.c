@@ -284,6 +284,8 @@ static const outbox_store_vtable_t mongo_vtable = {
     .schema_drop = mongo_schema_drop,
     .native_begin = mongo_native_begin,
     .native_end = mongo_native_end,
+    .routes = outbox_mongo_routes,
+    .dead_list = outbox_mongo_dead_list,
 };
 
 static const char *const mongo_schemes[] = {"mongodb", "mongodb+srv", NULL};

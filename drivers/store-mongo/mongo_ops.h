@@ -64,5 +64,10 @@ MONGO_HIDDEN int outbox_mongo_replay(void *handle, const char *route, const char
                                      uint64_t *count, outbox_diag_t *d);
 MONGO_HIDDEN int outbox_mongo_purge(void *handle, const char *route, int64_t before,
                                     uint64_t *count, outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_routes(void *handle, outbox_route_fn fn, void *ctx,
+                                     outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_dead_list(void *handle, const char *route, const char *after_id,
+                                        size_t limit, outbox_row_fn fn, void *ctx,
+                                        outbox_diag_t *d);
 
 #endif

@@ -282,6 +282,8 @@ static const outbox_store_vtable_t pg_vtable = {
     .schema_drop = pg_schema_drop,
     .native_begin = pg_native_begin,
     .native_end = pg_native_end,
+    .routes = outbox_pg_routes,
+    .dead_list = outbox_pg_dead_list,
 };
 
 static const char *const pg_schemes[] = {"postgresql", "postgres", NULL};

@@ -153,3 +153,123 @@ int outbox_pg_purge(void *handle, const char *route, int64_t before, uint64_t *c
             return OUTBOX_OK;
     }
 }
+
+static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
+{
+    if (strcmp(status, "pending") == 0) {
+        out->pending = count;
+        out->oldest_pending_created_at = oldest;
+    } else if (strcmp(status, "processing") == 0) {
+        out->processing = count;
+    } else if (strcmp(status, "published") == 0) {
+        out->published = count;
+    } else if (strcmp(status, "dead") == 0) {
+        out->dead = count;
+    }
+}
+
+int outbox_pg_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    /* Sorted by route so that one route's groups are adjacent; the host
+     * sorts for the user anyway, byte order is not needed here. */
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
+    outbox_buf_printf(&b, "SELECT outbox_route, status::text, count(*)::int8, "
+                          "min(created_at)::timestamptz FROM %s GROUP BY outbox_route, status "
+                          "ORDER BY outbox_route",
+                      h->rel_sql);
+    PGresult *res = NULL;
+    int rc = run(h, &b, 0, NULL, NULL, NULL, 1, &res, d, "listing routes");
+    if (rc != OUTBOX_OK)
+        return rc;
+    outbox_stats_t stats = {0};
+    const char *cur = NULL;
+    int n = PQntuples(res);
+    for (int i = 0; i < n && rc == OUTBOX_OK; i++) {
+        if (PQgetisnull(res, i, 0) || PQgetisnull(res, i, 1) || PQgetlength(res, i, 2) != 8)
+            continue;
+        const char *route = PQgetvalue(res, i, 0);
+        if (cur != NULL && strcmp(cur, route) != 0) {
+            rc = fn(ctx, cur, &stats);
+            memset(&stats, 0, sizeof stats);
+        }
+        cur = route;
+        char status[16];
+        snprintf(status, sizeof status, "%.*s", PQgetlength(res, i, 1), PQgetvalue(res, i, 1));
+        int64_t oldest = !PQgetisnull(res, i, 3) && PQgetlength(res, i, 3) == 8
+                             ? outbox_pg_get_stamp(PQgetvalue(res, i, 3))
+                             : 0;
+        count_into(&stats, status, (uint64_t)outbox_pg_get_int8(PQgetvalue(res, i, 2)), oldest);
+    }
+    if (rc == OUTBOX_OK && cur != NULL)
+        rc = fn(ctx, cur, &stats);
+    PQclear(res);
+    return rc;
+}
+
+static const char *opt_text(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+}
+
+int outbox_pg_dead_list(void *handle, const char *route, const char *after_id, size_t limit,
+                        outbox_row_fn fn, void *ctx, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    char after_at[8];
+    PGresult *res = NULL;
+    int rc;
+    if (after_id) {
+        outbox_buf_t q;
+        outbox_buf_init(&q, outbox_pg_host);
+        outbox_buf_printf(&q, "SELECT created_at FROM %s WHERE id = $1::uuid AND outbox_route = "
+                              "$2::text",
+                          h->rel_sql);
+        const char *v[2] = {after_id, route};
+        rc = run(h, &q, 2, v, NULL, NULL, 1, &res, d, "finding the row to list after");
+        if (rc != OUTBOX_OK)
+            return rc;
+        if (PQntuples(res) != 1 || PQgetlength(res, 0, 0) != 8) {
+            PQclear(res);
+            return outbox_pg_fail(d, OUTBOX_ENOTFOUND, "no row with id %s on route %s", after_id,
+                                  route);
+        }
+        memcpy(after_at, PQgetvalue(res, 0, 0), 8);
+        PQclear(res);
+    }
+    /* Dead rows of one route: outbox_claim_idx (route, status, ...) finds
+     * them, and a page is sorted from there. */
+    char lim[24];
+    snprintf(lim, sizeof lim, "%zu", limit);
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_pg_host);
+    outbox_buf_printf(&b, "SELECT id::text, event_id::text, event_type, ordering_key, attempts, "
+                          "created_at, last_error FROM %s AS o WHERE outbox_route = $1::text AND "
+                          "status = 'dead'%s ORDER BY o.created_at, o.id LIMIT $2::int8",
+                      h->rel_sql,
+                      after_id ? " AND (o.created_at, o.id) > ($3::timestamptz, $4::uuid)" : "");
+    const char *values[4] = {route, lim, after_at, after_id};
+    int lengths[4] = {0, 0, 8, 0};
+    int formats[4] = {0, 0, 1, 0};
+    rc = run(h, &b, after_id ? 4 : 2, values, lengths, formats, 1, &res, d, "listing dead rows");
+    if (rc != OUTBOX_OK)
+        return rc;
+    for (int i = 0; i < PQntuples(res) && rc == OUTBOX_OK; i++) {
+        if (PQgetlength(res, i, 4) != 4 || PQgetlength(res, i, 5) != 8)
+            continue;
+        outbox_row_t row = {
+            .id = PQgetvalue(res, i, 0),
+            .route = route,
+            .event_id = PQgetvalue(res, i, 1),
+            .event_type = PQgetvalue(res, i, 2),
+            .ordering_key = opt_text(res, i, 3),
+            .attempts = outbox_pg_get_int4(PQgetvalue(res, i, 4)),
+            .created_at = outbox_pg_get_stamp(PQgetvalue(res, i, 5)),
+            .last_error = opt_text(res, i, 6),
+        };
+        rc = fn(ctx, &row);
+    }
+    PQclear(res);
+    return rc;
+}

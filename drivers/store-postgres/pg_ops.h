@@ -51,4 +51,8 @@ PG_HIDDEN int outbox_pg_replay(void *handle, const char *route, const char *even
 PG_HIDDEN int outbox_pg_purge(void *handle, const char *route, int64_t before, uint64_t *count,
                               outbox_diag_t *d);
 
+PG_HIDDEN int outbox_pg_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_dead_list(void *handle, const char *route, const char *after_id,
+                                  size_t limit, outbox_row_fn fn, void *ctx, outbox_diag_t *d);
+
 #endif

@@ -272,6 +272,8 @@ static const outbox_store_vtable_t sq_vtable = {
     .schema_drop = sq_schema_drop,
     .native_begin = sq_native_begin,
     .native_end = sq_native_end,
+    .routes = outbox_sqlite_routes,
+    .dead_list = outbox_sqlite_dead_list,
 };
 
 static const char *const sq_schemes[] = {"sqlite", NULL};

@@ -137,3 +137,141 @@ int outbox_sqlite_purge(void *handle, const char *route, int64_t before, uint64_
     sqlite3_finalize(st);
     return rc;
 }
+
+static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
+{
+    if (strcmp(status, "pending") == 0) {
+        out->pending = count;
+        out->oldest_pending_created_at = oldest;
+    } else if (strcmp(status, "processing") == 0) {
+        out->processing = count;
+    } else if (strcmp(status, "published") == 0) {
+        out->published = count;
+    } else if (strcmp(status, "dead") == 0) {
+        out->dead = count;
+    }
+}
+
+int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d)
+{
+    sq_handle_t *h = handle;
+    /* Grouped rows come route by route (the index leads with the route), so
+     * one route's counts are complete when the next route starts. */
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "SELECT outbox_route, status, count(*), min(created_at) FROM ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_puts(&b, " GROUP BY outbox_route, status ORDER BY outbox_route");
+    sqlite3_stmt *st;
+    int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    outbox_buf_t cur;
+    outbox_buf_init(&cur, outbox_sqlite_host);
+    int have = 0;
+    outbox_stats_t stats = {0};
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *route = (const char *)sqlite3_column_text(st, 0);
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        if (!route || !status)
+            continue;
+        if (have && strcmp(cur.data, route) != 0) {
+            rc = fn(ctx, cur.data, &stats);
+            if (rc != 0)
+                break;
+            have = 0;
+        }
+        if (!have) {
+            outbox_buf_reset(&cur);
+            outbox_buf_puts(&cur, route);
+            if (cur.failed) {
+                rc = outbox_sqlite_fail(d, OUTBOX_ENOMEM, "listing routes: out of memory");
+                break;
+            }
+            memset(&stats, 0, sizeof stats);
+            have = 1;
+        }
+        count_into(&stats, status, (uint64_t)sqlite3_column_int64(st, 2),
+                   sqlite3_column_int64(st, 3));
+    }
+    if (rc == OUTBOX_OK && src != SQLITE_DONE)
+        rc = outbox_sqlite_dbfail(d, h->db, src, "listing routes");
+    else if (rc == OUTBOX_OK && have)
+        rc = fn(ctx, cur.data, &stats);
+    sqlite3_finalize(st);
+    outbox_buf_free(&cur);
+    return rc;
+}
+
+int outbox_sqlite_dead_list(void *handle, const char *route, const char *after_id, size_t limit,
+                            outbox_row_fn fn, void *ctx, outbox_diag_t *d)
+{
+    sq_handle_t *h = handle;
+    int rc;
+    int64_t after_at = 0;
+    if (after_id) {
+        outbox_buf_t q;
+        outbox_buf_init(&q, outbox_sqlite_host);
+        outbox_buf_puts(&q, "SELECT created_at FROM ");
+        outbox_buf_relname(&q, &h->rel, '"');
+        outbox_buf_puts(&q, " WHERE id = ?1 AND outbox_route = ?2");
+        sqlite3_stmt *st;
+        rc = outbox_sqlite_prepare_built(h->db, &q, &st, d);
+        if (rc != OUTBOX_OK)
+            return rc;
+        sqlite3_bind_text(st, 1, after_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, route, -1, SQLITE_STATIC);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW)
+            after_at = sqlite3_column_int64(st, 0);
+        else if (src == SQLITE_DONE)
+            rc = outbox_sqlite_fail(d, OUTBOX_ENOTFOUND, "no row with id %s on route %s",
+                                    after_id, route);
+        else
+            rc = outbox_sqlite_dbfail(d, h->db, src, "finding the row to list after");
+        sqlite3_finalize(st);
+        if (rc != OUTBOX_OK)
+            return rc;
+    }
+    /* Reads the ordered index (route, status, created_at, id) from where
+     * the last page ended. */
+    outbox_buf_t b;
+    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_buf_puts(&b, "SELECT id, event_id, event_type, ordering_key, attempts, created_at, "
+                        "last_error FROM ");
+    outbox_buf_relname(&b, &h->rel, '"');
+    outbox_buf_printf(&b, " WHERE outbox_route = ?1 AND status = 'dead'%s ORDER BY created_at, "
+                          "id LIMIT ?4",
+                      after_id ? " AND (created_at > ?2 OR (created_at = ?2 AND id > ?3))" : "");
+    sqlite3_stmt *st;
+    rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, route, -1, SQLITE_STATIC);
+    if (after_id) {
+        sqlite3_bind_int64(st, 2, after_at);
+        sqlite3_bind_text(st, 3, after_id, -1, SQLITE_STATIC);
+    }
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        outbox_row_t row = {
+            .id = (const char *)sqlite3_column_text(st, 0),
+            .route = route,
+            .event_id = (const char *)sqlite3_column_text(st, 1),
+            .event_type = (const char *)sqlite3_column_text(st, 2),
+            .ordering_key = (const char *)sqlite3_column_text(st, 3),
+            .attempts = (int32_t)sqlite3_column_int(st, 4),
+            .created_at = sqlite3_column_int64(st, 5),
+            .last_error = (const char *)sqlite3_column_text(st, 6),
+        };
+        rc = fn(ctx, &row);
+        if (rc != 0)
+            break;
+    }
+    if (rc == OUTBOX_OK && src != SQLITE_DONE)
+        rc = outbox_sqlite_dbfail(d, h->db, src, "listing dead rows");
+    sqlite3_finalize(st);
+    return rc;
+}

@@ -278,5 +278,9 @@ SQ_HIDDEN int outbox_sqlite_replay(void *handle, const char *route, const char *
                                    uint64_t *count, outbox_diag_t *d);
 SQ_HIDDEN int outbox_sqlite_purge(void *handle, const char *route, int64_t before,
                                   uint64_t *count, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_dead_list(void *handle, const char *route, const char *after_id,
+                                      size_t limit, outbox_row_fn fn, void *ctx,
+                                      outbox_diag_t *d);
 
 #endif

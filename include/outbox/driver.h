@@ -59,7 +59,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 2
+#define OUTBOX_ABI_MINOR 3
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -243,6 +243,10 @@ typedef struct outbox_stats {
     int64_t oldest_pending_created_at; /* 0 when nothing is pending */
 } outbox_stats_t;
 
+/* Callbacks of the ABI 1.3 listing entries (routes, dead_list). */
+typedef int (*outbox_route_fn)(void *ctx, const char *route, const outbox_stats_t *stats);
+typedef int (*outbox_row_fn)(void *ctx, const outbox_row_t *row);
+
 typedef struct outbox_store_vtable {
     uint32_t struct_size;
 
@@ -320,6 +324,26 @@ typedef struct outbox_store_vtable {
      * the conformance battery to stage as an application would. */
     int (*native_begin)(void *handle, void **native_tx, outbox_diag_t *d);
     int (*native_end)(void *handle, void *native_tx, int commit, outbox_diag_t *d);
+
+    /* ABI 1.3, optional: what an operator lists (outbox routes, outbox dead
+     * list). Both read only; neither changes a row.
+     *
+     * routes: call fn once per route the relation holds a row of, in any
+     * order, with the same counts stats gives for that route (borrowed for
+     * the call). fn returning non-zero stops the listing; routes then
+     * returns that value unchanged, without touching d. */
+    int (*routes)(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d);
+    /* dead_list: call fn for up to limit dead rows of route in claim order
+     * (created_at, id), starting after the row whose id is after_id (NULL:
+     * from the first). The after row may have any status now, but must be
+     * a row of the route: when none has that id, OUTBOX_ENOTFOUND. Each
+     * row has at least id, route, event_id, event_type, ordering_key,
+     * attempts, created_at and last_error set; the others may be NULL/0
+     * (payload too). The row and its strings live only for the callback.
+     * fn returning non-zero stops as in routes. The host validates route,
+     * after_id (a canonical lower-case UUID) and limit (1..10001). */
+    int (*dead_list)(void *handle, const char *route, const char *after_id, size_t limit,
+                     outbox_row_fn fn, void *ctx, outbox_diag_t *d);
 } outbox_store_vtable_t;
 
 /* ----------------------------------------------------------------- sink */

@@ -147,6 +147,30 @@ OUTBOX_API int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t
 OUTBOX_API int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
                                    outbox_schema_report_fn report, void *ctx, size_t *problems);
 
+/* ------------------------------------------- routes and dead rows (1.3) */
+
+/* The most rows one outbox_dead_list call returns. */
+#define OUTBOX_DEAD_LIST_MAX 10000
+
+/* Calls fn once per route the relation holds rows of, in byte order of the
+ * route, with its counts (as outbox_stats gives them). fn returning
+ * non-zero stops the listing and outbox_routes returns that value.
+ * OUTBOX_ENOTSUP when the driver lacks the entry (a driver built for ABI
+ * 1.2 or older); the store's message names the driver. */
+OUTBOX_API int outbox_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx);
+
+/* Calls fn for up to limit (1..OUTBOX_DEAD_LIST_MAX) dead rows of route in
+ * claim order (created_at, id), after the row whose id is after_id (NULL:
+ * from the first; else a UUID of a row of the route, OUTBOX_ENOTFOUND when
+ * there is none). Each row has id, route, event_id, event_type,
+ * ordering_key, attempts, created_at and last_error; it lives only for the
+ * call of fn. next (may be NULL) receives the id to pass as after_id for
+ * the next page, or "" when this page is the last. fn returning non-zero
+ * stops the listing and outbox_dead_list returns that value. */
+OUTBOX_API int outbox_dead_list(outbox_store_t *s, const char *route, const char *after_id,
+                                size_t limit, outbox_row_fn fn, void *ctx,
+                                char next[OUTBOX_UUID_STRLEN + 1]);
+
 /* --------------------------------------------------------------- sink */
 
 typedef struct outbox_sink outbox_sink_t;

@@ -23,6 +23,8 @@ enum conf_need {
     CONF_NEED_SCHEMA_CHECK = 1u << 7, /* the schema_check entry */
     CONF_NEED_TRACEPARENT = 1u << 8,  /* the traceparent column after schema apply */
     CONF_NEED_PURGE = 1u << 9,        /* the purge entry */
+    CONF_NEED_ROUTES = 1u << 10,      /* the routes entry (ABI 1.3) */
+    CONF_NEED_DEAD_LIST = 1u << 11,   /* the dead_list entry (ABI 1.3) */
 };
 
 typedef struct conf_case {
@@ -49,6 +51,7 @@ void conf_cases_settle(conf_cases_t *c);
 void conf_cases_concurrency(conf_cases_t *c);
 void conf_cases_checkpoint(conf_cases_t *c);
 void conf_cases_admin(conf_cases_t *c);
+void conf_cases_listing(conf_cases_t *c);
 void conf_cases_schema(conf_cases_t *c);
 void conf_cases_sink(conf_cases_t *c);
 

@@ -325,6 +325,10 @@ const char *conf_need_reason(unsigned needs)
         return "the driver has no replay entry to bring a dead row back with";
     if ((needs & CONF_NEED_PURGE) && !CONF_VT_HAS(vt, purge))
         return "the driver has no purge entry";
+    if ((needs & CONF_NEED_ROUTES) && !CONF_VT_HAS(vt, routes))
+        return "the driver has no routes entry (ABI 1.3) to list routes with";
+    if ((needs & CONF_NEED_DEAD_LIST) && !CONF_VT_HAS(vt, dead_list))
+        return "the driver has no dead_list entry (ABI 1.3) to list dead rows with";
     if ((needs & CONF_NEED_SCHEMA_CHECK) && !CONF_VT_HAS(vt, schema_check))
         return "the driver has no schema_check";
     return NULL;

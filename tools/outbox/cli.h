@@ -52,6 +52,8 @@ enum cli_option_id {
     OPT_LOG_FORMAT,
     OPT_LOG_FILE,
     OPT_METRICS_LISTEN,
+    OPT_LIMIT,
+    OPT_AFTER,
 };
 
 typedef struct cli_option {
@@ -189,5 +191,30 @@ int cli_cmd_purge(int argc, char **argv);
 int cli_cmd_drivers(int argc, char **argv);
 int cli_cmd_conformance(int argc, char **argv);
 int cli_cmd_config(int argc, char **argv);
+int cli_cmd_routes(int argc, char **argv);
+int cli_cmd_dead(int argc, char **argv);
+
+/* ------------------------------------------------- routes (cmd_routes.c) */
+
+typedef struct cli_route {
+    char *route;
+    outbox_stats_t stats;
+} cli_route_t;
+
+typedef struct cli_routes {
+    cli_route_t *v;
+    size_t n, cap;
+} cli_routes_t;
+
+/* Every route's counts, sorted by route; the library's code on failure
+ * (the store's message says why, except OUTBOX_ENOMEM). */
+int cli_routes_read(outbox_store_t *s, cli_routes_t *out);
+void cli_routes_free(cli_routes_t *r);
+/* Seconds since the oldest pending row was staged, 0 when none is pending. */
+long long cli_pending_age_s(const outbox_stats_t *st);
+/* A header line and one aligned line per route. */
+void cli_routes_print_text(const cli_routes_t *r);
+/* "routes":[{...},...] (a member of an object the caller opens and closes). */
+void cli_routes_print_json(const cli_routes_t *r);
 
 #endif

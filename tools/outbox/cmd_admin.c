@@ -8,10 +8,12 @@ static const char stats_usage[] =
     "usage: outbox stats --store URI [--relation NAME] [--route R] [--json]\n"
     "\n"
     "Counts rows per status (of one route, or of all) and the age in seconds of\n"
-    "the oldest pending row (0 when none is pending).\n"
+    "the oldest pending row (0 when none is pending). Without --route, a table\n"
+    "of every route's counts comes first, then the totals.\n"
     "\n"
     "  --json   one JSON object: pending, processing, published, dead,\n"
-    "           oldest_pending_age_s\n";
+    "           oldest_pending_age_s (the totals); without --route also\n"
+    "           routes, an array of {route, pending, ...} objects\n";
 
 static const char replay_usage[] =
     "usage: outbox replay --store URI [--relation NAME] [--route R]\n"
@@ -103,21 +105,43 @@ int cli_cmd_stats(int argc, char **argv)
 
     outbox_stats_t st = {0};
     int rc = outbox_stats(s, a.route, &st);
+    /* Without --route: each route's counts first. A driver without the
+     * routes entry (built for ABI 1.2 or older) gives the totals alone. */
+    cli_routes_t r = {0};
+    bool by_route = false;
+    if (rc == OUTBOX_OK && a.route == NULL) {
+        int rrc = cli_routes_read(s, &r);
+        if (rrc == OUTBOX_OK)
+            by_route = true;
+        else if (rrc != OUTBOX_ENOTSUP)
+            rc = rrc;
+    }
     if (rc != OUTBOX_OK) {
-        ex = cli_diag_error("stats", rc, outbox_store_message(s));
+        ex = cli_diag_error("stats", rc,
+                            rc == OUTBOX_ENOMEM ? "out of memory" : outbox_store_message(s));
         outbox_store_close(s);
         return ex;
     }
     outbox_store_close(s);
 
-    int64_t age_us = st.oldest_pending_created_at ? cli_now_us() - st.oldest_pending_created_at : 0;
-    long long age_s = age_us > 0 ? (long long)(age_us / 1000000) : 0;
-    if (a.json)
-        printf("{\"pending\":%llu,\"processing\":%llu,\"published\":%llu,\"dead\":%llu,"
+    long long age_s = cli_pending_age_s(&st);
+    if (a.json) {
+        /* The routes come before the totals: a reader that takes the last
+         * "pending" of the line still finds the total. */
+        fputs("{", stdout);
+        if (by_route) {
+            cli_routes_print_json(&r);
+            fputs(",", stdout);
+        }
+        printf("\"pending\":%llu,\"processing\":%llu,\"published\":%llu,\"dead\":%llu,"
                "\"oldest_pending_age_s\":%lld}\n",
                (unsigned long long)st.pending, (unsigned long long)st.processing,
                (unsigned long long)st.published, (unsigned long long)st.dead, age_s);
-    else
+    } else {
+        if (by_route && r.n > 0) {
+            cli_routes_print_text(&r);
+            fputs("\n", stdout);
+        }
         printf("pending               %llu\n"
                "processing            %llu\n"
                "published             %llu\n"
@@ -125,6 +149,8 @@ int cli_cmd_stats(int argc, char **argv)
                "oldest pending age    %llds\n",
                (unsigned long long)st.pending, (unsigned long long)st.processing,
                (unsigned long long)st.published, (unsigned long long)st.dead, age_s);
+    }
+    cli_routes_free(&r);
     return CLI_EXIT_OK;
 }
 

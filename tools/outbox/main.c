@@ -13,7 +13,9 @@ static const char usage[] =
     "  schema print|apply|check   show, create or verify the outbox table\n"
     "  stage                      stage events in one transaction\n"
     "  relay                      publish staged events to a sink\n"
-    "  stats                      count rows per status\n"
+    "  stats                      count rows per status (and per route)\n"
+    "  routes                     list the routes with their counts\n"
+    "  dead list                  list a route's dead events\n"
     "  replay                     send dead events back to pending\n"
     "  purge                      delete old published rows\n"
     "  drivers                    list the driver modules found\n"
@@ -38,7 +40,7 @@ static const struct {
     {"schema", cli_cmd_schema}, {"stage", cli_cmd_stage},   {"relay", cli_cmd_relay},
     {"stats", cli_cmd_stats},   {"replay", cli_cmd_replay}, {"purge", cli_cmd_purge},
     {"drivers", cli_cmd_drivers}, {"conformance", cli_cmd_conformance},
-    {"config", cli_cmd_config},
+    {"config", cli_cmd_config}, {"routes", cli_cmd_routes}, {"dead", cli_cmd_dead},
 };
 
 static int (*find_command(const char *name))(int, char **)
