@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "bench.h"
+#include "metrics.h"
 
 static const char usage_text[] =
     "usage: outbox-bench --store URI [options]\n"
@@ -50,6 +51,9 @@ static const char usage_text[] =
     "                     ceiling or reference; both: each round drains the relay on a\n"
     "                     shipped copy and a two-index copy (NAME_two), in turns, and\n"
     "                     prints the rates and their ratio, no ceiling or reference\n"
+    "  --metrics HOST:PORT the relays run with outbox relay --metrics-listen's metrics:\n"
+    "                     the observer, its aggregation, the HTTP server on HOST:PORT and\n"
+    "                     the stats poll; compare a run's ratio with and without it\n"
     "\n"
     "Throughput without a ceiling, for any store driver: stage the backlog on a fresh\n"
     "route, drain it with --workers relays, check that every row was published once,\n"
@@ -123,6 +127,7 @@ enum {
     OPT_DRIVER,
     OPT_NO_CEILING,
     OPT_TABLE,
+    OPT_METRICS,
     OPT_HELP,
 };
 
@@ -150,6 +155,7 @@ static const struct option options[] = {
     {"driver", required_argument, NULL, OPT_DRIVER},
     {"no-ceiling", no_argument, NULL, OPT_NO_CEILING},
     {"table", required_argument, NULL, OPT_TABLE},
+    {"metrics", required_argument, NULL, OPT_METRICS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -344,6 +350,13 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             else
                 rc = bad("--table: expected shipped, two-index or both, got \"%.64s\"", optarg);
             break;
+        case OPT_METRICS: {
+            char why[256];
+            if (cli_metrics_listen_check(optarg, why, sizeof why) != 0)
+                rc = bad("--metrics %s", why);
+            o->metrics_listen = optarg;
+            break;
+        }
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -402,6 +415,8 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         return bad("--relation: \"%.64s\" is not a usable name (letters, digits and _, "
                    "optionally schema.name, at most 200 characters)",
                    o->relation);
+    if (o->metrics_listen && (o->latency || o->sustain))
+        return bad("--metrics belongs to throughput mode");
     if (seen_sustain_opt && !o->sustain)
         return bad("--interval, --events-per-round, --pg-autovacuum and --purge-after belong to "
                    "--sustain mode");

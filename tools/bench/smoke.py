@@ -65,6 +65,26 @@ with tempfile.TemporaryDirectory() as tmp:
         check(row["events"] == 1500 and row["keys"] == 7 and row["workers"] == 2,
               "the line echoes the parameters")
 
+    # --metrics: the relay runs with the CLI's metrics server on a free port.
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rc, out, err = run(["--store", store, "--quick", "--metrics", "127.0.0.1:%d" % port])
+    check(rc == 0, "throughput --metrics exits 0 (rc %d, stderr %r)" % (rc, err))
+    if rc == 0:
+        row = json.loads(out)
+        check(row.get("metrics") == "127.0.0.1:%d" % port and row.get("events_per_s", 0) > 0,
+              "--metrics: the line names the metrics address, and the relay drained")
+    # A port that is taken: one line, exit 2, before anything is measured.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = s.getsockname()[1]
+        rc, out, err = run(["--store", store, "--quick", "--metrics", "127.0.0.1:%d" % taken])
+    check(rc == 2 and err.count("\n") == 1 and "cannot listen on" in err and out == "",
+          "--metrics on a taken port: exit 2 and one line (rc %d, %r)" % (rc, err))
+
     rc, out, err = run(["--store", store, "--latency", "--quick", "--poll", "5ms"])
     check(rc == 0, "latency --quick exits 0 (rc %d, stderr %r)" % (rc, err))
     if rc == 0:
@@ -210,6 +230,10 @@ with tempfile.TemporaryDirectory() as tmp:
         # --table is PostgreSQL throughput only.
         ["--store", store, "--table", "both", "--quick"],
         ["--store", store, "--table", "sideways", "--quick"],
+        # --metrics: an address, in throughput mode.
+        ["--store", store, "--quick", "--metrics", "nohost"],
+        ["--store", store, "--quick", "--metrics", "127.0.0.1:0"],
+        ["--store", store, "--latency", "--quick", "--metrics", "127.0.0.1:9464"],
     ]
     for args in bad_inputs:
         rc, out, err = run(args)

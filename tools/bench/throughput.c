@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "metrics.h"
 
 /* Staging: events per outbox_stage() call and per transaction. */
 #define STAGE_CHUNK 1000
@@ -193,8 +194,8 @@ static void rworkers_free(rworker_t *w, long n)
 
 /* Opens each worker's store, sink and relay. */
 static int rworkers_open(const bench_opts_t *o, const char *relation, const char *route,
-                         rworker_t *w, atomic_long *published, bench_gate_t *gate, char *err,
-                         size_t errlen)
+                         rworker_t *w, atomic_long *published, bench_gate_t *gate,
+                         cli_metrics_t *metrics, char *err, size_t errlen)
 {
     outbox_store_options_t so = {
         .struct_size = sizeof so, .relation = relation, .driver = o->driver};
@@ -206,6 +207,10 @@ static int rworkers_open(const bench_opts_t *o, const char *relation, const char
     cfg.poll_us = o->poll_us;
     if (o->destination)
         cfg.destination = o->destination;
+    if (metrics) {
+        cfg.observe = cli_metrics_observe;
+        cfg.observe_ctx = cli_metrics_route_ctx(metrics, 0);
+    }
     for (long i = 0; i < o->workers; i++) {
         outbox_diag_t d;
         w[i].events = o->events;
@@ -243,7 +248,19 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
     atomic_init(&published, 0);
     bench_gate_t gate;
     bench_gate_init(&gate);
-    int rc = rworkers_open(o, relation, route, w, &published, &gate, err, errlen);
+    /* --metrics: what outbox relay --metrics-listen adds, around this drain. */
+    cli_metrics_t *metrics = NULL;
+    int rc = 0;
+    if (o->metrics_listen) {
+        cli_metrics_route_t mr = {.route = route, .store_uri = o->store, .relation = relation,
+                                  .poll_us = o->poll_us};
+        if (cli_metrics_start(o->metrics_listen, 5000000, &mr, 1, &metrics) != 0) {
+            snprintf(err, errlen, "--metrics: %s", bench_metrics_error);
+            rc = BENCH_EXIT_USAGE;
+        }
+    }
+    if (rc == 0)
+        rc = rworkers_open(o, relation, route, w, &published, &gate, metrics, err, errlen);
     long started = 0;
     for (long i = 0; rc == 0 && i < o->workers; i++) {
         if (pthread_create(&tid[i], NULL, rworker_main, &w[i]) != 0) {
@@ -276,6 +293,7 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
     }
     bench_gate_destroy(&gate);
     rworkers_free(w, o->workers);
+    cli_metrics_stop(metrics);
     free(tid);
     return rc;
 }
@@ -749,8 +767,11 @@ int bench_throughput(const bench_opts_t *o)
             snprintf(lr_text, sizeof lr_text,
                      "\"ratio_to_lesser\":%.3f,\"ratios_to_lesser\":[%s]", median(lratio, n),
                      lratios);
+        char metrics_text[300];
+        bench_json_str(metrics_text, sizeof metrics_text, o->metrics_listen ? o->metrics_listen : "");
         snprintf(sink_text, sizeof sink_text, "%s,%s,\"relay_peak_rss_kb\":%ld,"
-                 "\"relay_rss_growth_kb\":%ld", pc_text, lr_text, relay_hwm, relay_growth);
+                 "\"relay_rss_growth_kb\":%ld,\"metrics\":%s", pc_text, lr_text, relay_hwm,
+                 relay_growth, o->metrics_listen ? metrics_text : "null");
         /* The keys and their order are those of no_ceiling.c's line, then
          * the table's, then the sink's. */
         printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
