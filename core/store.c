@@ -781,7 +781,8 @@ int outbox_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx)
     else
         rc = driver_rc(s, rc, "listing routes");
     if (rc == OUTBOX_OK) {
-        qsort(l.v, l.n, sizeof *l.v, route_cmp);
+        if (l.n > 1) /* qsort's array may not be NULL, even with no element */
+            qsort(l.v, l.n, sizeof *l.v, route_cmp);
         for (size_t i = 0; i < l.n && rc == OUTBOX_OK; i++)
             rc = fn(ctx, l.v[i].route, &l.v[i].stats);
     }

@@ -1,5 +1,6 @@
 /* Broken on purpose, and without the optional entries that would show it:
- * no stats, replay or purge, and a DEAD verdict stored as published. The
+ * no stats, replay, purge, routes or dead list (dead_list_pages catches it
+ * otherwise), and a DEAD verdict stored as published. The
  * battery cannot catch this through the required entries alone; it must
  * say which check it could not run instead of passing in silence. */
 #include <pthread.h>
@@ -26,6 +27,8 @@ static void build(void)
     vtable.stats = NULL;
     vtable.replay = NULL;
     vtable.purge = NULL;
+    vtable.routes = NULL;
+    vtable.dead_list = NULL;
     vtable.settle = settle_dead_as_published;
 }
 
