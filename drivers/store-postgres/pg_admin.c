@@ -32,6 +32,20 @@ static int run(pg_handle_t *h, outbox_buf_t *sql, int nparams, const char *const
     return rc;
 }
 
+static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
+{
+    if (strcmp(status, "pending") == 0) {
+        out->pending = count;
+        out->oldest_pending_created_at = oldest;
+    } else if (strcmp(status, "processing") == 0) {
+        out->processing = count;
+    } else if (strcmp(status, "published") == 0) {
+        out->published = count;
+    } else if (strcmp(status, "dead") == 0) {
+        out->dead = count;
+    }
+}
+
 int outbox_pg_stats(void *handle, const char *route, outbox_stats_t *out, outbox_diag_t *d)
 {
     pg_handle_t *h = handle;
@@ -54,17 +68,10 @@ int outbox_pg_stats(void *handle, const char *route, outbox_stats_t *out, outbox
         char status[16];
         snprintf(status, sizeof status, "%.*s", PQgetlength(res, i, 0), PQgetvalue(res, i, 0));
         uint64_t count = (uint64_t)outbox_pg_get_int8(PQgetvalue(res, i, 1));
-        if (strcmp(status, "pending") == 0) {
-            out->pending = count;
-            if (!PQgetisnull(res, i, 2) && PQgetlength(res, i, 2) == 8)
-                out->oldest_pending_created_at = outbox_pg_get_stamp(PQgetvalue(res, i, 2));
-        } else if (strcmp(status, "processing") == 0) {
-            out->processing = count;
-        } else if (strcmp(status, "published") == 0) {
-            out->published = count;
-        } else if (strcmp(status, "dead") == 0) {
-            out->dead = count;
-        }
+        int64_t oldest = !PQgetisnull(res, i, 2) && PQgetlength(res, i, 2) == 8
+                             ? outbox_pg_get_stamp(PQgetvalue(res, i, 2))
+                             : 0;
+        count_into(out, status, count, oldest);
     }
     PQclear(res);
     return OUTBOX_OK;
@@ -151,20 +158,6 @@ int outbox_pg_purge(void *handle, const char *route, int64_t before, uint64_t *c
         PQclear(res);
         if (!more)
             return OUTBOX_OK;
-    }
-}
-
-static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
-{
-    if (strcmp(status, "pending") == 0) {
-        out->pending = count;
-        out->oldest_pending_created_at = oldest;
-    } else if (strcmp(status, "processing") == 0) {
-        out->processing = count;
-    } else if (strcmp(status, "published") == 0) {
-        out->published = count;
-    } else if (strcmp(status, "dead") == 0) {
-        out->dead = count;
     }
 }
 

@@ -11,6 +11,20 @@
  * the write lock is not held up for long. */
 #define SQ_PURGE_BATCH 1000
 
+static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
+{
+    if (strcmp(status, "pending") == 0) {
+        out->pending = count;
+        out->oldest_pending_created_at = oldest;
+    } else if (strcmp(status, "processing") == 0) {
+        out->processing = count;
+    } else if (strcmp(status, "published") == 0) {
+        out->published = count;
+    } else if (strcmp(status, "dead") == 0) {
+        out->dead = count;
+    }
+}
+
 int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out, outbox_diag_t *d)
 {
     sq_handle_t *h = handle;
@@ -36,16 +50,7 @@ int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out, ou
         uint64_t count = (uint64_t)sqlite3_column_int64(st, 1);
         if (!status)
             continue;
-        if (strcmp(status, "pending") == 0) {
-            out->pending = count;
-            out->oldest_pending_created_at = sqlite3_column_int64(st, 2);
-        } else if (strcmp(status, "processing") == 0) {
-            out->processing = count;
-        } else if (strcmp(status, "published") == 0) {
-            out->published = count;
-        } else if (strcmp(status, "dead") == 0) {
-            out->dead = count;
-        }
+        count_into(out, status, count, sqlite3_column_int64(st, 2));
     }
     if (src != SQLITE_DONE) {
         rc = outbox_sqlite_dbfail(d, h->db, src, "reading stats");
@@ -136,20 +141,6 @@ int outbox_sqlite_purge(void *handle, const char *route, int64_t before, uint64_
     }
     sqlite3_finalize(st);
     return rc;
-}
-
-static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
-{
-    if (strcmp(status, "pending") == 0) {
-        out->pending = count;
-        out->oldest_pending_created_at = oldest;
-    } else if (strcmp(status, "processing") == 0) {
-        out->processing = count;
-    } else if (strcmp(status, "published") == 0) {
-        out->published = count;
-    } else if (strcmp(status, "dead") == 0) {
-        out->dead = count;
-    }
 }
 
 int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d)
