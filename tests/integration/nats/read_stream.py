@@ -6,28 +6,24 @@ SDK builds an event from each message's headers and payload.
 
     read_stream.py NATS_URL SUBJECT OUT.jsonl [STAGED.tsv ROUTE]
 
-OUT.jsonl gets one JSON object a message, in stream order, with the
-event's attributes and data (the shape tests/faults/analyze.py reads).
-With STAGED.tsv (event_id, key, type, payload per line, tab-separated:
-what the store holds), every message must be a staged event whose
-attributes and payload match it: id, type, source /outbox/ROUTE,
-specversion, datacontenttype, partitionkey (the key, or the event id
-without one), a time, Nats-Msg-Id = id. Then one publish with nats-py of
-the first event's Nats-Msg-Id again must be reported a duplicate.
-
-One "ok: ..." or "FAIL: ..." line per check; the exit status is the number
-of checks that failed.
+tests/harness/readback.py says what is written and checked; here also:
+Nats-Msg-Id = id on every message, and nats-py publishing the first
+event's Nats-Msg-Id again is told it is a duplicate.
 """
 import asyncio
 import json
+import os
 import sys
 from datetime import datetime
 
 import nats
 from cloudevents.core.v1.event import CloudEvent
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "harness"))
+import readback  # noqa: E402
 
-def to_event(msg):
+
+def to_message(msg):
     attrs = {}
     for name, value in (msg.headers or {}).items():
         if name.startswith("ce-"):
@@ -36,86 +32,48 @@ def to_event(msg):
             attrs[name] = value
     if "time" in attrs:
         attrs["time"] = datetime.fromisoformat(attrs["time"].replace("Z", "+00:00"))
-    return CloudEvent(attrs, json.loads(msg.data))
+    event = CloudEvent(attrs, json.loads(msg.data))
+    msgid = msg.headers.get("Nats-Msg-Id")
+    m = readback.Message(event, checks={"Nats-Msg-Id": lambda *_: msgid == event.get_id()},
+                         fields={"msgid": msgid, "seq": msg.metadata.sequence.stream})
+    m.subject, m.raw = msg.subject, msg.data
+    return m
 
 
-async def read(url, subject, out_path):
+async def read_async(url, subject):
     nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
     js = nc.jetstream()
     stream = await js.find_stream_name_by_subject(subject)
-    info = await js.stream_info(stream)
-    total = info.state.messages
+    total = (await js.stream_info(stream)).state.messages
     sub = await js.subscribe(subject, ordered_consumer=True, stream=stream)
     msgs = []
     while len(msgs) < total:
-        msgs.append(await sub.next_msg(timeout=10))
+        msgs.append(to_message(await sub.next_msg(timeout=10)))
     await sub.unsubscribe()
-    events = []
-    with open(out_path, "w", encoding="utf-8") as out:
-        for msg in msgs:
-            ev = to_event(msg)
-            events.append((ev, msg))
-            line = {name: ev.get_attributes()[name] for name in ev.get_attributes()}
-            line["time"] = ev.get_time().isoformat() if ev.get_time() else None
-            line["data"] = ev.get_data()
-            line["msgid"] = msg.headers.get("Nats-Msg-Id")
-            line["seq"] = msg.metadata.sequence.stream
-            out.write(json.dumps(line) + "\n")
-    return nc, js, events
-
-
-async def main():
-    if len(sys.argv) not in (4, 6):
-        print(__doc__)
-        return 2
-    url, subject, out_path = sys.argv[1:4]
-    failed = 0
-
-    def report(ok, text):
-        nonlocal failed
-        print(("ok: " if ok else "FAIL: ") + text)
-        failed += 0 if ok else 1
-
-    nc, js, events = await read(url, subject, out_path)
-    print(f"info: {len(events)} messages on {subject}")
-    if len(sys.argv) == 6:
-        staged, route = {}, sys.argv[5]
-        with open(sys.argv[4], encoding="utf-8") as f:
-            for line in f:
-                event_id, key, typ, payload = line.rstrip("\n").split("\t", 3)
-                staged[event_id] = (key or event_id, typ, json.loads(payload))
-        bad = []
-        for ev, msg in events:
-            a = ev.get_attributes()
-            want = staged.get(ev.get_id())
-            if want is None:
-                bad.append(f"{ev.get_id()} was never staged")
-                continue
-            key, typ, payload = want
-            checks = {
-                "type": a.get("type") == typ,
-                "source": a.get("source") == f"/outbox/{route}",
-                "specversion": a.get("specversion") == "1.0",
-                "datacontenttype": a.get("datacontenttype") == "application/json",
-                "partitionkey": a.get("partitionkey") == key,
-                "time": ev.get_time() is not None,
-                "data": ev.get_data() == payload,
-                "Nats-Msg-Id": msg.headers.get("Nats-Msg-Id") == ev.get_id(),
-            }
-            wrong = [name for name, ok in checks.items() if not ok]
-            if wrong:
-                bad.append(f"{ev.get_id()}: {', '.join(wrong)} differ from what was staged ({a})")
-        report(not bad, f"{len(bad)} of {len(events)} CloudEvents differ from the staged events"
-               + (f"; the first: {bad[0]}" if bad else ""))
-        if events:
-            first, msg = events[0]
-            ack = await js.publish(msg.subject, msg.data, headers={"Nats-Msg-Id": first.get_id()})
-            report(ack.duplicate is True,
-                   f"nats-py publishing event {first.get_id()} again: duplicate={ack.duplicate} "
-                   f"(the stream already holds it under that Nats-Msg-Id)")
     await nc.close()
-    return min(failed, 100)
+    return msgs
+
+
+async def publish_again(url, m):
+    nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    ack = await nc.jetstream().publish(m.subject, m.raw,
+                                       headers={"Nats-Msg-Id": m.event.get_id()})
+    await nc.close()
+    return ack
+
+
+def read(url, subject, report):
+    return asyncio.run(read_async(url, subject))
+
+
+def after(report, msgs, url, subject, extra):
+    if not msgs:
+        return
+    ack = asyncio.run(publish_again(url, msgs[0]))
+    report.check(ack.duplicate is True,
+                 f"nats-py publishing event {msgs[0].event.get_id()} again: duplicate={ack.duplicate} "
+                 f"(the stream already holds it under that Nats-Msg-Id)")
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(readback.main(read, after, __doc__))
