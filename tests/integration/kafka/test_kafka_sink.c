@@ -1,33 +1,14 @@
 /* The Kafka sink against a real broker (OUTBOX_KAFKA_URI, from
- * tools/services/kafka.sh), through the public API and the real loader.
- * Every case uses topics of its own, kt_<pid>_<case>, dropped at the end. */
-#include <check.h>
+ * tools/services/kafka.sh), through the public API and the real loader:
+ * what is particular to Kafka. What every sink must do (round trip, key
+ * order, oversize and unreachable brokers, outages, a password in the URI)
+ * is the sink battery's (battery_kafka). Every case uses topics of its
+ * own, it_<pid>_<tag>, dropped at the end. */
 #include <librdkafka/rdkafka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "outbox/outbox.h"
+#include "sinktest.h"
 
 static const char *base_uri;
-
-static const char *kafka_uri(void)
-{
-    const char *u = getenv("OUTBOX_KAFKA_URI");
-    if (u != NULL && u[0] != '\0')
-        return u;
-    if (getenv("CI") != NULL && strcmp(getenv("CI"), "true") == 0) {
-        printf("FAIL: OUTBOX_KAFKA_URI is not set and CI=true: start a broker with "
-               "eval \"$(tools/services/kafka.sh start DIR)\"\n");
-        exit(1);
-    }
-    printf("\n*** SKIPPED: the Kafka sink tests need a broker. ***\n"
-           "*** Install openjdk-17-jre-headless, maven and kcat (Debian), then run\n"
-           "***   eval \"$(tools/services/kafka.sh start /tmp/outbox-kafka)\"\n"
-           "*** (or set OUTBOX_KAFKA_URI=kafka://host:port) and run the tests again.\n\n");
-    exit(77);
-}
 
 /* "host:port" of the broker. */
 static const char *broker(void)
@@ -38,39 +19,12 @@ static const char *broker(void)
     return hp;
 }
 
+/* The broker's URI with path_and_query (static buffer). */
 static char *uri_with(const char *path_and_query)
 {
     static char u[1024];
     snprintf(u, sizeof u, "kafka://%s%s", broker(), path_and_query);
     return u;
-}
-
-static outbox_sink_t *open_ok(const char *uri)
-{
-    outbox_sink_t *k = NULL;
-    outbox_diag_t d = {0};
-    int rc = outbox_sink_open(uri, NULL, &k, &d);
-    ck_assert_msg(rc == OUTBOX_OK, "open %s: %d %s", uri, rc, d.message);
-    return k;
-}
-
-/* The error message of an open that must fail with EINVAL. */
-static const char *open_einval(const char *uri)
-{
-    static outbox_diag_t d;
-    outbox_sink_t *k = NULL;
-    memset(&d, 0, sizeof d);
-    int rc = outbox_sink_open(uri, NULL, &k, &d);
-    ck_assert_msg(rc == OUTBOX_EINVAL, "open %s: rc %d (%s), want EINVAL", uri, rc, d.message);
-    ck_assert_msg(strchr(d.message, '\n') == NULL, "not one line: %s", d.message);
-    return d.message;
-}
-
-static const char *topic_name(const char *tag)
-{
-    static char t[128];
-    snprintf(t, sizeof t, "kt_%d_%s", (int)getpid(), tag);
-    return t;
 }
 
 /* ------------------------------------------------------------ messages */
@@ -209,65 +163,50 @@ static void assert_key_order(const got_t *g, const msgs_t *s)
 
 START_TEST(uri_errors)
 {
-    const char *m = open_einval(uri_with("/t?no.such.property=1"));
-    ck_assert_msg(strstr(m, "no.such.property") != NULL, "%s", m);
-    m = open_einval(uri_with("/t?linger.ms=soon"));
-    ck_assert_msg(strstr(m, "linger.ms") != NULL, "%s", m);
-    m = open_einval(uri_with("/t?acks=1"));
-    ck_assert_msg(strstr(m, "acks") != NULL && strstr(m, "all") != NULL, "%s", m);
-    m = open_einval(uri_with("/t?enable.idempotence=false"));
-    ck_assert_msg(strstr(m, "enable.idempotence") != NULL, "%s", m);
-    m = open_einval(uri_with("/t?enable.gapless.guarantee=false"));
-    ck_assert_msg(strstr(m, "enable.gapless.guarantee") != NULL, "%s", m);
-    m = open_einval(uri_with("/t?message.timeout.ms=1000"));
-    ck_assert_msg(strstr(m, "timeout=") != NULL, "%s", m);
-    m = open_einval(uri_with("/t?timeout=soon"));
-    ck_assert_msg(strstr(m, "timeout=soon") != NULL, "%s", m);
-    m = open_einval("kafka:///t");
-    ck_assert_msg(strstr(m, "broker") != NULL, "%s", m);
+    const char *m = th_open_error(uri_with("/t?no.such.property=1"), OUTBOX_EINVAL,
+                                  "no.such.property", NULL);
+    th_open_error(uri_with("/t?linger.ms=soon"), OUTBOX_EINVAL, "linger.ms", NULL);
+    m = th_open_error(uri_with("/t?acks=1"), OUTBOX_EINVAL, "acks", NULL);
+    ck_assert_msg(strstr(m, "all") != NULL, "%s", m);
+    th_open_error(uri_with("/t?enable.idempotence=false"), OUTBOX_EINVAL, "enable.idempotence",
+                  NULL);
+    th_open_error(uri_with("/t?enable.gapless.guarantee=false"), OUTBOX_EINVAL,
+                  "enable.gapless.guarantee", NULL);
+    th_open_error(uri_with("/t?message.timeout.ms=1000"), OUTBOX_EINVAL, "timeout=", NULL);
+    th_open_error(uri_with("/t?timeout=soon"), OUTBOX_EINVAL, "timeout=soon", NULL);
+    th_open_error("kafka:///t", OUTBOX_EINVAL, "broker", NULL);
 
     /* Secrets: a secret-named value, a password, a value from the
      * environment never show, whatever else is wrong. */
-    m = open_einval(uri_with("/t?sasl.password=Sw0rdfish42&linger.ms=soon"));
-    ck_assert_msg(strstr(m, "Sw0rdfish42") == NULL && strstr(m, "linger.ms"), "%s", m);
+    th_open_error(uri_with("/t?sasl.password=Sw0rdfish42&linger.ms=soon"), OUTBOX_EINVAL,
+                  "linger.ms", "Sw0rdfish42");
     char u[512];
     snprintf(u, sizeof u, "kafka://bob:Sw0rdfish42@%s/t?acks=0", broker());
-    m = open_einval(u);
-    ck_assert_msg(strstr(m, "Sw0rdfish42") == NULL && strstr(m, "acks"), "%s", m);
+    th_open_error(u, OUTBOX_EINVAL, "acks", "Sw0rdfish42");
     setenv("KT_SECRET", "Env5ecretValue", 1);
-    m = open_einval(uri_with("/t?sasl.password=${KT_SECRET}&queue.buffering.max.ms=never"));
-    ck_assert_msg(strstr(m, "Env5ecretValue") == NULL, "%s", m);
+    th_open_error(uri_with("/t?sasl.password=${KT_SECRET}&queue.buffering.max.ms=never"),
+                  OUTBOX_EINVAL, "", "Env5ecretValue");
     /* librdkafka's own refusal of a value from the environment. */
-    m = open_einval(uri_with("/t?linger.ms=${KT_SECRET}"));
-    ck_assert_msg(strstr(m, "Env5ecretValue") == NULL && strstr(m, "linger.ms"), "%s", m);
-    m = open_einval(uri_with("/t?sasl.password=${KT_UNSET_VARIABLE}"));
-    ck_assert_msg(strstr(m, "KT_UNSET_VARIABLE") != NULL, "%s", m);
+    th_open_error(uri_with("/t?linger.ms=${KT_SECRET}"), OUTBOX_EINVAL, "linger.ms",
+                  "Env5ecretValue");
+    th_open_error(uri_with("/t?sasl.password=${KT_UNSET_VARIABLE}"), OUTBOX_EINVAL,
+                  "KT_UNSET_VARIABLE", NULL);
 
     /* A value from the environment is used: a good one opens. */
     setenv("KT_LINGER", "2", 1);
-    outbox_sink_close(open_ok(uri_with("/t?linger.ms=${KT_LINGER}&compression.type=lz4")));
+    outbox_sink_close(th_open_sink(uri_with("/t?linger.ms=${KT_LINGER}&compression.type=lz4")));
 }
 END_TEST
 
-START_TEST(round_trip)
+START_TEST(topic_create_twice)
 {
-    const char *topic = topic_name("rt");
-    outbox_sink_t *k = open_ok(base_uri);
-    ck_assert(outbox_sink_capabilities(k) & OUTBOX_SINK_CAP_ORDERED);
+    /* The broker says the topic exists (TOPIC_ALREADY_EXISTS): no error. */
+    const char *topic = th_name("twice");
+    outbox_sink_t *k = th_open_sink(base_uri);
     ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
     ck_assert_msg(outbox_sink_destination_create(k, topic) == OUTBOX_OK, "an existing topic: %s",
                   outbox_sink_message(k));
-    msgs_t s = make(1000, topic, 7, 100);
-    outbox_publish_result_t *r = publish(k, &s);
-    for (size_t i = 0; i < s.n; i++)
-        ck_assert_msg(r[i].status == OUTBOX_PUBLISH_OK, "message %zu: %d %s", i, r[i].status, r[i].message);
-    got_t g = read_all(k, topic, &s);
-    ck_assert_uint_eq(g.n, s.n);
-    assert_key_order(&g, &s);
     ck_assert_int_eq(outbox_sink_destination_drop(k, topic), OUTBOX_OK);
-    free(g.id);
-    free(r);
-    unmake(&s);
     outbox_sink_close(k);
 }
 END_TEST
@@ -276,10 +215,10 @@ END_TEST
  * that answers is enough. */
 START_TEST(broker_list)
 {
-    const char *topic = topic_name("bl");
+    const char *topic = th_name("bl");
     static char uri[1024];
     snprintf(uri, sizeof uri, "kafka://127.0.0.1:1,%s/%s", broker(), topic);
-    outbox_sink_t *k = open_ok(uri);
+    outbox_sink_t *k = th_open_sink(uri);
     ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
     msgs_t s = make(10, topic, 2, 50);
     outbox_publish_result_t *r = publish(k, &s);
@@ -296,62 +235,15 @@ START_TEST(broker_list)
 }
 END_TEST
 
-/* Larger than the client's message.max.bytes (1 MB): refused before it is
- * sent; the key's later messages are held back, other keys go out. */
-START_TEST(reject_oversize)
-{
-    const char *topic = topic_name("big");
-    outbox_sink_t *k = open_ok(base_uri);
-    ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
-    msgs_t s = make(40, topic, 2, 64);
-    free(s.payload[10]);
-    s.payload[10] = malloc(4 << 20);
-    memset(s.payload[10], ' ', 4 << 20);
-    s.payload[10][0] = '1';
-    s.m[10].payload = s.payload[10];
-    s.m[10].payload_len = 4 << 20;
-    outbox_publish_result_t *r = publish(k, &s);
-    ck_assert_msg(r[10].status == OUTBOX_PUBLISH_REJECT, "4 MiB: %d %s", r[10].status, r[10].message);
-    for (size_t i = 0; i < s.n; i++) {
-        int want = i == 10 ? OUTBOX_PUBLISH_REJECT
-                   : (i > 10 && i % 2 == 0) ? OUTBOX_PUBLISH_RETRY
-                                            : OUTBOX_PUBLISH_OK;
-        ck_assert_msg(r[i].status == want, "message %zu: %d (%s), want %d", i, r[i].status, r[i].message, want);
-    }
-    ck_assert_int_eq(outbox_sink_destination_drop(k, topic), OUTBOX_OK);
-    free(r);
-    unmake(&s);
-    outbox_sink_close(k);
-}
-END_TEST
-
 START_TEST(reject_unknown_topic)
 {
-    outbox_sink_t *k = open_ok(uri_with("?timeout=6s"));
-    msgs_t s = make(5, topic_name("never_created"), 2, 64);
+    outbox_sink_t *k = th_open_sink(uri_with("?timeout=6s"));
+    msgs_t s = make(5, th_name("never_created"), 2, 64);
     outbox_publish_result_t *r = publish(k, &s);
     for (size_t i = 0; i < s.n; i++)
         ck_assert_msg(r[i].status == OUTBOX_PUBLISH_REJECT, "message %zu: %d %s", i, r[i].status, r[i].message);
     ck_assert_msg(strstr(r[0].message, "nknown") != NULL, "%s", r[0].message);
     free(r);
-    unmake(&s);
-    outbox_sink_close(k);
-}
-END_TEST
-
-/* Nothing listens: open succeeds (librdkafka connects lazily), publish
- * says RETRY for every message, within the timeout. */
-START_TEST(retry_unreachable)
-{
-    outbox_sink_t *k = open_ok("kafka://127.0.0.1:1/kt_nowhere?timeout=2s");
-    msgs_t s = make(50, "kt_nowhere", 3, 64);
-    for (int round = 0; round < 2; round++) {
-        outbox_publish_result_t *r = publish(k, &s);
-        for (size_t i = 0; i < s.n; i++)
-            ck_assert_msg(r[i].status == OUTBOX_PUBLISH_RETRY, "message %zu: %d %s", i, r[i].status,
-                          r[i].message);
-        free(r);
-    }
     unmake(&s);
     outbox_sink_close(k);
 }
@@ -392,9 +284,9 @@ static void create_small_topic(const char *topic, const char *max_bytes)
  * order. Three rounds, the culprit at a different place each time. */
 START_TEST(order_after_broker_reject)
 {
-    const char *topic = topic_name("order");
+    const char *topic = th_name("order");
     create_small_topic(topic, "4000");
-    outbox_sink_t *k = open_ok(base_uri);
+    outbox_sink_t *k = th_open_sink(base_uri);
     size_t keys = 5, n = 1500, rejected = 0;
     const size_t culprits[] = {500, 21, 1234};
     for (int round = 0; round < 3; round++) {
@@ -464,28 +356,6 @@ START_TEST(order_after_broker_reject)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *su = suite_create("kafka");
-    TCase *tc = tcase_create("sink");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, uri_errors);
-    tcase_add_test(tc, round_trip);
-    tcase_add_test(tc, broker_list);
-    tcase_add_test(tc, reject_oversize);
-    tcase_add_test(tc, reject_unknown_topic);
-    tcase_add_test(tc, retry_unreachable);
-    tcase_add_test(tc, order_after_broker_reject);
-    suite_add_tcase(su, tc);
-    return su;
-}
-
-int main(void)
-{
-    base_uri = kafka_uri();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+TH_SINK_MAIN("kafka_sink", 180, "OUTBOX_KAFKA_URI", "kafka", base_uri,
+             uri_errors, topic_create_twice, broker_list, reject_unknown_topic,
+             order_after_broker_reject)

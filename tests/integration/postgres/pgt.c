@@ -9,23 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
+
 const char *pgt_uri(void)
 {
-    const char *uri = getenv("OUTBOX_PG_URI");
-    if (uri && *uri)
-        return uri;
-    const char *ci = getenv("CI");
-    if (ci && strcmp(ci, "true") == 0) {
-        fprintf(stderr, "FAIL: OUTBOX_PG_URI is not set and CI=true: the PostgreSQL tests must run "
-                        "in CI. Start a server with `eval \"$(tools/services/postgres.sh start DIR)\"`.\n");
-        exit(1);
-    }
-    fprintf(stderr,
-            "\n*** SKIPPED: the PostgreSQL integration tests need a server. ***\n"
-            "*** Install postgresql and libpq-dev (Debian), then run\n"
-            "***   eval \"$(tools/services/postgres.sh start /tmp/outbox-pg)\"\n"
-            "*** (or set OUTBOX_PG_URI=postgresql://user@host:port/db) and run the tests again.\n\n");
-    exit(77);
+    return th_need_env("OUTBOX_PG_URI", TH_START_SERVICE("postgres"));
 }
 
 PGconn *pgt_connect(void)

@@ -7,8 +7,8 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
-/* OUTBOX_PG_URI, or: exit 77 (skip) with a loud message naming what to
- * install, or exit 1 under CI=true, where a missing server is a failure. */
+/* OUTBOX_PG_URI, or the harness's skip (tests/harness/harness.h,
+ * th_need_env): exit 77, or exit 1 under CI=true. */
 const char *pgt_uri(void);
 
 /* A new connection to pgt_uri(); aborts the test on failure. */
