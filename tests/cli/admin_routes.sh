@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # outbox routes, outbox stats by route and outbox dead list on SQLite:
 # their text and JSON output, paging, and every bad input.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 new_db admin
 db=$DB

@@ -4,14 +4,9 @@
 # driver, tests and systemd, are read where they apply); an enabled driver whose library
 # is missing stops the configure step, auto leaves it out of the summary.
 # Usage: build_options.sh SOURCE_DIR MESON
-set -u
+. "$(dirname "$0")/../harness/harness.sh"
 src=${1:?usage: $0 SOURCE_DIR MESON}
 meson=${2:?usage: $0 SOURCE_DIR MESON}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-options.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; }
 
 options=$(sed -n "s/^option('\([a-z_]*\)'.*/\1/p" "$src/meson_options.txt")
 for opt in $options; do
@@ -33,32 +28,31 @@ done
 
 # Configure with pkg-config finding nothing, so sqlite3 and libpq are "missing".
 setup() {
-    rm -rf "$tmp/build"
-    PKG_CONFIG_LIBDIR=$tmp/empty PKG_CONFIG_PATH='' "$meson" setup "$tmp/build" "$src" \
-        -Dtests=disabled "$@" >"$tmp/log" 2>&1
+    rm -rf "$TMP/build"
+    PKG_CONFIG_LIBDIR=$TMP/empty PKG_CONFIG_PATH='' "$meson" setup "$TMP/build" "$src" \
+        -Dtests=disabled "$@" >"$TMP/log" 2>&1
 }
 if setup -Dkafka=enabled; then
     fail "-Dkafka=enabled was accepted, but there is no Kafka driver"
 else
-    pass "-Dkafka=enabled is refused: $(grep -m1 -i 'unknown option' "$tmp/log")"
+    pass "-Dkafka=enabled is refused: $(grep -m1 -i 'unknown option' "$TMP/log")"
 fi
 setup -Dsqlite=auto -Dpostgres=auto
-if grep -q 'Run-time dependency sqlite3 found: YES' "$tmp/log"; then
+if grep -q 'Run-time dependency sqlite3 found: YES' "$TMP/log"; then
     echo "sqlite3 is found without pkg-config here; the missing-library checks are skipped"
 else
-    if ! grep -Eq 'store drivers *: *$' "$tmp/log"; then
-        fail "with sqlite3 and libpq missing, auto should build no store driver: $(grep 'store drivers' "$tmp/log")"
+    if ! grep -Eq 'store drivers *: *$' "$TMP/log"; then
+        fail "with sqlite3 and libpq missing, auto should build no store driver: $(grep 'store drivers' "$TMP/log")"
     else
-        pass "auto without the libraries configures, summary: $(grep 'sink drivers' "$tmp/log")"
+        pass "auto without the libraries configures, summary: $(grep 'sink drivers' "$TMP/log")"
     fi
     if setup -Dsqlite=enabled; then
         fail "-Dsqlite=enabled configured without sqlite3"
-    elif ! grep -q 'Dependency "sqlite3" not found' "$tmp/log"; then
-        fail "-Dsqlite=enabled failed, but not on sqlite3: $(tail -3 "$tmp/log")"
+    elif ! grep -q 'Dependency "sqlite3" not found' "$TMP/log"; then
+        fail "-Dsqlite=enabled failed, but not on sqlite3: $(tail -3 "$TMP/log")"
     else
         pass "-Dsqlite=enabled without sqlite3 stops the configure step"
     fi
 fi
 
-[ "$failed" -eq 0 ] || { echo "$failed check(s) failed"; exit 1; }
-echo "all checks passed"
+finish

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # outbox config check: a good file is described route by route; every
 # mistake is one line naming the file, the line and the problem, exit 2.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 F=$TMP/relay.yaml
 

@@ -2,7 +2,8 @@
 # How the CLI finds drivers: `outbox drivers` runs no init(), duplicates on
 # the path are reported and the first wins, and what is not a regular file
 # is refused or skipped without blocking.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 modules=${OUTBOX_TEST_MODULES:?OUTBOX_TEST_MODULES is not set}
 run drivers

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad input: each refused with exit 2 and one line on stderr naming it.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 new_db errors
 

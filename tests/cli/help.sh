@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --help on every subcommand, --version, and `outbox drivers`.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 for cmd in "" "schema" "schema print" "schema apply" "schema check" stage relay stats \
     replay purge drivers conformance; do

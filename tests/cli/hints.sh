@@ -4,7 +4,8 @@
 # an unknown option gets the command's usage line; `outbox help CMD` and a
 # bare `outbox` show the usage. A command that only reads never creates a
 # database file.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 # literal TEXT: TEXT as a grep -E pattern matching just itself.
 literal() {

@@ -7,7 +7,8 @@
 # sink file and the directory they are in are as they were. Exit 2 is what
 # the CLI gives every usage or input error (tools/outbox/cli.h, outbox(1));
 # 1 means a check found a problem, which none of these is.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 new_db hostile
 db=$DB

@@ -3,7 +3,8 @@
 # stops, one warning when the sink goes down, debug lines per batch only
 # with --verbose, nothing but warnings and errors with --quiet; and never a
 # password from a URI, in a log line or an error.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
 

@@ -7,7 +7,8 @@
 #   readme.sh OUTBOX README BUILD_ROOT [SANITIZE]
 # SANITIZE is the build's b_sanitize: a sanitized liboutbox needs a program
 # built with the same sanitizers, so then the tour's cc adds them.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 README=${2:?usage: $0 OUTBOX README BUILD_ROOT [SANITIZE]}
 BUILD=${3:?usage: $0 OUTBOX README BUILD_ROOT [SANITIZE]}
 SANITIZE=${4:-none}

@@ -4,13 +4,13 @@
 # and its directory exactly as they were (no -wal or -shm file, no change
 # of journal mode). Root ignores file permissions, so as root the commands
 # run as user nobody.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 as_reader=()
 if [ "$(id -u)" -eq 0 ]; then
     if ! command -v setpriv >/dev/null 2>&1 || ! id nobody >/dev/null 2>&1; then
-        echo "running as root without setpriv or user nobody: skipped"
-        exit 77
+        skip "running as root without setpriv or user nobody" "install util-linux's setpriv, or run as a user"
     fi
     group=$(id -gn nobody)
     as_reader=(setpriv --reuid=nobody --regid="$group" --clear-groups)

@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
 # relay end to end into the file and stdout sinks, with one and three
 # workers, graceful stop on SIGTERM, then replay and purge.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 N=10000
-
-# ids_in_file FILE: the CloudEvents id of every line, sorted.
-ids_in_file() {
-    sed -n 's/^{"specversion":"1\.0","id":"\([^"]*\)".*/\1/p' "$1" | sort
-}
 
 # ids_in_db DB ROUTE: every event_id of the route, sorted.
 ids_in_db() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # schema print / apply / check against SQLite.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 if expect 0 schema print --store sqlite; then
     grep -qi 'create table' "$OUT" && grep -q 'ordering_key' "$OUT" && grep -q 'outbox' "$OUT" &&

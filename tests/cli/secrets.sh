@@ -2,7 +2,8 @@
 # No message prints a password: every driver is given a URI with a password
 # and a problem (bad port, unknown parameter, missing file, a host where none
 # belongs), and stderr must hold none of the password's pieces.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 new_db secrets
 db=$DB

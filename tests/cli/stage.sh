@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # stage: --count, payloads, stdin, and that a failure stages nothing.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 new_db stage
 

@@ -2,7 +2,8 @@
 # A relay stopped at any moment of its start-up, before it has opened the
 # store, the sink or its workers: SIGTERM or SIGINT still means exit 0 with
 # no row left in processing.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 new_db stop
 db=$DB

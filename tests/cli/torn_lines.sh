@@ -2,26 +2,8 @@
 # The file sink after a writer died inside write(2): the partial line it
 # left is cut off before anything is appended, so every line of the file is
 # one whole JSON object, and every event marked published is on a whole line.
-. "$(dirname "$0")/lib.sh" "$@"
-
-command -v jq >/dev/null 2>&1 || { echo "jq not found: skipped"; exit 77; }
-
-# every_line_json FILE: each line parses on its own as one JSON object.
-every_line_json() {
-    local file=$1 n bad
-    n=$(wc -l <"$file")
-    bad=$(jq -R -r 'try (fromjson | if type == "object" then "ok" else "bad" end) catch "bad"' "$file" |
-        grep -c bad)
-    if [ "$bad" -ne 0 ]; then
-        fail "$file: $bad lines are not one JSON object"
-        return 1
-    fi
-    if [ -s "$file" ] && [ "$(tail -c 1 "$file" | od -An -tx1 | tr -d ' ')" != 0a ]; then
-        fail "$file does not end in a newline"
-        return 1
-    fi
-    pass "$file: all $n lines are whole JSON objects"
-}
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 
 # --- a partial last line, as a killed writer leaves it ------------------------
 new_db torn
@@ -30,7 +12,7 @@ out=$TMP/torn.jsonl
 printf '{"specversion":"1.0","id":"whole"}\n{"specversion":"1.0","id":"torn-tail","da' >"$out"
 expect 0 stage --store "sqlite://$db" --route r --type t --count 3 --payload '{"n":1}'
 expect 0 relay --store "sqlite://$db" --route r --sink "file://$out" --until-idle --quiet
-every_line_json "$out"
+whole_lines "$out"
 grep -q 'torn-tail' "$out" && fail "the torn line's bytes are still in the file: $(cat "$out")" ||
     pass "the partial line is gone"
 [ "$(head -n 1 "$out")" = '{"specversion":"1.0","id":"whole"}' ] && pass "the whole line before it is kept" ||
@@ -42,7 +24,7 @@ grep -q 'torn-tail' "$out" && fail "the torn line's bytes are still in the file:
 printf '{"specversion":"1.0","id":"torn-only"' >"$TMP/only.jsonl"
 expect 0 stage --store "sqlite://$db" --route only --type t --count 2
 expect 0 relay --store "sqlite://$db" --route only --sink "file://$TMP/only.jsonl" --until-idle --quiet
-every_line_json "$TMP/only.jsonl"
+whole_lines "$TMP/only.jsonl"
 [ "$(wc -l <"$TMP/only.jsonl")" -eq 2 ] && ! grep -q torn-only "$TMP/only.jsonl" &&
     pass "a file holding only a partial line: cut to nothing, then 2 events" ||
     fail "only.jsonl: $(cat "$TMP/only.jsonl")"
@@ -68,7 +50,7 @@ done
 sleep 0.2 # past the lease of the last killed relay's claim
 expect 0 relay --store "sqlite://$dbk" --route r --sink "file://$outk" --until-idle --lease 100ms --quiet
 stats_is "$dbk" 0 0 $N 0
-every_line_json "$outk"
+whole_lines "$outk"
 sqlite3 "$dbk" "SELECT event_id FROM outbox WHERE status = 'published'" | sort >"$TMP/published.ids"
 jq -r '.id' "$outk" 2>/dev/null | sort -u >"$TMP/written.ids"
 missing=$(comm -23 "$TMP/published.ids" "$TMP/written.ids" | wc -l)

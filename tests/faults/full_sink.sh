@@ -5,7 +5,8 @@
 # whose lines are in the file, and, run with --until-idle, give up in
 # bounded time instead of pausing and retrying for ever. Once there is room
 # again, a second run delivers the rest, each event once.
-. "$(dirname "$0")/../cli/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 . "$(dirname "$0")/tmpfs.sh"
 
 N=400

@@ -7,7 +7,8 @@
 # again mid-run, and nothing is marked published that was not written; the
 # database stays intact; and once there is room again everything is
 # published and written.
-. "$(dirname "$0")/../cli/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
 . "$(dirname "$0")/tmpfs.sh"
 
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z'
@@ -53,7 +54,7 @@ check=$(sqlite3 "$db" "PRAGMA integrity_check")
 # last byte, so the relay's first write, its claim, cannot grow the WAL.
 mkfifo "$TMP/holder.in"
 sqlite3 "$db" <"$TMP/holder.in" >/dev/null 2>&1 &
-BACKGROUND+=($!)
+PIDS="$PIDS $!"
 exec 9>"$TMP/holder.in"
 echo "SELECT count(*) FROM outbox;" >&9
 for _ in $(seq 1 100); do

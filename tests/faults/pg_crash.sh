@@ -6,27 +6,31 @@
 # with --long. The same relay process, never restarted, must reconnect and
 # drain everything: nothing lost, each key's events first reach the sink in
 # staging order, nothing left in processing.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../harness/harness.sh"
+use_outbox "$1"
+need_cmd psql postgresql-client
+announce_seed
 
-FAULTS=$(faults 6 20)
+FAULTS=$(long_or 6 20)
 BATCH=10
 LEASE_S=2
-private_pg
+private_server postgres
+URI=$PRIV_URI
 REL=outbox
 OUT=$TMP/out.jsonl
 APP=faults_relay
 STAGED=0
 "$OUTBOX" schema apply --store "$URI" --relation "$REL" --yes-i-know >/dev/null || { fail "schema apply"; finish; }
 
-# stage N: N more events over 200 keys, interleaved, in transactions of
-# 500. The server commits asynchronously (tools/services/postgres.sh), so a
-# crash could take back the last commits; the checkpoint makes the staged
-# events durable before any fault, which is what staging promises an
-# application on a durable server.
+# stage N: N more events (harness.sh's stage_events) in calls of up to
+# 500, each on one of 200 keys. The server commits asynchronously
+# (tools/services/postgres.sh), so a crash could take back the last
+# commits; the checkpoint makes the staged events durable before any fault,
+# which is what staging promises an application on a durable server.
+STAGE_MAX=500
+STAGE_KEYS=200
 stage() {
-    local out
-    out=$("$PG_LOAD" "$URI" "$REL" orders "$1" 200 500) || { fail "pg_load: $out"; finish; }
-    STAGED=$((STAGED + ${out#staged }))
+    stage_events "$URI" orders "$1" --relation "$REL"
     q "CHECKPOINT" >/dev/null || { fail "checkpoint after staging"; finish; }
 }
 
@@ -51,7 +55,7 @@ for f in $(seq 1 "$FAULTS"); do
     random_sleep 200 800
     held="$held $(q "SELECT count(*) FROM $REL WHERE status = 'processing'")"
     if [ $((f % 2)) = 1 ]; then
-        "$PG_SERVICE" restart "$PRIVATE_PG" immediate || { fail "pg_ctl restart -m immediate failed"; break; }
+        "$SERVICES/postgres.sh" restart "$PRIV_DIR" immediate >/dev/null || { fail "pg_ctl restart -m immediate failed"; break; }
         done_faults="$done_faults crash"
     else
         cut=$(q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -72,7 +76,6 @@ else
     fail "the relay died: $(grep -v ' info: ' "$TMP/relay.log" | tail -1)"
 fi
 stop_process "$R" TERM
-forget "$R"
 [ "$RC" = 0 ] && pass "the relay stopped on SIGTERM with status 0" || fail "the relay exited $RC on SIGTERM"
 back=$(grep -c "reconnected to PostgreSQL" "$TMP/relay.log")
 [ "$back" -gt 0 ] && pass "the relay reconnected $back times" ||
@@ -83,9 +86,9 @@ got=$(q "SELECT count(*), count(*) FILTER (WHERE status = 'published'), count(*)
 [ "$got" = "$STAGED|$STAGED|0|0|0" ] &&
     pass "all $STAGED rows published, none processing, pending or dead" ||
     fail "rows total|published|processing|pending|dead = $got, expected $STAGED|$STAGED|0|0|0"
-q "COPY (SELECT event_id, coalesce(ordering_key, '') FROM $REL ORDER BY created_at, id) TO STDOUT" >"$TMP/staged"
+staged_pg "$TMP/staged" "$REL"
 # Duplicates are only counted: a crash takes back the relay's own last
 # asynchronous commits too (marks of batches already published), so more
 # than a batch per fault may come again.
-analyze "$TMP/staged" "$OUT" -
+analyze "$TMP/staged.ids" "$OUT" -
 finish

@@ -35,19 +35,19 @@ PIDS=""
 _SERVERS=()
 _AT_EXIT=()
 
-# at_exit CMD: runs CMD (eval'ed) when the test exits, before $TMP goes;
-# the last registered runs first.
+# at_exit CMD: runs CMD (eval'ed) when the test exits, after the processes
+# in PIDS are killed and before $TMP goes; the last registered runs first.
 at_exit() {
     _AT_EXIT+=("$1")
 }
 
 _harness_exit() {
     local i p s
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
     for ((i = ${#_AT_EXIT[@]} - 1; i >= 0; i--)); do
         eval "${_AT_EXIT[$i]}" >/dev/null 2>&1
     done
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
     for s in "${_SERVERS[@]}"; do
         "$SERVICES/${s%%:*}.sh" stop "${s#*:}" >/dev/null 2>&1
     done
@@ -443,6 +443,18 @@ stage_events() {
     done
 }
 
+# stage_load STORE ROUTE N KEYS [BATCH [RELATION]]: N more events through
+# the library (tests/harness/stage_load.c), in calls of BATCH (500), the
+# keys interleaved event by event (KEYS of them, none when 0); payloads
+# carry serial numbers on from SEQ, like stage_events'.
+stage_load() {
+    local out
+    out=$("${OUTBOX_TEST_STAGE_LOAD:?the path of the stage_load program of the build, which meson test sets}" \
+        "$1" "${6:--}" "$2" "$3" "$4" "${5:-500}" "$SEQ" 2>&1) || { fail "stage_load: $out"; finish; }
+    SEQ=$((SEQ + $3))
+    STAGED=$((STAGED + ${out#staged }))
+}
+
 # staged_sqlite FILE [ROUTE]: what the SQLite outbox $DB holds, in staging
 # order, as FILE (event_id, key, type, payload; tab-separated) and
 # FILE.ids (event_id, key), the forms the readers and analyze take.
@@ -471,15 +483,62 @@ analyze() {
     FAILED=$((FAILED + $?))
 }
 
-# every_line_json FILE: each line of FILE is one whole JSON object, and the
-# file ends in a newline (nothing torn).
-every_line_json() {
+# whole_lines FILE: each line of FILE is one whole JSON object (none torn,
+# none glued to the next), and the file ends in a newline; 1 when not.
+whole_lines() {
     python3 "$HARNESS_DIR/delivery.py" --lines "$1"
-    FAILED=$((FAILED + $?))
+    local rc=$?
+    FAILED=$((FAILED + rc))
+    [ "$rc" = 0 ]
 }
 
 # ids_in_file FILE: the CloudEvents id of every line of a file sink's
 # output, sorted, repeats kept.
 ids_in_file() {
     sed -n 's/^{"specversion":"1\.0","id":"\([^"]*\)".*/\1/p' "$1" | sort
+}
+
+# ------------------------------------------------------------ PostgreSQL
+# pg_outbox NAME: this test's own schema on the shared server (URI, SCH,
+# and REL=$SCH.outbox, made by pg_table), dropped at exit.
+pg_outbox() {
+    need_service postgres
+    need_cmd psql postgresql-client
+    URI=$OUTBOX_PG_URI
+    pg_schema "it_$1"
+    REL=$SCH.outbox
+}
+
+# pg_table [canonical]: $REL made by the driver's own schema apply; with
+# "canonical", left with only the canonical table's indexes, where every
+# claim takes the shape built for them.
+pg_table() {
+    outbox schema apply --store "$URI" --relation "$REL" --yes-i-know >/dev/null ||
+        { fail "schema apply"; finish; }
+    if [ "${1:-}" = canonical ]; then
+        q "SET client_min_messages = warning; DROP INDEX IF EXISTS $SCH.outbox_pending_idx,
+           $SCH.outbox_key_idx, $SCH.outbox_processing_idx, $SCH.outbox_pending_hlc_idx,
+           $SCH.outbox_key_hlc_idx" >/dev/null || { fail "dropping the extra indexes"; finish; }
+        echo "table $REL with only the canonical indexes"
+    fi
+}
+
+# pg_relay ARGS...: a relay in the background on $URI and $REL, logging to
+# $TMP/relay.log; its pid in RELAY_PID (and PIDS).
+pg_relay() {
+    background relay "$OUTBOX" relay --store "$URI" --relation "$REL" "$@"
+    RELAY_PID=$BG_PID
+}
+
+# sql_is SQL VALUE: the query on $URI returns VALUE (for wait_until).
+sql_is() {
+    [ "$(q "$1")" = "$2" ]
+}
+
+# order_breaks: keyed rows of $REL published before an earlier row of their
+# key (staging order), by published_at.
+order_breaks() {
+    q "SELECT count(*) FROM (SELECT published_at < lag(published_at) OVER
+         (PARTITION BY ordering_key ORDER BY created_at, id) AS back FROM $REL
+         WHERE ordering_key IS NOT NULL) x WHERE back"
 }

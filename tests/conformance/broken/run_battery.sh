@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Runs the conformance battery and checks the verdict.
 #
 # usage: run_battery.sh EXPECT DRIVER STORE RUNNER [RUNNER ARGS...]
@@ -23,70 +23,29 @@
 #                        when it does not start: skipped (77), or a failure under CI=true;
 #                        QUERY is added to the URI it prints (the sink's options)
 #   RUNNER  the command: "outbox conformance" or the battery test program
-set -u
+. "$(dirname "$0")/../../harness/harness.sh"
 expect=$1
 driver=$2
 store=$3
 shift 3
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-conformance.XXXXXX") || exit 2
-service=
-cleanup() {
-    [ -n "$service" ] && "$service" stop "$tmp/broker" >/dev/null 2>&1
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-tap=$tmp/battery.tap
-here=$(cd "$(dirname "$0")/../../.." && pwd)
+tap=$TMP/battery.tap
 
 case $store in
-sqlite-temp) uri=sqlite://$tmp/conformance.db ;;
+sqlite-temp) uri=sqlite://$TMP/conformance.db ;;
 env:*)
     var=${store#env:}
-    uri=$(printenv "$var")
-    if [ -z "$uri" ]; then
-        if [ "${CI:-}" = true ]; then
-            echo "FAIL: $var is not set and CI=true: the battery must run on $driver in CI"
-            exit 1
-        fi
-        echo "SKIP: $var is not set (tools/test starts the server and sets it)"
-        exit 77
-    fi
+    uri=$(printenv "$var") || skip "$var is not set" "tools/test starts the server and sets it"
     ;;
 broker:*)
+    # A private broker the battery may stop and start (--broker-stop,
+    # --broker-start), on a port of its own below the ephemeral range.
     name=${store#broker:}
     query=
     case $name in *\?*) query=?${name#*\?}; name=${name%%\?*} ;; esac
-    service=$here/tools/services/$name.sh
-    # A port of its own, away from the shared servers' and other tests', and
-    # below the kernel's ephemeral range (32768 on), so that no client's
-    # outgoing connection sits on it when the battery restarts the broker. A
-    # port found free can still be taken before the server first binds it
-    # (another test's server): then another try elsewhere.
-    upper=$(echo "$name" | tr a-z A-Z)
-    started=
-    for try in 0 1 2; do
-        port=$((24000 + ($$ + try * 337) % 1000 * 2))
-        rm -rf "$tmp/broker"
-        if env "OUTBOX_${upper}_PORT=$port" "$service" start "$tmp/broker" >"$tmp/broker.env" 2>"$tmp/broker.err"; then
-            started=yes
-            break
-        fi
-        "$service" stop "$tmp/broker" >/dev/null 2>&1
-    done
-    if [ -z "$started" ]; then
-        cat "$tmp/broker.err"
-        service=
-        if [ "${CI:-}" = true ]; then
-            echo "FAIL: the $name broker did not start and CI=true"
-            exit 1
-        fi
-        echo "SKIP: the $name broker did not start (see tools/services/$name.sh)"
-        exit 77
-    fi
-    uri=$(sed -n "s/^export OUTBOX_${upper}_URI=//p" "$tmp/broker.env")$query
-    set -- "$@" --broker-stop "'$service' stop '$tmp/broker' >/dev/null" \
-        --broker-start "'$service' start '$tmp/broker' >/dev/null"
+    private_server "$name" broker
+    uri=$PRIV_URI$query
+    set -- "$@" --broker-stop "'$SERVICES/$name.sh' stop '$PRIV_DIR' >/dev/null" \
+        --broker-start "'$SERVICES/$name.sh' start '$PRIV_DIR' >/dev/null"
     ;;
 *)
     echo "run_battery.sh: unknown store $store" >&2
@@ -94,9 +53,9 @@ broker:*)
     ;;
 esac
 
-"$@" --driver "$driver" --uri "$uri" --tap "$tap" >"$tmp/out"
+"$@" --driver "$driver" --uri "$uri" --tap "$tap" >"$TMP/out"
 status=$?
-cat "$tmp/out"
+cat "$TMP/out"
 
 if [ ! -s "$tap" ]; then
     echo "FAIL: no TAP written (exit $status)"
@@ -148,15 +107,15 @@ unchecked:*)
         echo "FAIL: the battery should pass what it can check on $driver"
         exit 1
     fi
-    if ! grep -q "^conformance: NOT CHECKED $aimed: " "$tmp/out"; then
+    if ! grep -q "^conformance: NOT CHECKED $aimed: " "$TMP/out"; then
         echo "FAIL: $driver lacks what $aimed needs to check, and the battery did not say so"
         exit 1
     fi
-    if ! grep -q "^# NOT CHECKED $aimed: " "$tap" || ! grep -q "checks inside the cases that ran could not run" "$tmp/out"; then
+    if ! grep -q "^# NOT CHECKED $aimed: " "$tap" || ! grep -q "checks inside the cases that ran could not run" "$TMP/out"; then
         echo "FAIL: the TAP or the summary does not list what $aimed could not check"
         exit 1
     fi
-    grep "NOT CHECKED" "$tmp/out"
+    grep "NOT CHECKED" "$TMP/out"
     ;;
 *)
     if [ "$status" -ne 1 ]; then

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # A driver template in docs/examples builds the way its Makefile and
 # meson.build say (make and meson, with pkg-config, against the SDK of this
 # build) and loads through the real loader: the battery refuses it only for
@@ -8,7 +8,7 @@
 # battery reads back what it published with it).
 #
 # usage: template.sh store|sink TEMPLATE_DIR BUILD_ROOT BATTERY
-set -u
+. "$(dirname "$0")/../../harness/harness.sh"
 kind=$1
 src=$2
 build_root=$3
@@ -21,36 +21,34 @@ sink) missing='reader' ;;
 esac
 name=$kind-template
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-template.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-cp -r "$src" "$tmp/$name" || exit 2
-cd "$tmp/$name" || exit 2
+cp -r "$src" "$TMP/$name" || exit 2
+cd "$TMP/$name" || exit 2
 PKG_CONFIG_PATH=$build_root/meson-uninstalled
 export PKG_CONFIG_PATH
 
-if ! make -s CFLAGS="-O2 -Wall -Wextra -Werror" >"$tmp/make.log" 2>&1 || [ ! -f "$name.so" ]; then
+if ! make -s CFLAGS="-O2 -Wall -Wextra -Werror" >"$TMP/make.log" 2>&1 || [ ! -f "$name.so" ]; then
     echo "FAIL: make did not build $name.so:"
-    cat "$tmp/make.log"
+    cat "$TMP/make.log"
     exit 1
 fi
 echo "ok: make built $name.so"
 
 if command -v meson >/dev/null 2>&1; then
-    if ! meson setup "$tmp/build" -Dwerror=true >"$tmp/meson.log" 2>&1 ||
-        ! ninja -C "$tmp/build" >>"$tmp/meson.log" 2>&1 || [ ! -f "$tmp/build/$name.so" ]; then
+    if ! meson setup "$TMP/build" -Dwerror=true >"$TMP/meson.log" 2>&1 ||
+        ! ninja -C "$TMP/build" >>"$TMP/meson.log" 2>&1 || [ ! -f "$TMP/build/$name.so" ]; then
         echo "FAIL: meson did not build $name.so:"
-        tail -30 "$tmp/meson.log"
+        tail -30 "$TMP/meson.log"
         exit 1
     fi
     echo "ok: meson built $name.so"
 fi
 
-"$battery" --driver "./$name.so" --uri template:anything >"$tmp/out" 2>"$tmp/err"
+"$battery" --driver "./$name.so" --uri template:anything >"$TMP/out" 2>"$TMP/err"
 status=$?
-if [ "$status" -ne 2 ] || ! grep -q "the template driver has no $missing" "$tmp/err"; then
+if [ "$status" -ne 2 ] || ! grep -q "the template driver has no $missing" "$TMP/err"; then
     echo "FAIL: the battery on the $kind template exited $status, expected 2 for the missing $missing:"
-    cat "$tmp/out" "$tmp/err"
+    cat "$TMP/out" "$TMP/err"
     exit 1
 fi
-echo "ok: the $kind template loads; the battery asks for $(cat "$tmp/err")"
+echo "ok: the $kind template loads; the battery asks for $(cat "$TMP/err")"
 exit 0

@@ -1,8 +1,12 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # The MongoDB store through the CLI: URI errors and secrets, payloads that
 # come back as the JSON value staged (int64 exact, non-object payloads too),
 # and schema check on a server without partial indexes.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+need_service ferretdb
+mongo_db it_cli
+URI=$MONGO_URI
 
 # --- URIs
 out=$("$OUTBOX" stats --store "mongodb://127.0.0.1:1/db?socketTimeoutMs=5&bogusOption=1" 2>&1)
@@ -15,7 +19,7 @@ status=$?
 case $out in *s3cretpw*) fail "the password was printed: $out" ;; *) pass "the password is masked" ;; esac
 
 # --- payloads
-apply_schema
+outbox schema apply --store "$URI" --yes-i-know >/dev/null || { fail "schema apply"; finish; }
 i=0
 for p in '{"big": 9007199254740993, "min": -9223372036854775808, "max": 9223372036854775807, "f": 2.5, "s": "caf\u00e9 \"q\"", "n": null, "l": [1, true, {"x": []}]}' \
     '[1, 2, 9223372036854775807]' '"just a string"' '42' 'true' 'null' '{}'; do
@@ -45,7 +49,7 @@ done
     { cat "$TMP/big.out"; fail "staging 1000 events in one call"; }
 "$OUTBOX" relay --store "$URI" --route big --sink "file://$TMP/big.jsonl" --batch 1000 --until-idle \
     --quiet 2>"$TMP/big.err" || { cat "$TMP/big.err"; fail "relaying 1000 events in one batch"; }
-check "events of one 1000-event batch published" 1000 "$(sink_ids "$TMP/big.jsonl" | sort -u | wc -l | tr -d ' ')"
+check "events of one 1000-event batch published" 1000 "$(ids_in_file "$TMP/big.jsonl" | sort -u | wc -l | tr -d ' ')"
 "$OUTBOX" stats --store "$URI" --route big --json >"$TMP/big.stats" 2>&1
 case $(cat "$TMP/big.stats") in *'"published":1000'*) pass "all 1000 settled as published" ;;
 *) fail "after the 1000-event batch: $(cat "$TMP/big.stats")" ;; esac

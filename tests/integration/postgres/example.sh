@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # docs/examples/pg_stage.c: the business row and its event commit together
 # on the application's own PGconn, and a rollback leaves neither.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+pg_outbox example
+PG_STAGE=$2
 [ -x "$PG_STAGE" ] || { echo "FAIL: pg_stage example not built"; exit 1; }
 
-make_table
+pg_table "${4:-}"
 q "CREATE TABLE $SCH.orders (id bigint PRIMARY KEY, status text NOT NULL);
    INSERT INTO $SCH.orders VALUES (1, 'new'), (2, 'new')" >/dev/null
 # The example names plain "orders" and "outbox": search_path finds them.

@@ -2,14 +2,17 @@
 # A relay killed with SIGKILL in the middle of a batch loses nothing: once
 # another relay has run past the lease, every event is published (some of
 # the killed relay's batch twice, never more than a batch).
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+pg_outbox kill9
 
-make_table
-check "staged" "staged 5000" "$("$PG_LOAD" "$URI" "$REL" orders 5000 20 500)"
+pg_table "${4:-}"
+stage_load "$URI" orders 5000 20 500 "$REL"
+check "staged" 5000 "$STAGED"
 OUT=$TMP/out.jsonl
-relay --route orders --sink "file:$OUT" --batch 50 --lease 2s --poll 20ms
+pg_relay --route orders --sink "file:$OUT" --batch 50 --lease 2s --poll 20ms
 A=$RELAY_PID
-wait_for "SELECT count(*) >= 1000 FROM $REL WHERE status = 'published'" t 60 || fail "relay A made no progress"
+wait_until 60 sql_is "SELECT count(*) >= 1000 FROM $REL WHERE status = 'published'" t || fail "relay A made no progress"
 
 # Freeze A until it holds a claimed batch, then kill it right there.
 held=0
@@ -20,19 +23,17 @@ for _ in $(seq 1 200); do
     kill -CONT "$A"
     sleep 0.01
 done
-kill -9 "$A"
-wait "$A" 2>/dev/null
+kill9 "$A"
 [ "$held" -gt 0 ] && pass "killed relay A holding $held rows" || fail "never caught relay A holding a batch"
 done_before=$(q "SELECT count(*) FROM $REL WHERE status = 'published'")
 echo "relay A killed after $done_before published, $held in processing"
 
 start=$SECONDS
-relay --route orders --sink "file:$OUT" --batch 50 --lease 2s --poll 20ms
+pg_relay --route orders --sink "file:$OUT" --batch 50 --lease 2s --poll 20ms
 B=$RELAY_PID
-wait_for "SELECT count(*) FROM $REL WHERE status <> 'published'" 0 120 || fail "not drained: $(unpublished) left"
-kill -TERM "$B"
-wait "$B" || fail "relay B exited $?"
-PIDS=""
+wait_until 120 sql_is "SELECT count(*) FROM $REL WHERE status <> 'published'" 0 || fail "not drained: $(q "SELECT count(*) FROM $REL WHERE status <> 'published'") left"
+stop_process "$B" TERM
+[ "$RC" = 0 ] || fail "relay B exited $RC"
 echo "relay B finished in $((SECONDS - start))s"
 
 check "published rows" 5000 "$(q "SELECT count(*) FROM $REL WHERE status = 'published'")"

@@ -2,9 +2,11 @@
 # A PostgreSQL store URI with a password (in the user info, as ?password=,
 # or in a key=value string): the relay's log shows the URI with the password
 # masked, and no line of any command, log or error, shows the password.
-. "$(dirname "$0")/lib.sh" "$@"
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+pg_outbox secrets
 
-make_table
+pg_table "${4:-}"
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
 SECRET=s3cretPW
 

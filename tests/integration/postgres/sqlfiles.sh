@@ -3,8 +3,10 @@
 # optional.sql, the migration and autovacuum.sql apply (twice, where they say
 # they are safe to run again) to a fresh schema, the result passes
 # `outbox schema check`, and the autovacuum settings are on the table.
-. "$(dirname "$0")/lib.sh" "$@"
-SQL=${4:?usage: $0 OUTBOX_CLI PG_LOAD PG_STAGE SQL_DIR}
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+pg_outbox sqlfiles
+SQL=${3:?usage: $0 OUTBOX_CLI PG_STAGE SQL_DIR}
 
 # apply FILE: the file with app. replaced by this test's schema.
 apply() {
@@ -32,4 +34,4 @@ for want in autovacuum_vacuum_scale_factor=0 autovacuum_vacuum_threshold=10000 \
     *) fail "reloption $want missing from '$opts'" ;;
     esac
 done
-[ "$FAILED" -eq 0 ]
+finish

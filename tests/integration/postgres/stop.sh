@@ -2,10 +2,11 @@
 # A PostgreSQL relay stopped during its start-up, while its workers are
 # still connecting (tens of milliseconds): SIGTERM or SIGINT means exit 0
 # and no row left in processing, whenever it arrives.
-. "$(dirname "$0")/lib.sh" "$@"
-case $OUTBOX in /*) ;; *) OUTBOX=$PWD/$OUTBOX ;; esac
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+pg_outbox stop
 
-make_table
+pg_table "${4:-}"
 "$OUTBOX" stage --store "$URI" --relation "$REL" --route r --type t --count 3000 >/dev/null ||
     { echo "FAIL: stage"; exit 1; }
 
@@ -20,19 +21,6 @@ loading() {
     done
 }
 
-# stopped PID: until PID has exited (at most 30 s, then it is killed). It
-# polls instead of running a watchdog subshell: one killed before it gets
-# going would run the EXIT trap it inherited and drop this test's schema.
-stopped() {
-    local state=
-    for _ in $(seq 1 600); do
-        read -r _ _ state _ <"/proc/$1/stat" 2>/dev/null || return 0
-        [ "$state" = Z ] && return 0
-        sleep 0.05
-    done
-    kill -KILL "$1" 2>/dev/null
-}
-
 for workers in 1 3; do
     for delay in 0 0.005 0.01 0.02 0.04 0.06 0.1; do
         for sig in TERM INT; do
@@ -41,10 +29,8 @@ for workers in 1 3; do
             pid=$!
             loading "$pid"
             [ "$delay" = 0 ] || sleep "$delay"
-            kill -"$sig" "$pid"
-            stopped "$pid"
-            wait "$pid"
-            rc=$?
+            stop_process "$pid" "$sig"
+            rc=$RC
             what="SIG$sig after ${delay}s, $workers worker(s)"
             check "$what: exit status" 0 "$rc"
             check "$what: rows in processing" 0 "$(q "SELECT count(*) FROM $REL WHERE status = 'processing'")"

@@ -2,34 +2,17 @@
 # outbox relay --metrics-listen against a private redis-server: /readyz turns
 # 503 naming the route when the sink goes down while events are being
 # staged, and 200 again once it is back; /healthz is 200 throughout.
-. "$(dirname "$0")/../../faults/lib.sh" "$1"
-
-REDIS_SERVICE=$SRC_ROOT/tools/services/redis.sh
-PRIVATE_REDIS=""
-eval "orig_$(declare -f cleanup)"
-cleanup() {
-    [ -n "$PRIVATE_REDIS" ] && "$REDIS_SERVICE" stop "$PRIVATE_REDIS" >/dev/null 2>&1
-    orig_cleanup
-}
-
-PRIVATE_REDIS=$TMP/redis
-env=
-for _ in 1 2 3 4 5; do
-    if env=$(OUTBOX_REDIS_PORT=$((27100 + RANDOM % 1800)) "$REDIS_SERVICE" start "$PRIVATE_REDIS" 2>"$TMP/redis-start.err"); then
-        break
-    fi
-    "$REDIS_SERVICE" stop "$PRIVATE_REDIS" >/dev/null 2>&1
-    rm -rf "$PRIVATE_REDIS"
-done
-PRIV_URI=$(sed -n 's/^export OUTBOX_REDIS_URI=//p' <<<"$env")
-[ -n "$PRIV_URI" ] || { fail "no private redis-server would start: $(tail -1 "$TMP/redis-start.err")"; finish; }
+. "$(dirname "$0")/../../harness/harness.sh"
+use_outbox "$1"
+need_cmd curl curl
+private_server redis
 
 new_db ready
 S=sqlite://$DB
 expect 0 stage --store "$S" --route orders --type t --count 20
 started=0
 for _ in 1 2 3 4 5; do
-    PORT=$((30000 + RANDOM % 1000))
+    PORT=$(private_port)
     background relay "$OUTBOX" relay --store "$S" --route orders --sink "$PRIV_URI/metrics_ready?timeout=1s" \
         --poll 20ms --backoff-base 100ms --backoff-cap 200ms --metrics-listen "127.0.0.1:$PORT"
     for _ in $(seq 1 100); do
@@ -59,7 +42,7 @@ health_ok() {
 
 ready_is 200 && pass "readyz 200 with the sink up" || fail "readyz never 200: $(cat "$TMP/ready")"
 health_ok "with the sink up"
-"$REDIS_SERVICE" stop "$PRIVATE_REDIS" >/dev/null || fail "redis.sh stop"
+server redis "$PRIV_DIR" stop
 expect 0 stage --store "$S" --route orders --type t --count 20
 if ready_is 503; then
     grep -q '^route orders: sink unavailable' "$TMP/ready" && pass "readyz 503 names the route: $(cat "$TMP/ready")" ||
@@ -70,12 +53,9 @@ fi
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -q '^outbox_breaker_open{route="orders"} 1$' &&
     pass "breaker gauge 1 with the sink down" || fail "breaker gauge not 1"
 health_ok "with the sink down"
-"$REDIS_SERVICE" start "$PRIVATE_REDIS" >/dev/null || fail "redis.sh start after stop"
+server redis "$PRIV_DIR" start
 ready_is 200 && pass "readyz 200 again after the sink is back" || fail "readyz not 200 after restart: $(cat "$TMP/ready")"
 health_ok "after the restart"
-kill -TERM "$BG_PID"
-wait "$BG_PID"
-rc=$?
-forget "$BG_PID"
-[ $rc = 0 ] && pass "relay exits 0 on SIGTERM" || fail "relay exit $rc"
+stop_process "$BG_PID" TERM
+[ "$RC" = 0 ] && pass "relay exits 0 on SIGTERM" || fail "relay exit $RC"
 finish
