@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Sum meson test logs into one line: N passed, N failed, N skipped.
+"""The end of tools/test: the ten slowest tests, the wall time of each step,
+and, last, one line summing the meson test logs: N passed, N failed,
+N skipped.
 
 A Check executable counts each of its test cases (its "Checks: N,
 Failures: F, Errors: E" line); a script that prints "N passed, N failed"
 counts those; any other test counts once. Extra arguments of the form
-name=ok|fail|skip add steps that are not meson tests (builds, linters)."""
+name=ok|fail|skip[:MILLISECONDS] add steps that are not meson tests
+(builds, service starts, fuzzing) and say how long they took."""
 import json
 import re
 import sys
@@ -14,9 +17,14 @@ PLAIN = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed(?:, (\d+) skipped)?\s
 
 passed = failed = skipped = 0
 failures = []
+durations = []  # (seconds, build:test)
+step_times = []  # (name, result, seconds)
 for arg in sys.argv[1:]:
     if "=" in arg and not arg.endswith(".json"):
         name, result = arg.split("=", 1)
+        result, _, ms = result.partition(":")
+        if ms:
+            step_times.append((name, result, int(ms) / 1000))
         if result == "ok":
             passed += 1
         elif result == "skip":
@@ -35,6 +43,7 @@ for arg in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         name = f"{prefix}:{t['name']}"
+        durations.append((t.get("duration", 0), f"{t['name'].rpartition(' / ')[2]} ({prefix})"))
         out = t.get("stdout", "") or ""
         result = t["result"]
         if result == "SKIP":
@@ -66,6 +75,12 @@ for arg in sys.argv[1:]:
             skipped += inner[2]
         if not ok:
             failures.append(name)
+print("slowest tests:")
+for seconds, name in sorted(durations, reverse=True)[:10]:
+    print(f"  {seconds:7.1f} s  {name}")
+print("steps:")
+for name, result, seconds in step_times:
+    print(f"  {seconds:7.1f} s  {name}{'' if result == 'ok' else '  ' + result.upper()}")
 for f in failures:
     print(f"FAILED: {f}")
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
