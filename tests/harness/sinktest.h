@@ -48,7 +48,8 @@ static inline const char *th_uri_with(const char *base, const char *rest)
 {
     static char uri[1024];
     int join = rest[0] == '?' && strchr(base, '?') != NULL;
-    snprintf(uri, sizeof uri, "%s%s%s", base, join ? "&" : "", join ? rest + 1 : rest);
+    int n = snprintf(uri, sizeof uri, "%s%s%s", base, join ? "&" : "", join ? rest + 1 : rest);
+    ck_assert_msg(n > 0 && (size_t)n < sizeof uri, "a URI of %d bytes: %s...", n, uri);
     return uri;
 }
 
