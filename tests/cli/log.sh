@@ -8,24 +8,6 @@ use_outbox "$1"
 
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
 
-# has FILE PATTERN WHAT: FILE has a line matching PATTERN (grep -E).
-has() {
-    if grep -Eq -- "$2" "$1"; then
-        pass "$3: $(grep -E -m1 -- "$2" "$1")"
-    else
-        fail "$3: no line matches /$2/ in: $(cat "$1")"
-    fi
-}
-
-# lacks FILE PATTERN WHAT: no line of FILE matches PATTERN.
-lacks() {
-    if grep -Eq -- "$2" "$1"; then
-        fail "$3: $(grep -E -m1 -- "$2" "$1")"
-    else
-        pass "$3"
-    fi
-}
-
 new_db log
 db=$DB
 expect 0 stage --store "sqlite://$db" --route orders --type t --count 25

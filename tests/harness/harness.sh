@@ -342,12 +342,34 @@ expect_error() {
     fi
 }
 
-# no_secret_in SECRET FILE WHAT: FILE never shows SECRET.
-no_secret_in() {
-    if grep -qF -- "$1" "$2"; then
-        fail "$3 shows a secret: $(grep -F -- "$1" "$2" | head -2)"
+# has FILE PATTERN WHAT: FILE has a line matching PATTERN (grep -E).
+has() {
+    if grep -Eq -- "$2" "$1"; then
+        pass "$3: $(grep -E -m1 -- "$2" "$1")"
     else
-        pass "$3 shows no secret ($(wc -l <"$2" | tr -d ' ') lines)"
+        fail "$3: no line matches /$2/ in: $(cat "$1")"
+    fi
+}
+
+# lacks FILE PATTERN WHAT: no line of FILE matches PATTERN (grep -E).
+lacks() {
+    _lacks -E "$@"
+}
+
+# no_secret_in SECRET FILE WHAT: FILE never shows SECRET (a fixed string);
+# the failure shows the line with the secret masked.
+no_secret_in() {
+    _lacks -F "$2" "$1" "$3 shows no secret" "$1"
+}
+
+_lacks() {
+    local flags=$1 line
+    if grep -q "$flags" -- "$3" "$2"; then
+        line=$(grep "$flags" -m1 -- "$3" "$2")
+        [ -n "${5:-}" ] && line=${line//"$5"/***}
+        fail "$4: $line"
+    else
+        pass "$4"
     fi
 }
 

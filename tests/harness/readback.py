@@ -21,14 +21,7 @@ import datetime
 import json
 import sys
 
-
-class Report:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, ok, text):
-        print(("ok: " if ok else "FAIL: ") + text)
-        self.failed += 0 if ok else 1
+from delivery import Report
 
 
 class Message:

@@ -27,15 +27,6 @@ kv="postgres:host=$host port=$(q "SELECT current_setting('port')") user=$(q "SEL
 shown_info=$(echo "$with_info" | sed "s#:$SECRET@#:***@#")
 shown_param=$(echo "$with_param" | sed "s#password=$SECRET#password=***#")
 
-# no_secret WHAT FILE
-no_secret() {
-    if grep -q "$SECRET" "$2"; then
-        fail "$1 shows the password: $(grep "$SECRET" "$2" | head -n 3)"
-    else
-        pass "$1: no password in $(wc -l <"$2" | tr -d ' ') lines"
-    fi
-}
-
 i=0
 for store in "$with_info" "$with_param" "$kv"; do
     i=$((i + 1))
@@ -44,14 +35,14 @@ for store in "$with_info" "$with_param" "$kv"; do
     "$OUTBOX" relay --verbose --store "$store" --relation "$REL" --route r$i --sink "file:$TMP/out.jsonl" \
         --until-idle 2>"$TMP/relay$i.err"
     check "relay on URI $i" 0 $?
-    no_secret "relay --verbose on URI $i" "$TMP/relay$i.err"
+    no_secret_in "$SECRET" "$TMP/relay$i.err" "relay --verbose on URI $i"
     "$OUTBOX" stats --store "$store" --relation nope_$SCH 2>"$TMP/err$i.err"
     check "stats of a missing table on URI $i" 2 $?
-    no_secret "the error on URI $i" "$TMP/err$i.err"
+    no_secret_in "$SECRET" "$TMP/err$i.err" "the error on URI $i"
     "$OUTBOX" relay --store "$store" --relation "$REL" --route r$i --sink "file:$TMP/no/such/dir.jsonl" \
         --until-idle 2>"$TMP/sinkerr$i.err"
     check "relay to a sink that cannot open, URI $i" 2 $?
-    no_secret "the sink error on URI $i" "$TMP/sinkerr$i.err"
+    no_secret_in "$SECRET" "$TMP/sinkerr$i.err" "the sink error on URI $i"
 done
 
 # The start line shows each URI as given, its password masked.
