@@ -50,10 +50,13 @@ mongo)
     ;;
 *) echo "kill_relays.sh: unknown store $KIND"; exit 2 ;;
 esac
-STAGE_MAX=1500
-STAGE_KEYS=24
-STAGE_NOKEY=8
 OUT=$TMP/out.jsonl
+# stage N: N more events through the library in calls of 500, over 24 keys
+# interleaved event by event (one process: quick even under a sanitizer,
+# so the backlog is there before the relays catch up with it).
+stage() {
+    stage_load "$STORE" "$ROUTE" "$1" 24 500
+}
 
 # count STATUS: rows of the route in STATUS.
 count() {
@@ -76,7 +79,7 @@ relay() {
 }
 
 # at_work: every relay has started its workers and the route made progress
-# since the last relay (re)started (MARK), so that the next kill's random
+# since the last kill (MARK), so that the next kill's random
 # instant falls in the relays' work, not in their start-up (slow under a
 # sanitizer; a first claim on FerretDB reads the whole collection).
 at_work() {
@@ -88,8 +91,8 @@ at_work() {
     wait_until 60 _progressed || { fail "no relay published in 60 s: $(tail -1 "${LOG[1]}")"; return 1; }
 }
 
-stage_events "$STORE" "$ROUTE" "$BACKLOG"
 MARK=$(count published)
+stage "$BACKLOG"
 for i in $(seq 1 $RELAYS); do relay "$i"; done
 caught=0
 victims=""
@@ -103,8 +106,8 @@ for k in $(seq 1 "$KILLS"); do
     [ $RELAYS = 1 ] && [ "$(count processing)" -gt 0 ] && caught=$((caught + 1))
     # A backlog that outlasts the next pause, staged while the victim is
     # down, so that the next kill lands on busy relays.
-    [ "$(count pending)" -ge "$BACKLOG" ] || stage_events "$STORE" "$ROUTE" "$BACKLOG"
     MARK=$(count published)
+    [ "$(count pending)" -ge "$BACKLOG" ] || stage "$BACKLOG"
     relay "$v"
 done
 echo "$STAGED events staged; relays killed in turn:$victims"

@@ -106,8 +106,6 @@ private_server "$SERVICE"
 DEST=faults
 sink_prepare "$PRIV_URI" "$DEST"
 new_db faults
-# Larger calls, so that a backlog of thousands stages in a second or two.
-STAGE_MAX=1500
 BATCH=50
 STARTS=0
 LOG=/dev/null
@@ -115,12 +113,12 @@ pending() {
     sql "SELECT count(*) FROM outbox WHERE status = 'pending'"
 }
 # relay_at_work: a new relay, busy: a backlog of at least FAULT_BACKLOG
-# events staged while no relay runs (a relay drains events faster than
-# `outbox stage` makes them), the relay started and seen publishing (a new
+# events staged while no relay runs (through the library in one process:
+# a relay drains events about as fast as they are staged), the relay started and seen publishing (a new
 # relay can spend a fixed sleep still starting, under a sanitizer on a busy
 # machine). A fault a random instant later falls on work in hand.
 relay_at_work() {
-    [ "$(pending)" -ge "$FAULT_BACKLOG" ] || stage_events "sqlite:$DB" orders "$FAULT_BACKLOG"
+    [ "$(pending)" -ge "$FAULT_BACKLOG" ] || stage_load "sqlite:$DB" orders "$FAULT_BACKLOG" 12 500
     local before
     before=$(sql "SELECT count(*) FROM outbox WHERE status = 'published'")
     STARTS=$((STARTS + 1))
@@ -144,7 +142,7 @@ random_sleep 0 150
 server "$SERVICE" "$PRIV_DIR" stop
 random_sleep 200 800
 server "$SERVICE" "$PRIV_DIR" start
-stage_events "sqlite:$DB" orders 800
+stage_load "sqlite:$DB" orders 800 12 500
 random_sleep 200 600
 server "$SERVICE" "$PRIV_DIR" kill
 random_sleep 200 800
