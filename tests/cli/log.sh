@@ -55,10 +55,7 @@ if [ -w /dev/full ]; then
     ${OUTBOX_CLI_WRAPPER:-} "$OUTBOX" relay --store "sqlite://$db" --route down --sink file:///dev/full \
         --poll 10ms --backoff-base 1ms --backoff-cap 5ms --verbose >"$TMP/full.out" 2>"$TMP/full.err" &
     pid=$!
-    for _ in $(seq 1 300); do
-        [ "$(grep -c 'debug: relay down: sink still unavailable' "$TMP/full.err")" -ge 3 ] && break
-        sleep 0.1
-    done
+    wait_until 30 lines_match "$TMP/full.err" 'debug: relay down: sink still unavailable' 3
     stop_process "$pid" TERM
     [ "$RC" -eq 0 ] || fail "relay into /dev/full: exit $RC"
     has "$TMP/full.err" "^outbox: $TS warning: relay down: sink unavailable \(.*\): released 5 rows, pausing [0-9]+ ms, then retrying, and for as long as it fails \(a warning every 10 failures\)$" \

@@ -129,10 +129,7 @@ if [ -w /dev/full ]; then
     pid=$!
     # Signal only once the relay has met the outage, which is after its
     # handlers are installed.
-    for _ in $(seq 1 300); do
-        grep -q '^outbox: [0-9T:.-]*Z warning: relay r: sink unavailable' "$TMP/full.err" && break
-        sleep 0.1
-    done
+    wait_until 30 lines_match "$TMP/full.err" '^outbox: [0-9T:.-]*Z warning: relay r: sink unavailable'
     stop_process "$pid" TERM
     rc=$RC
     [ "$rc" -eq 0 ] && pass "relay into /dev/full stops cleanly: $(tail -n 1 "$TMP/full.err")" ||

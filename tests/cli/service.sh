@@ -73,10 +73,7 @@ LOG=$TMP/relay.log
 ${OUTBOX_CLI_WRAPPER:-} "$OUTBOX" relay --store "sqlite://$DB" --route orders --sink null: \
     --log-file "$LOG" --log-format logfmt >"$TMP/hup.out" 2>"$TMP/hup.err" &
 pid=$!
-for _ in $(seq 1 200); do
-    grep -q 'starting 1 worker' "$LOG" 2>/dev/null && break
-    sleep 0.05
-done
+wait_until 10 lines_match "$LOG" 'starting 1 worker'
 grep -q 'level=info route=orders msg="relay orders: starting 1 worker' "$LOG" &&
     pass "the log goes to the file" || fail "log file: $(cat "$LOG" 2>/dev/null) / stderr: $(cat "$TMP/hup.err")"
 mv "$LOG" "$LOG.1"
@@ -121,10 +118,7 @@ expect 0 config check "$F" && grep -q '^route old: .*, purges published rows aft
     pass "config check describes the retention" || fail "config check: $(cat "$OUT" "$ERR")"
 ${OUTBOX_CLI_WRAPPER:-} "$OUTBOX" relay --config "$F" >"$TMP/keep.out" 2>"$TMP/keep.err" &
 pid=$!
-for _ in $(seq 1 300); do
-    grep -q 'purged 40 published rows' "$TMP/keep.err" && break
-    sleep 0.1
-done
+wait_until 30 lines_match "$TMP/keep.err" 'purged 40 published rows'
 stop_process "$pid" TERM
 grep -q 'relay old: purged 40 published rows older than the retention' "$TMP/keep.err" &&
     pass "retention purged the old published rows and said how many" ||
@@ -178,10 +172,7 @@ EOF
         ${OUTBOX_CLI_WRAPPER:-} "$OUTBOX" relay --store "sqlite://$DB" --route orders --sink null: \
         >"$TMP/notify.out" 2>"$TMP/notify.err" &
     pid=$!
-    for _ in $(seq 1 200); do
-        [ "$(grep -c 'WATCHDOG=1' "$TMP/notify.log" 2>/dev/null)" -ge 3 ] && break
-        sleep 0.05
-    done
+    wait_until 10 lines_match "$TMP/notify.log" 'WATCHDOG=1' 3
     stop_process "$pid" TERM
     wait "$listener"
     grep -q '^READY=1|STATUS=relaying 1 route with 1 worker$' "$TMP/notify.log" &&

@@ -67,14 +67,8 @@ out=$TMP/orders.jsonl
 relay_args=(--store "$store" --route orders --sink "file://$out" --until-idle --batch 10 --poll 10ms)
 started=$(date +%s)
 relay_bounded 30 "${relay_args[@]}"
-took=$(($(date +%s) - started))
-if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    fail "relay --until-idle on a full database timed out after 30 s: it never gave up"
-elif [ "$RC" -ne 2 ]; then
-    fail "relay --until-idle on a full database exited $RC, expected 2: $(head -c 2000 "$ERR")"
-else
-    pass "relay --until-idle on a full database exited 2 after ${took}s"
-fi
+echo "the relay gave up after $(($(date +%s) - started))s"
+gave_up database
 cp "$ERR" "$TMP/first.err"
 one_error_line '^outbox: relay: giving up on route orders after [0-9]+ consecutive transient failures under until-idle: claim: .*database or disk is full$'
 warnings=$(grep -cE "^outbox: $TS warning: relay orders: claim: .*database or disk is full: retrying in [0-9]+ ms; until-idle gives up after 8 transient failures in a row$" "$TMP/first.err")
@@ -97,14 +91,7 @@ rm -f "$MNT/filler"
 mount -o remount,size=4m "$MNT" || fail "remount $MNT with 4m"
 exec 9>&-
 relay_bounded 30 "${relay_args[@]}"
-cp "$ERR" "$TMP/partial.err"
-if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    fail "relay --until-idle on a database filling up mid-run timed out after 30 s"
-elif [ "$RC" -ne 2 ]; then
-    fail "relay --until-idle on a database filling up mid-run exited $RC, expected 2: $(head -c 2000 "$ERR")"
-else
-    pass "relay --until-idle on a database filling up mid-run exited 2"
-fi
+gave_up "database filling up mid-run"
 one_error_line '^outbox: relay: giving up on route orders after [0-9]+ consecutive transient failures under until-idle: (claim|settle): .*database or disk is full$'
 sqlite3 "$db" "SELECT event_id FROM outbox WHERE status = 'published'" | sort >"$TMP/published.ids"
 sqlite3 "$db" "SELECT event_id FROM outbox WHERE status = 'processing'" | sort >"$TMP/unsettled.ids"

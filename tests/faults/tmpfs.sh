@@ -38,6 +38,18 @@ relay_bounded() {
     RC=$?
 }
 
+# gave_up WHAT: the relay_bounded run onto a full WHAT gave up in time,
+# with exit status 2.
+gave_up() {
+    if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+        fail "relay --until-idle onto a full $1 timed out: it never gave up"
+    elif [ "$RC" -ne 2 ]; then
+        fail "relay --until-idle onto a full $1 exited $RC, expected 2: $(head -c 2000 "$ERR")"
+    else
+        pass "relay --until-idle onto a full $1 exited 2"
+    fi
+}
+
 # one_error_line PATTERN: stderr ($ERR) holds exactly one line that is the
 # command's error (no timestamp), and it matches PATTERN (grep -E).
 one_error_line() {

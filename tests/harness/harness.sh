@@ -276,6 +276,12 @@ wait_until() {
     done
 }
 
+# lines_match FILE PATTERN [N]: FILE has at least N (1) lines matching
+# PATTERN (grep -E); for wait_until.
+lines_match() {
+    [ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "${3:-1}" ]
+}
+
 # wait_for_lines FILE N: until FILE has at least N lines (30 s at most).
 wait_for_lines() {
     _has_lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
