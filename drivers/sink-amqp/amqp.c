@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "amqp_int.h"
+#include "outbox/version.h"
 
 const outbox_host_t *outbox_amqp_host;
 
@@ -320,7 +321,7 @@ static const outbox_driver_t amqp_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = AMQP_SINK_NAME,
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = amqp_schemes,
     .capabilities = OUTBOX_SINK_CAP_ORDERED,
     .init = amqp_init,

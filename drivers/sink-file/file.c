@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "outbox/kit.h"
+#include "outbox/version.h"
 
 #define FILE_SINK_NAME "file"
 
@@ -364,7 +365,7 @@ static const outbox_driver_t file_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = FILE_SINK_NAME,
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = file_schemes,
     .capabilities = OUTBOX_SINK_CAP_ORDERED,
     .init = file_init,

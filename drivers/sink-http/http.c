@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "http_int.h"
+#include "outbox/version.h"
 
 const outbox_host_t *outbox_http_host;
 
@@ -320,7 +321,7 @@ static const outbox_driver_t http_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = HTTP_SINK_NAME,
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = http_schemes,
     .capabilities = OUTBOX_SINK_CAP_ORDERED,
     .init = http_init,

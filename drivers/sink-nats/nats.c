@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nats_int.h"
+#include "outbox/version.h"
 
 const outbox_host_t *outbox_nats_host;
 
@@ -313,7 +314,7 @@ static const outbox_driver_t nats_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = NATS_SINK_NAME,
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = nats_schemes,
     .capabilities = OUTBOX_SINK_CAP_ORDERED | OUTBOX_SINK_CAP_DEDUPE,
     .init = nats_init,

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "outbox/kit.h"
+#include "outbox/version.h"
 
 static const outbox_host_t *host;
 
@@ -71,7 +72,7 @@ static const outbox_driver_t null_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = "null",
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = null_schemes,
     .capabilities = OUTBOX_SINK_CAP_ORDERED,
     .init = null_init,

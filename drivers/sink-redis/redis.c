@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "redis_int.h"
+#include "outbox/version.h"
 
 const outbox_host_t *outbox_redis_host;
 
@@ -261,7 +262,7 @@ static const outbox_driver_t redis_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = REDIS_SINK_NAME,
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = redis_schemes,
     .capabilities = OUTBOX_SINK_CAP_ORDERED,
     .init = redis_init,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "mongo_ops.h"
+#include "outbox/version.h"
 
 /* What every handle can do, whatever the server: concurrent claimers are
  * kept apart by the guarded update; a document carries traceparent without
@@ -296,7 +297,7 @@ static const outbox_driver_t mongo_descriptor = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_STORE,
     .name = "mongo",
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = mongo_schemes,
     .capabilities = MONGO_BASE_CAPS,
     .init = mongo_init,

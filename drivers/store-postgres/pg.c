@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pg_ops.h"
+#include "outbox/version.h"
 
 #define PG_BASE_CAPS                                                                         \
     (OUTBOX_STORE_CAP_TRANSACTIONS | OUTBOX_STORE_CAP_NATIVE_TX | OUTBOX_STORE_CAP_CONCURRENT | \
@@ -294,7 +295,7 @@ static const outbox_driver_t pg_descriptor = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_STORE,
     .name = "postgres",
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = pg_schemes,
     .capabilities = PG_BASE_CAPS,
     .init = pg_init,

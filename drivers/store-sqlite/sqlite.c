@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sqlite_int.h"
+#include "outbox/version.h"
 
 /* RETURNING (3.35) is what lets claim update and read in one statement. */
 #define SQ_MIN_SQLITE 3035000
@@ -284,7 +285,7 @@ static const outbox_driver_t sq_descriptor = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_STORE,
     .name = "sqlite",
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = sq_schemes,
     .capabilities = SQ_BASE_CAPS,
     .init = sq_init,

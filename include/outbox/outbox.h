@@ -19,12 +19,20 @@
 
 #include "outbox/common.h"
 #include "outbox/driver.h"
+#include "outbox/version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define OUTBOX_VERSION "0.1.0"
+/* ------------------------------------------------------------- version */
+
+/* The version of the library this program runs with, "MAJOR.MINOR.PATCH"
+ * (static storage). OUTBOX_VERSION is the one it was built against. */
+OUTBOX_API const char *outbox_version(void);
+/* The same as one number, 0xMMmmpp (OUTBOX_VERSION_NUMBER's form), for
+ * comparisons: outbox_version_number() >= 0x000200. */
+OUTBOX_API unsigned outbox_version_number(void);
 
 /* ------------------------------------------------------------- drivers */
 

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
             return CLI_EXIT_OK;
         }
         if (strcmp(argv[i], "--version") == 0) {
-            printf("outbox %s (driver ABI %d.%d, systemd notify %s)\n", OUTBOX_VERSION,
+            printf("outbox %s (driver ABI %d.%d, systemd notify %s)\n", outbox_version(),
                    OUTBOX_ABI_MAJOR, OUTBOX_ABI_MINOR, cli_notify_available() ? "yes" : "no");
             return CLI_EXIT_OK;
         }
