@@ -757,6 +757,19 @@ int outbox_loader_for_scheme(const char *scheme, uint32_t kind, const outbox_dri
     return rc;
 }
 
+int outbox_loader_uri_ok(const outbox_driver_t *drv, const outbox_uri_t *uri, outbox_diag_t *d)
+{
+    if (drv->abi_minor >= 2 || uri->host == NULL || strchr(uri->host, ',') == NULL)
+        return OUTBOX_OK;
+    char shown[200];
+    outbox_uri_mask(uri->raw, shown, sizeof shown);
+    return outbox_diag_set(d, OUTBOX_EINVAL,
+                           "%s: the %s driver (ABI %u.%u) takes one host, not the list %s: a "
+                           "list of hosts needs a driver built for ABI 1.2 or later",
+                           shown, drv->name, (unsigned)drv->abi_major, (unsigned)drv->abi_minor,
+                           uri->host);
+}
+
 int outbox_driver_load(const char *name_or_path, const outbox_driver_t **out, outbox_diag_t *d)
 {
     return outbox_loader_load(name_or_path, 0, out, d);

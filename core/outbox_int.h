@@ -70,6 +70,10 @@ int outbox_loader_load(const char *name_or_path, uint32_t kind, const outbox_dri
 /* Pick the driver for a URI scheme and kind. */
 int outbox_loader_for_scheme(const char *scheme, uint32_t kind, const outbox_driver_t **out,
                              outbox_diag_t *d);
+/* What drv was promised of a URI it is handed: a list of hosts in the
+ * authority reaches only drivers of ABI 1.2 and later; an older one was
+ * promised a single host and gets the refusal it had then. */
+int outbox_loader_uri_ok(const outbox_driver_t *drv, const outbox_uri_t *uri, outbox_diag_t *d);
 
 /* store.c: for the relay. */
 const char *outbox_store_relation(const outbox_store_t *s);

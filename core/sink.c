@@ -27,6 +27,8 @@ int outbox_sink_open(const char *uri, const char *driver, outbox_sink_t **out, o
     if (rc == OUTBOX_OK)
         rc = driver ? outbox_loader_load(driver, OUTBOX_DRIVER_SINK, &k->drv, d)
                     : outbox_loader_for_scheme(k->uri.uri.scheme, OUTBOX_DRIVER_SINK, &k->drv, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_loader_uri_ok(k->drv, &k->uri.uri, d);
     if (rc == OUTBOX_OK) {
         outbox_sink_open_t params = {.struct_size = sizeof params, .uri = &k->uri.uri};
         outbox_diag_t dd = {0};

@@ -121,6 +121,8 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
         rc = outbox_loader_load(o.driver, OUTBOX_DRIVER_STORE, &s->drv, d);
     else
         rc = outbox_loader_for_scheme(s->uri.uri.scheme, OUTBOX_DRIVER_STORE, &s->drv, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_loader_uri_ok(s->drv, &s->uri.uri, d);
     if (rc != OUTBOX_OK)
         goto failed;
     s->vt = s->drv->store;

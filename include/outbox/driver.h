@@ -109,7 +109,9 @@ typedef struct outbox_uri {
     const char *user;
     const char *password;
     const char *host;     /* an authority listing several hosts ("k1:9092,k2:9092", each
-                             checked) gives the list as written here, and port 0 */
+                             checked) gives the list as written here, and port 0; the host
+                             hands such a URI only to drivers of ABI 1.2 and later (an older
+                             one was promised a single host, and the host refuses it) */
     int port;
     const char *path;     /* percent-decoded; "/abs" for scheme:///abs, "rel" for scheme:rel */
     const outbox_uri_param_t *params;

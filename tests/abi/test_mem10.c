@@ -85,6 +85,21 @@ START_TEST(uri_forms_share_one_store)
 }
 END_TEST
 
+/* A driver built for ABI 1.0 was promised a single host: a URI listing
+ * several (which reach drivers of 1.2 and later) is refused by the host
+ * before the driver sees it, with no password shown. */
+START_TEST(host_list_refused_for_abi_1_0)
+{
+    outbox_diag_t d;
+    ck_assert(open_store("mem10://u:secret@h1:1,h2:2/x", NULL, OUTBOX_OPEN_SCHEMA_ONLY, &d) == NULL);
+    ck_assert_msg(d.code == OUTBOX_EINVAL, "%s: %s", outbox_strerror(d.code), d.message);
+    ck_assert_msg(strstr(d.message, "takes one host") != NULL &&
+                      strstr(d.message, "ABI 1.0") != NULL,
+                  "the refusal does not say why: %s", d.message);
+    ck_assert_msg(strstr(d.message, "secret") == NULL, "the password is in \"%s\"", d.message);
+}
+END_TEST
+
 START_TEST(relay_drains_into_the_file_sink)
 {
     outbox_store_t *s = fresh("mem10:relay", 0);
@@ -258,6 +273,7 @@ int main(int argc, char **argv)
     Suite *suite = suite_create("mem10");
     TCase *tc = tcase_create("mem10");
     tcase_add_test(tc, uri_forms_share_one_store);
+    tcase_add_test(tc, host_list_refused_for_abi_1_0);
     tcase_add_test(tc, relay_drains_into_the_file_sink);
     tcase_add_test(tc, purge_deletes_old_published_rows);
     tcase_add_test(tc, replay_all_and_traceparent);
