@@ -283,9 +283,14 @@ static int lt_init_locked(outbox_diag_t *d)
     return OUTBOX_OK;
 }
 
-/* libltdl reports most failures as "file not found", having tried other
- * names after the real one; the dynamic loader itself says what is wrong
- * (not an ELF file, an undefined symbol, a missing library). */
+/* libltdl reports most failures as "file not found": lt_dlerror() keeps
+ * the error of its last attempt, and after the real file fails it goes on
+ * to other names and loaders. The dynamic loader itself says what is wrong
+ * (not an ELF file, an undefined symbol, a missing library), so a failed
+ * file is opened once more with dlopen, on this failure path only, to ask
+ * it. Going through libltdl for that would need a loader of our own put
+ * in front of its dlopen loader: the same dlopen call with more code, and
+ * libltdl would still try its own loader after ours. */
 static void load_error(const char *real, char *buf, size_t len)
 {
     const char *why = lt_dlerror();
