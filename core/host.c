@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "outbox/kit.h"
 #include "outbox_int.h"
 
 int64_t outbox_now_us(void)
@@ -69,6 +70,15 @@ static void host_log(int level, const char *driver, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The redactor the host lends: the kit's rule, in the host's memory. */
+static outbox_redactor_t *host_redactor_new(const outbox_uri_t *uri)
+{
+    return outbox_kit_redactor_new_builtin(malloc, free, uri);
+}
+
+/* The policies (ABI 1.4) are the kit's builtins, compiled here: a driver
+ * built against older headers, whose own copies may hold an older rule,
+ * gets this library's through the table. */
 static const outbox_host_t host_table = {
     .struct_size = sizeof(outbox_host_t),
     .alloc = malloc,
@@ -79,6 +89,14 @@ static const outbox_host_t host_table = {
     .now_us = outbox_now_us,
     .monotonic_us = outbox_monotonic_us,
     .verror = host_verror,
+    .opt_duration = outbox_kit_opt_duration_builtin,
+    .opt_int = outbox_kit_opt_int_builtin,
+    .opt_bool = outbox_kit_opt_bool_builtin,
+    .opt_secret = outbox_kit_opt_secret_builtin,
+    .uri_show = outbox_uri_show,
+    .redactor_new = host_redactor_new,
+    .redact = outbox_kit_redact_builtin,
+    .redactor_free = outbox_kit_redactor_free_builtin,
 };
 
 const outbox_host_t *outbox_host_table(void)

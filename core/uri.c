@@ -624,18 +624,6 @@ void outbox_uri_free(outbox_uri_owned_t *u)
 
 /* ----------------------------------------------------------- durations */
 
-static const struct {
-    const char *name;
-    int64_t us;
-} duration_units[] = {
-    {"us", 1},
-    {"ms", 1000},
-    {"s", 1000000},
-    {"m", INT64_C(60) * 1000000},
-    {"h", INT64_C(3600) * 1000000},
-    {"d", INT64_C(86400) * 1000000},
-};
-
 int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d)
 {
     if (!text || !*text)
@@ -643,49 +631,36 @@ int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d)
                                "empty duration: expected a number and a unit, e.g. 500ms or 30s");
     char shown[EXCERPT_BUF];
     excerpt(shown, text, false);
-
-    const char *p = text;
-    if (*p == '-')
+    /* The grammar is the one of every driver's URI options, in the kit. */
+    int64_t v = 0;
+    switch (outbox_kit_parse_duration(text, &v)) {
+    case OUTBOX_KIT_PARSE_OK:
+        if (us)
+            *us = v;
+        return OUTBOX_OK;
+    case OUTBOX_KIT_PARSE_NEGATIVE:
         return outbox_diag_set(d, OUTBOX_EINVAL, "negative duration \"%s\": must be 0 or more",
                                shown);
-    if (!is_digit(*p))
-        return outbox_diag_set(d, OUTBOX_EINVAL,
-                               "invalid duration \"%s\": expected a whole number followed by "
-                               "us, ms, s, m, h or d, e.g. 500ms",
-                               shown);
-    int64_t n = 0;
-    bool overflow = false;
-    for (; is_digit(*p); p++) {
-        int digit = *p - '0';
-        if (n > (INT64_MAX - digit) / 10)
-            overflow = true;
-        else
-            n = n * 10 + digit;
-    }
-    if (*p == '\0')
+    case OUTBOX_KIT_PARSE_NO_UNIT:
         return outbox_diag_set(d, OUTBOX_EINVAL,
                                "duration \"%s\" needs a unit: us, ms, s, m, h or d", shown);
-
-    int64_t factor = 0;
-    for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++)
-        if (strcmp(p, duration_units[i].name) == 0)
-            factor = duration_units[i].us;
-    if (factor == 0) {
-        if (is_alpha(*p))
+    case OUTBOX_KIT_PARSE_RANGE:
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "duration \"%s\" is too large: at most 36500d (100 years)", shown);
+    case OUTBOX_KIT_PARSE_UNIT: {
+        const char *unit = text + strspn(text, "0123456789");
+        if (is_alpha(*unit))
             return outbox_diag_set(d, OUTBOX_EINVAL,
                                    "unknown unit in duration \"%s\": expected us, ms, s, m, h or d",
                                    shown);
+    }
+        /* fall through */
+    default:
         return outbox_diag_set(d, OUTBOX_EINVAL,
                                "invalid duration \"%s\": expected a whole number followed by "
                                "us, ms, s, m, h or d, e.g. 500ms",
                                shown);
     }
-    if (overflow || n > OUTBOX_DURATION_MAX_US / factor)
-        return outbox_diag_set(d, OUTBOX_EINVAL,
-                               "duration \"%s\" is too large: at most 36500d (100 years)", shown);
-    if (us)
-        *us = n * factor;
-    return OUTBOX_OK;
 }
 
 /* ------------------------------------------------------- relation names */

@@ -47,6 +47,15 @@ enum outbox_status {
 #define OUTBOX_STRUCT_HAS(T, p, member)                                                    \
     ((size_t)(p)->struct_size >= offsetof(T, member) + sizeof(((const T *)0)->member))
 
+/* The longest duration the library and its drivers take, parsed or in a
+ * config: 36500 days (100 years of 365 days), in microseconds. A duration
+ * is added to a clock reading (a poll or a retry delay to now, a lease
+ * subtracted from it), sometimes with a second one on top; bounded like
+ * this the sum stays below INT64_MAX by a factor of more than a thousand, a
+ * timestamp of any store holds it, and no lease, poll, backoff, timeout or
+ * purge age anyone means is longer. */
+#define OUTBOX_DURATION_MAX_US (INT64_C(36500) * 86400 * 1000000)
+
 /* Textual name of a status code; never NULL, static storage. */
 OUTBOX_API const char *outbox_strerror(int code);
 

@@ -59,40 +59,9 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 3
+#define OUTBOX_ABI_MINOR 4
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
-
-/* ---------------------------------------------------------------- host */
-
-enum outbox_log_level {
-    OUTBOX_LOG_ERROR = 0,
-    OUTBOX_LOG_WARN = 1,
-    OUTBOX_LOG_INFO = 2,
-    OUTBOX_LOG_DEBUG = 3,
-};
-
-/* Services the host lends to drivers; valid for the life of the process
- * and safe to call from any thread. The log callback the application
- * installed runs inside log(): keep driver locks out of it. */
-typedef struct outbox_host {
-    uint32_t struct_size;
-    /* ABI 1.0 */
-    void *(*alloc)(size_t size);
-    void *(*realloc)(void *ptr, size_t size);
-    void (*free)(void *ptr);
-    /* Sets d->code and d->message, returns code (so `return host->error(...)`). */
-    int (*error)(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
-    void (*log)(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
-    /* Wall clock, microseconds since the epoch. */
-    int64_t (*now_us)(void);
-    /* ABI 1.1 */
-    /* A clock that never goes back, in microseconds from an arbitrary
-     * start: for timeouts and durations (a wall clock jumps). */
-    int64_t (*monotonic_us)(void);
-    /* error() for a driver's own variadic wrappers. */
-    int (*verror)(outbox_diag_t *d, int code, const char *fmt, va_list ap) OUTBOX_PRINTF(3, 0);
-} outbox_host_t;
 
 /* ----------------------------------------------------------------- URIs */
 
@@ -117,6 +86,75 @@ typedef struct outbox_uri {
     const outbox_uri_param_t *params;
     size_t n_params;
 } outbox_uri_t;
+
+/* ---------------------------------------------------------------- host */
+
+enum outbox_log_level {
+    OUTBOX_LOG_ERROR = 0,
+    OUTBOX_LOG_WARN = 1,
+    OUTBOX_LOG_INFO = 2,
+    OUTBOX_LOG_DEBUG = 3,
+};
+
+/* A driver's copy of the secrets of one URI, kept for the life of a
+ * handle (ABI 1.4; outbox/kit.h's outbox_kit_redactor_*). Opaque. */
+typedef struct outbox_redactor outbox_redactor_t;
+
+/* Services the host lends to drivers; valid for the life of the process
+ * and safe to call from any thread. The log callback the application
+ * installed runs inside log(): keep driver locks out of it. */
+typedef struct outbox_host {
+    uint32_t struct_size;
+    /* ABI 1.0 */
+    void *(*alloc)(size_t size);
+    void *(*realloc)(void *ptr, size_t size);
+    void (*free)(void *ptr);
+    /* Sets d->code and d->message, returns code (so `return host->error(...)`). */
+    int (*error)(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+    void (*log)(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+    /* Wall clock, microseconds since the epoch. */
+    int64_t (*now_us)(void);
+    /* ABI 1.1 */
+    /* A clock that never goes back, in microseconds from an arbitrary
+     * start: for timeouts and durations (a wall clock jumps). */
+    int64_t (*monotonic_us)(void);
+    /* error() for a driver's own variadic wrappers. */
+    int (*verror)(outbox_diag_t *d, int code, const char *fmt, va_list ap) OUTBOX_PRINTF(3, 0);
+    /* ABI 1.4: the policies every driver must share, kept in the host so
+     * that a fix to one reaches drivers already built. Call them through
+     * outbox/kit.h (outbox_kit_opt_*, outbox_kit_uri_show,
+     * outbox_kit_redactor_*), which applies the same rules built in when
+     * the host predates them.
+     *
+     * The options of a URI, in the one grammar every driver's URI has
+     * (kit.h states it). Each reads parameter key of uri: absent, it
+     * returns OUTBOX_OK and leaves *out as it was (set the default
+     * first); bad, OUTBOX_EINVAL with one line in d that names label (the
+     * driver, e.g. "NATS sink"), the URI with its secrets masked, the
+     * option and what it takes. opt_secret gives key's value, or the value
+     * of the environment variable key_env names; it points into uri or the
+     * environment, so copy it. */
+    int (*opt_duration)(const outbox_uri_t *uri, const char *label, const char *key,
+                        int64_t min_us, int64_t max_us, int64_t *out, outbox_diag_t *d);
+    int (*opt_int)(const outbox_uri_t *uri, const char *label, const char *key, int64_t min,
+                   int64_t max, int64_t *out, outbox_diag_t *d);
+    int (*opt_bool)(const outbox_uri_t *uri, const char *label, const char *key, int *out,
+                    outbox_diag_t *d);
+    int (*opt_secret)(const outbox_uri_t *uri, const char *label, const char *key,
+                      const char **out, outbox_diag_t *d);
+    /* uri for a message: one line, the password and secret parameters'
+     * values "***" (size > 0). */
+    void (*uri_show)(const outbox_uri_t *uri, char *out, size_t size);
+    /* A redactor keeps copies of uri's secrets (the password as decoded
+     * and as typed, secret parameters' values, and the values of the
+     * environment variables their *_env parameters name), since uri is
+     * borrowed only during open; NULL when out of memory. redact copies
+     * in to out (size > 0) as one line with each of them "***", for text
+     * the driver did not write itself (a client library's error). */
+    outbox_redactor_t *(*redactor_new)(const outbox_uri_t *uri);
+    void (*redact)(const outbox_redactor_t *r, const char *in, char *out, size_t size);
+    void (*redactor_free)(outbox_redactor_t *r);
+} outbox_host_t;
 
 /* ------------------------------------------------------------- the row */
 

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "outbox/driver.h"
@@ -601,16 +602,11 @@ static inline size_t outbox_uri_secret_at_(const outbox_uri_t *uri, const char *
     return 0;
 }
 
-/* Copies in to out (size > 0) as one line with every secret of uri in it
- * (the password, decoded and as typed, and secret parameters' values)
- * replaced by "***": for text a driver did not write itself, such as a
- * client library's error, which may quote the connection string. A secret
- * shorter than 4 bytes is replaced where it stands as a whole word. */
-static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, char *out,
-                                     size_t size)
+/* in to out (size > 0) with uri's secrets and the password as typed,
+ * rawpw[0..rawlen), replaced: outbox_uri_redact and the redactor share it. */
+static inline void outbox_kit_redact_(const outbox_uri_t *uri, const char *rawpw, size_t rawlen,
+                                      const char *in, char *out, size_t size)
 {
-    const char *rawpw = NULL;
-    size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
     const char *src = in != NULL ? in : "";
     char text[2048];
     size_t w = 0;
@@ -626,6 +622,425 @@ static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, ch
         }
     }
     outbox_text_line(text, out, size);
+}
+
+/* Copies in to out (size > 0) as one line with every secret of uri in it
+ * (the password, decoded and as typed, and secret parameters' values)
+ * replaced by "***": for text a driver did not write itself, such as a
+ * client library's error, which may quote the connection string. A secret
+ * shorter than 4 bytes is replaced where it stands as a whole word. */
+static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, char *out,
+                                     size_t size)
+{
+    const char *rawpw = NULL;
+    size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
+    outbox_kit_redact_(uri, rawpw, rawlen, in, out, size);
+}
+
+/* -------------------------------------------- URI options (ABI 1.4) */
+
+/* The one grammar of every driver's URI options, the same in every URI:
+ *  - a duration: a whole number and one of the units us, ms, s, m, h, d
+ *    ("500ms", "30s", "2m", "1h"), at most OUTBOX_DURATION_MAX_US;
+ *  - a whole number: decimal digits, optionally followed by KiB, MiB or
+ *    GiB ("1048576", "512KiB", "1MiB");
+ *  - a boolean: 1, true, yes or on; 0, false, no or off;
+ *  - a secret: NAME=value, or NAME_env=VARIABLE, the name of an
+ *    environment variable that holds it (not both).
+ * A driver reads each option with outbox_kit_opt_*, which go through the
+ * host (ABI 1.4) so that the grammar stays one for every driver built,
+ * and use the same rules built in when the host is older. */
+
+/* What outbox_kit_parse_* found wrong (0: nothing). */
+enum outbox_kit_parse_status {
+    OUTBOX_KIT_PARSE_OK = 0,
+    OUTBOX_KIT_PARSE_SYNTAX = -1,   /* not a number where one belongs */
+    OUTBOX_KIT_PARSE_NO_UNIT = -2,  /* a duration without its unit */
+    OUTBOX_KIT_PARSE_UNIT = -3,     /* an unknown unit or suffix */
+    OUTBOX_KIT_PARSE_RANGE = -4,    /* too large for the type */
+    OUTBOX_KIT_PARSE_NEGATIVE = -5, /* a minus sign */
+};
+
+/* Whole decimal digits at *p (advanced past them) into *v; 1 when they
+ * overflowed int64_t (*v then meaningless). */
+static inline int outbox_kit_digits_(const char **p, int64_t *v)
+{
+    int over = 0;
+    *v = 0;
+    for (; **p >= '0' && **p <= '9'; (*p)++) {
+        int digit = **p - '0';
+        if (*v > (INT64_MAX - digit) / 10)
+            over = 1;
+        else
+            *v = *v * 10 + digit;
+    }
+    return over;
+}
+
+/* A duration in the options' grammar -> microseconds (OUTBOX_KIT_PARSE_*). */
+static inline int outbox_kit_parse_duration(const char *text, int64_t *us)
+{
+    static const struct {
+        const char *name;
+        int64_t us;
+    } units[] = {{"us", 1},
+                 {"ms", 1000},
+                 {"s", 1000000},
+                 {"m", INT64_C(60) * 1000000},
+                 {"h", INT64_C(3600) * 1000000},
+                 {"d", INT64_C(86400) * 1000000}};
+    const char *p = text != NULL ? text : "";
+    if (*p == '-')
+        return OUTBOX_KIT_PARSE_NEGATIVE;
+    if (*p < '0' || *p > '9')
+        return OUTBOX_KIT_PARSE_SYNTAX;
+    int64_t n;
+    int over = outbox_kit_digits_(&p, &n);
+    if (*p == '\0')
+        return OUTBOX_KIT_PARSE_NO_UNIT;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(p, units[i].name) == 0) {
+            if (over || n > OUTBOX_DURATION_MAX_US / units[i].us)
+                return OUTBOX_KIT_PARSE_RANGE;
+            *us = n * units[i].us;
+            return OUTBOX_KIT_PARSE_OK;
+        }
+    return OUTBOX_KIT_PARSE_UNIT;
+}
+
+/* A whole number in the options' grammar (OUTBOX_KIT_PARSE_*). */
+static inline int outbox_kit_parse_int(const char *text, int64_t *v)
+{
+    static const struct {
+        const char *name;
+        int shift;
+    } suffixes[] = {{"", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}};
+    const char *p = text != NULL ? text : "";
+    if (*p == '-')
+        return OUTBOX_KIT_PARSE_NEGATIVE;
+    if (*p < '0' || *p > '9')
+        return OUTBOX_KIT_PARSE_SYNTAX;
+    int64_t n;
+    int over = outbox_kit_digits_(&p, &n);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
+        if (strcmp(p, suffixes[i].name) == 0) {
+            if (over || n > (INT64_MAX >> suffixes[i].shift))
+                return OUTBOX_KIT_PARSE_RANGE;
+            *v = n << suffixes[i].shift;
+            return OUTBOX_KIT_PARSE_OK;
+        }
+    return OUTBOX_KIT_PARSE_UNIT;
+}
+
+/* A boolean in the options' grammar (OUTBOX_KIT_PARSE_*). */
+static inline int outbox_kit_parse_bool(const char *text, int *b)
+{
+    static const char *const words[] = {"0", "false", "no", "off", "1", "true", "yes", "on"};
+    for (size_t i = 0; text != NULL && i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(text, words[i]) == 0) {
+            *b = i >= 4;
+            return OUTBOX_KIT_PARSE_OK;
+        }
+    return OUTBOX_KIT_PARSE_SYNTAX;
+}
+
+/* us for a message, in the largest unit that shows it whole: "24h",
+ * "1500ms". */
+static inline void outbox_kit_show_duration(int64_t us, char *out, size_t size)
+{
+    static const struct {
+        const char *name;
+        int64_t us;
+    } units[] = {{"d", INT64_C(86400) * 1000000},
+                 {"h", INT64_C(3600) * 1000000},
+                 {"m", INT64_C(60) * 1000000},
+                 {"s", 1000000},
+                 {"ms", 1000}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (us != 0 && us % units[i].us == 0) {
+            snprintf(out, size, "%lld%s", (long long)(us / units[i].us), units[i].name);
+            return;
+        }
+    snprintf(out, size, "%lldus", (long long)us);
+}
+
+/* Fails an option: OUTBOX_EINVAL, and in d one line "LABEL URI: what". */
+static inline int outbox_kit_opt_fail_(outbox_diag_t *d, const outbox_uri_t *uri,
+                                       const char *label, const char *fmt, ...) OUTBOX_PRINTF(4, 5);
+static inline int outbox_kit_opt_fail_(outbox_diag_t *d, const outbox_uri_t *uri,
+                                       const char *label, const char *fmt, ...)
+{
+    char shown[256], what[OUTBOX_MESSAGE_MAX], text[OUTBOX_MESSAGE_MAX + 300];
+    outbox_uri_show(uri, shown, sizeof shown);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(text, sizeof text, "%s %s: %s", label != NULL ? label : "driver", shown, what);
+    d->code = OUTBOX_EINVAL;
+    outbox_text_line(text, d->message, sizeof d->message);
+    return OUTBOX_EINVAL;
+}
+
+/* The host's opt_duration (and the fallback for a host without one). */
+static inline int outbox_kit_opt_duration_builtin(const outbox_uri_t *uri, const char *label,
+                                                  const char *key, int64_t min_us,
+                                                  int64_t max_us, int64_t *out, outbox_diag_t *d)
+{
+    const char *v = outbox_uri_get(uri, key);
+    int64_t us = 0;
+    if (v == NULL)
+        return OUTBOX_OK;
+    if (outbox_kit_parse_duration(v, &us) != OUTBOX_KIT_PARSE_OK || us < min_us || us > max_us) {
+        char lo[32], hi[32];
+        outbox_kit_show_duration(min_us, lo, sizeof lo);
+        outbox_kit_show_duration(max_us, hi, sizeof hi);
+        return outbox_kit_opt_fail_(d, uri, label,
+                                    "%s=%.80s is not a duration from %s to %s (a whole number "
+                                    "and us, ms, s, m, h or d, e.g. 500ms, 30s, 2m)",
+                                    key, v, lo, hi);
+    }
+    *out = us;
+    return OUTBOX_OK;
+}
+
+static inline int outbox_kit_opt_int_builtin(const outbox_uri_t *uri, const char *label,
+                                             const char *key, int64_t min, int64_t max,
+                                             int64_t *out, outbox_diag_t *d)
+{
+    const char *v = outbox_uri_get(uri, key);
+    int64_t n = 0;
+    if (v == NULL)
+        return OUTBOX_OK;
+    if (outbox_kit_parse_int(v, &n) != OUTBOX_KIT_PARSE_OK || n < min || n > max)
+        return outbox_kit_opt_fail_(d, uri, label,
+                                    "%s=%.80s is not a whole number from %lld to %lld (digits, "
+                                    "optionally followed by KiB, MiB or GiB)",
+                                    key, v, (long long)min, (long long)max);
+    *out = n;
+    return OUTBOX_OK;
+}
+
+static inline int outbox_kit_opt_bool_builtin(const outbox_uri_t *uri, const char *label,
+                                              const char *key, int *out, outbox_diag_t *d)
+{
+    const char *v = outbox_uri_get(uri, key);
+    int b = 0;
+    if (v == NULL)
+        return OUTBOX_OK;
+    if (outbox_kit_parse_bool(v, &b) != OUTBOX_KIT_PARSE_OK)
+        return outbox_kit_opt_fail_(d, uri, label,
+                                    "%s=%.80s is not a boolean (1, true, yes, on, or 0, false, "
+                                    "no, off)",
+                                    key, v);
+    *out = b;
+    return OUTBOX_OK;
+}
+
+static inline int outbox_kit_opt_secret_builtin(const outbox_uri_t *uri, const char *label,
+                                                const char *key, const char **out,
+                                                outbox_diag_t *d)
+{
+    char env_key[128];
+    snprintf(env_key, sizeof env_key, "%s_env", key);
+    const char *v = outbox_uri_get(uri, key), *var = outbox_uri_get(uri, env_key);
+    if (v != NULL && var != NULL)
+        return outbox_kit_opt_fail_(d, uri, label, "give %s or %s, not both", key, env_key);
+    if (var != NULL) {
+        const char *e = getenv(var);
+        if (e == NULL || e[0] == '\0')
+            return outbox_kit_opt_fail_(d, uri, label,
+                                        "%s names environment variable %.80s, which is not set "
+                                        "or empty",
+                                        env_key, var);
+        *out = e;
+    } else if (v != NULL) {
+        *out = v;
+    }
+    return OUTBOX_OK;
+}
+
+/* The host's entry when it has one (ABI 1.4), else the builtin: the one
+ * way a driver reads each kind of option. */
+#define OUTBOX_KIT_HOST_HAS_(host, member)                                                     \
+    ((host) != NULL && OUTBOX_STRUCT_HAS(outbox_host_t, host, member) && (host)->member != NULL)
+
+/* Option key of uri as a duration in [min_us, max_us], into *out
+ * (microseconds). Absent: OUTBOX_OK, *out unchanged. label names the
+ * driver in the message ("NATS sink"). */
+static inline int outbox_kit_opt_duration(const outbox_host_t *host, const outbox_uri_t *uri,
+                                          const char *label, const char *key, int64_t min_us,
+                                          int64_t max_us, int64_t *out, outbox_diag_t *d)
+{
+    if (OUTBOX_KIT_HOST_HAS_(host, opt_duration))
+        return host->opt_duration(uri, label, key, min_us, max_us, out, d);
+    return outbox_kit_opt_duration_builtin(uri, label, key, min_us, max_us, out, d);
+}
+
+/* Option key of uri as a whole number in [min, max]. */
+static inline int outbox_kit_opt_int(const outbox_host_t *host, const outbox_uri_t *uri,
+                                     const char *label, const char *key, int64_t min, int64_t max,
+                                     int64_t *out, outbox_diag_t *d)
+{
+    if (OUTBOX_KIT_HOST_HAS_(host, opt_int))
+        return host->opt_int(uri, label, key, min, max, out, d);
+    return outbox_kit_opt_int_builtin(uri, label, key, min, max, out, d);
+}
+
+/* Option key of uri as a boolean, 1 or 0. */
+static inline int outbox_kit_opt_bool(const outbox_host_t *host, const outbox_uri_t *uri,
+                                      const char *label, const char *key, int *out,
+                                      outbox_diag_t *d)
+{
+    if (OUTBOX_KIT_HOST_HAS_(host, opt_bool))
+        return host->opt_bool(uri, label, key, out, d);
+    return outbox_kit_opt_bool_builtin(uri, label, key, out, d);
+}
+
+/* Secret option key of uri: key=value or key_env=VARIABLE. *out points
+ * into uri or the environment: copy it. */
+static inline int outbox_kit_opt_secret(const outbox_host_t *host, const outbox_uri_t *uri,
+                                        const char *label, const char *key, const char **out,
+                                        outbox_diag_t *d)
+{
+    if (OUTBOX_KIT_HOST_HAS_(host, opt_secret))
+        return host->opt_secret(uri, label, key, out, d);
+    return outbox_kit_opt_secret_builtin(uri, label, key, out, d);
+}
+
+/* uri for a message, its secrets "***": the one masking rule. */
+static inline void outbox_kit_uri_show(const outbox_host_t *host, const outbox_uri_t *uri,
+                                       char *out, size_t size)
+{
+    if (OUTBOX_KIT_HOST_HAS_(host, uri_show))
+        host->uri_show(uri, out, size);
+    else
+        outbox_uri_show(uri, out, size);
+}
+
+/* ---------------------------------------------- redactor (ABI 1.4) */
+
+/* The builtin redactor (the host's, and a driver's on an older host):
+ * copies of a URI's secrets, as a URI of their own that
+ * outbox_kit_redact_ reads, in one block. */
+struct outbox_redactor {
+    void (*free_fn)(void *);
+    outbox_uri_t secrets;       /* password and secret parameters only */
+    const char *rawpw;          /* the password as typed */
+    size_t rawlen;
+};
+
+/* The value an *_env parameter names when it stands for a secret
+ * ("password_env", "token_env"), or NULL. */
+static inline const char *outbox_kit_env_secret_(const outbox_uri_param_t *p)
+{
+    size_t n = p->key != NULL ? strlen(p->key) : 0;
+    if (n < 5 || strcmp(p->key + n - 4, "_env") != 0 || !outbox_uri_secret_name(p->key, n - 4) ||
+        p->value == NULL)
+        return NULL;
+    const char *e = getenv(p->value);
+    return e != NULL && e[0] != '\0' ? e : NULL;
+}
+
+static inline outbox_redactor_t *outbox_kit_redactor_new_builtin(void *(*alloc)(size_t),
+                                                                 void (*free_fn)(void *),
+                                                                 const outbox_uri_t *uri)
+{
+    const char *rawpw = NULL;
+    size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
+    size_t n_params = 0, bytes = rawlen + 1;
+    if (uri != NULL && uri->password != NULL)
+        bytes += strlen(uri->password) + 1;
+    for (size_t i = 0; uri != NULL && i < uri->n_params; i++) {
+        const outbox_uri_param_t *p = &uri->params[i];
+        const char *e = outbox_kit_env_secret_(p);
+        if (e != NULL) {
+            n_params++;
+            bytes += strlen(e) + 1;
+        } else if (outbox_uri_secret_key(p->key) && p->value != NULL) {
+            n_params++;
+            bytes += strlen(p->value) + 1;
+        }
+    }
+    size_t head = sizeof(outbox_redactor_t) + n_params * sizeof(outbox_uri_param_t);
+    outbox_redactor_t *r = (outbox_redactor_t *)alloc(head + bytes);
+    if (r == NULL)
+        return NULL;
+    memset(r, 0, head);
+    r->free_fn = free_fn;
+    outbox_uri_param_t *params = (outbox_uri_param_t *)(r + 1);
+    char *w = (char *)r + head;
+    memcpy(w, rawpw != NULL ? rawpw : "", rawlen);
+    w[rawlen] = '\0';
+    r->rawpw = w;
+    r->rawlen = rawlen;
+    w += rawlen + 1;
+    if (uri != NULL && uri->password != NULL) {
+        size_t n = strlen(uri->password) + 1;
+        memcpy(w, uri->password, n);
+        r->secrets.password = w;
+        w += n;
+    }
+    for (size_t i = 0; uri != NULL && i < uri->n_params; i++) {
+        const outbox_uri_param_t *p = &uri->params[i];
+        const char *v = outbox_kit_env_secret_(p);
+        if (v == NULL && outbox_uri_secret_key(p->key))
+            v = p->value;
+        if (v == NULL)
+            continue;
+        size_t n = strlen(v) + 1;
+        memcpy(w, v, n);
+        /* Every one under a secret name, which is all the redaction asks. */
+        params[r->secrets.n_params++] = (outbox_uri_param_t){.key = "password", .value = w};
+        w += n;
+    }
+    r->secrets.params = params;
+    return r;
+}
+
+static inline void outbox_kit_redact_builtin(const outbox_redactor_t *r, const char *in, char *out,
+                                             size_t size)
+{
+    outbox_kit_redact_(&r->secrets, r->rawpw, r->rawlen, in, out, size);
+}
+
+static inline void outbox_kit_redactor_free_builtin(outbox_redactor_t *r)
+{
+    if (r != NULL)
+        r->free_fn(r);
+}
+
+/* A redactor of uri's secrets for the life of a handle (uri is borrowed
+ * only during open): keep it in the handle, redact a client library's
+ * text with it, free it at close. NULL when out of memory (fail the open). */
+static inline outbox_redactor_t *outbox_kit_redactor_new(const outbox_host_t *host,
+                                                         const outbox_uri_t *uri)
+{
+    if (OUTBOX_KIT_HOST_HAS_(host, redactor_new))
+        return host->redactor_new(uri);
+    return outbox_kit_redactor_new_builtin(host->alloc, host->free, uri);
+}
+
+/* in to out (size > 0) as one line, with every secret r keeps "***". */
+static inline void outbox_kit_redact(const outbox_host_t *host, const outbox_redactor_t *r,
+                                     const char *in, char *out, size_t size)
+{
+    if (r == NULL)
+        snprintf(out, size, "(text withheld: no redactor)");
+    else if (OUTBOX_KIT_HOST_HAS_(host, redact))
+        host->redact(r, in, out, size);
+    else
+        outbox_kit_redact_builtin(r, in, out, size);
+}
+
+static inline void outbox_kit_redactor_free(const outbox_host_t *host, outbox_redactor_t *r)
+{
+    if (r == NULL)
+        return;
+    if (OUTBOX_KIT_HOST_HAS_(host, redactor_free))
+        host->redactor_free(r);
+    else
+        outbox_kit_redactor_free_builtin(r);
 }
 
 /* ------------------------------------------------------------- sinks */

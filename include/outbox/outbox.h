@@ -324,15 +324,6 @@ OUTBOX_API int outbox_uuid_v7(char buf[OUTBOX_UUID_STRLEN + 1]);
 /* 1 when s is a canonical UUID (any version), 0 otherwise. */
 OUTBOX_API int outbox_uuid_valid(const char *s);
 
-/* The longest duration the library takes, parsed or in a config: 36500
- * days (100 years of 365 days), in microseconds. A duration is added to a
- * clock reading (a poll or a retry delay to now, a lease subtracted from
- * it), sometimes with a second one on top; bounded like this the sum stays
- * below INT64_MAX by a factor of more than a thousand, a timestamp of any
- * store holds it, and no lease, poll, backoff or purge age anyone means is
- * longer. */
-#define OUTBOX_DURATION_MAX_US (INT64_C(36500) * 86400 * 1000000)
-
 /* "500ms", "30s", "5m", "2h", "7d", "250us" -> microseconds, at most
  * OUTBOX_DURATION_MAX_US. */
 OUTBOX_API int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d);
