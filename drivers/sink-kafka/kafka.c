@@ -3,39 +3,41 @@
  * attributes as headers in the Kafka binding's binary mode (ce_id,
  * ce_type, ..., content-type, traceparent).
  *
- * The descriptor, open and close. conf.c reads the URI, publish.c
- * produces, admin.c creates and drops topics and reads them back. */
+ * The descriptor, open and close. kafka_conf.c reads the URI,
+ * kafka_publish.c produces, kafka_topic.c creates and drops topics and
+ * reads them back. */
 #include <string.h>
 
 #include "kafka_int.h"
+#include "outbox/version.h"
 
-const outbox_host_t *kafka_host;
+const outbox_host_t *outbox_kafka_host;
 
 static int kafka_init(const outbox_host_t *h, outbox_diag_t *d)
 {
     (void)d;
-    kafka_host = h;
+    outbox_kafka_host = h;
     return OUTBOX_OK;
 }
 
 static int kafka_open(const outbox_sink_open_t *params, void **handle, outbox_diag_t *d)
 {
     *handle = NULL;
-    kafka_sink_t *k = kafka_host->alloc(sizeof *k);
+    kafka_sink_t *k = outbox_kafka_host->alloc(sizeof *k);
     if (k == NULL)
-        return kafka_host->error(d, OUTBOX_ENOMEM, "out of memory opening the kafka sink");
+        return outbox_kafka_host->error(d, OUTBOX_ENOMEM, "out of memory opening the kafka sink");
     memset(k, 0, sizeof *k);
-    int rc = kafka_cfg_parse(params->uri, &k->cfg, d);
+    int rc = outbox_kafka_config_parse(params->uri, &k->cfg, d);
     if (rc != OUTBOX_OK) {
-        kafka_host->free(k);
+        outbox_kafka_host->free(k);
         return rc;
     }
     /* librdkafka connects lazily: an unreachable broker is no error here;
      * publish reports it (RETRY) within the timeout. */
-    rc = kafka_producer(k, d);
+    rc = outbox_kafka_producer(k, d);
     if (rc != OUTBOX_OK) {
-        kafka_cfg_free(&k->cfg);
-        kafka_host->free(k);
+        outbox_kafka_config_free(&k->cfg);
+        outbox_kafka_host->free(k);
         return rc;
     }
     if (k->cfg.has_creds) {
@@ -45,10 +47,10 @@ static int kafka_open(const outbox_sink_open_t *params, void **handle, outbox_di
                 strncmp(k->cfg.params[i].value, "sasl", 4) == 0)
                 sasl = 1;
         if (!sasl)
-            kafka_host->log(OUTBOX_LOG_WARN, KAFKA_SINK_NAME,
-                            "%s: the user and password are for SASL, and security.protocol is not "
-                            "sasl_plaintext or sasl_ssl: they are not used",
-                            k->cfg.shown);
+            outbox_kafka_host->log(OUTBOX_LOG_WARN, KAFKA_SINK_NAME,
+                                   "%s: the user and password are for SASL, and security.protocol "
+                                   "is not sasl_plaintext or sasl_ssl: they are not used",
+                                   k->cfg.shown);
     }
     *handle = k;
     return OUTBOX_OK;
@@ -62,12 +64,12 @@ static void kafka_close(void *handle)
     if (k->rk != NULL) {
         /* Every call waited for its own messages, so there is nothing to
          * flush but a report still on its way; a short wait, then the
-         * purge in kafka_producer_drop. */
+         * purge in outbox_kafka_producer_drop. */
         rd_kafka_flush(k->rk, 1000);
-        kafka_producer_drop(k);
+        outbox_kafka_producer_drop(k);
     }
-    kafka_cfg_free(&k->cfg);
-    kafka_host->free(k);
+    outbox_kafka_config_free(&k->cfg);
+    outbox_kafka_host->free(k);
 }
 
 static const char *const kafka_schemes[] = {"kafka", NULL};
@@ -76,12 +78,12 @@ static const outbox_sink_vtable_t kafka_vtable = {
     .struct_size = sizeof(outbox_sink_vtable_t),
     .open = kafka_open,
     .close = kafka_close,
-    .publish = kafka_publish,
-    .destination_create = kafka_destination_create,
-    .destination_drop = kafka_destination_drop,
-    .reader_open = kafka_reader_open,
-    .reader_next = kafka_reader_next,
-    .reader_close = kafka_reader_close,
+    .publish = outbox_kafka_publish,
+    .destination_create = outbox_kafka_destination_create,
+    .destination_drop = outbox_kafka_destination_drop,
+    .reader_open = outbox_kafka_reader_open,
+    .reader_next = outbox_kafka_reader_next,
+    .reader_close = outbox_kafka_reader_close,
 };
 
 static const outbox_driver_t kafka_driver = {
@@ -90,9 +92,9 @@ static const outbox_driver_t kafka_driver = {
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_SINK,
     .name = KAFKA_SINK_NAME,
-    .version = "0.1.0",
+    .version = OUTBOX_VERSION,
     .schemes = kafka_schemes,
-    /* Kept by enable.gapless.guarantee and the call-wide purge (publish.c);
+    /* Kept by enable.gapless.guarantee and the call-wide purge (kafka_publish.c);
      * tests/integration/kafka/test_kafka_sink.c proves it. */
     .capabilities = OUTBOX_SINK_CAP_ORDERED,
     .init = kafka_init,

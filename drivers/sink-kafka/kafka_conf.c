@@ -13,12 +13,12 @@
 
 #include "kafka_int.h"
 
-static const outbox_host_t **host = &kafka_host;
+static const outbox_host_t **host = &outbox_kafka_host;
 #define H (*host)
 
-static int cfg_error(outbox_diag_t *d, const kafka_cfg_t *cfg, const char *fmt, ...)
+static int cfg_error(outbox_diag_t *d, const kafka_config_t *cfg, const char *fmt, ...)
     OUTBOX_PRINTF(3, 4);
-static int cfg_error(outbox_diag_t *d, const kafka_cfg_t *cfg, const char *fmt, ...)
+static int cfg_error(outbox_diag_t *d, const kafka_config_t *cfg, const char *fmt, ...)
 {
     char why[OUTBOX_MESSAGE_MAX];
     va_list ap;
@@ -61,7 +61,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
-static int add_param(kafka_cfg_t *cfg, const char *key, const char *value, int hidden)
+static int add_param(kafka_config_t *cfg, const char *key, const char *value, int hidden)
 {
     kafka_param_t *p = H->realloc(cfg->params, (cfg->n_params + 1) * sizeof *p);
     if (p == NULL)
@@ -96,7 +96,7 @@ static const struct {
     {"transactional.id", {NULL, NULL, NULL}, "the sink does not produce in transactions"},
 };
 
-static int check_pinned(const kafka_cfg_t *cfg, const char *key, const char *value,
+static int check_pinned(const kafka_config_t *cfg, const char *key, const char *value,
                         outbox_diag_t *d)
 {
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
@@ -111,7 +111,7 @@ static int check_pinned(const kafka_cfg_t *cfg, const char *key, const char *val
     return OUTBOX_OK;
 }
 
-int kafka_cfg_parse(const outbox_uri_t *uri, kafka_cfg_t *cfg, outbox_diag_t *d)
+int outbox_kafka_config_parse(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d)
 {
     memset(cfg, 0, sizeof *cfg);
     outbox_uri_show(uri, cfg->shown, sizeof cfg->shown);
@@ -184,11 +184,11 @@ int kafka_cfg_parse(const outbox_uri_t *uri, kafka_cfg_t *cfg, outbox_diag_t *d)
     if (rc == OUTBOX_ENOMEM)
         H->error(d, rc, "out of memory parsing the kafka sink URI");
     if (rc != OUTBOX_OK)
-        kafka_cfg_free(cfg);
+        outbox_kafka_config_free(cfg);
     return rc;
 }
 
-void kafka_cfg_free(kafka_cfg_t *cfg)
+void outbox_kafka_config_free(kafka_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_params; i++) {
         H->free(cfg->params[i].key);
@@ -202,7 +202,7 @@ void kafka_cfg_free(kafka_cfg_t *cfg)
     cfg->brokers = cfg->topic_tpl = NULL;
 }
 
-void kafka_cfg_mask(const kafka_cfg_t *cfg, const char *in, char *out, size_t size)
+void outbox_kafka_redact(const kafka_config_t *cfg, const char *in, char *out, size_t size)
 {
     char text[1024];
     size_t w = 0;
@@ -232,7 +232,24 @@ void kafka_cfg_mask(const kafka_cfg_t *cfg, const char *in, char *out, size_t si
     outbox_text_line(text, out, size);
 }
 
-static int conf_set(rd_kafka_conf_t *conf, const kafka_cfg_t *cfg, const char *key,
+/* librdkafka's log and error lines into the host's log, secrets masked.
+ * The opaque is the sink handle for a producer, NULL for the reader. */
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    kafka_sink_t *k = rk ? rd_kafka_opaque(rk) : NULL;
+    if (k == NULL)
+        return;
+    char line[400];
+    outbox_kafka_redact(&k->cfg, buf, line, sizeof line);
+    /* librdkafka speaks syslog levels. Its warning that the gapless
+     * guarantee is experimental is the sink's own choice, not news. */
+    int lvl = level <= 3 ? OUTBOX_LOG_WARN : level == 4 ? OUTBOX_LOG_INFO : OUTBOX_LOG_DEBUG;
+    if (fac != NULL && strcmp(fac, "CONFWARN") == 0 && strstr(buf, "gapless") != NULL)
+        lvl = OUTBOX_LOG_DEBUG;
+    H->log(lvl, KAFKA_SINK_NAME, "librdkafka %s: %s", fac, line);
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const kafka_config_t *cfg, const char *key,
                     const char *value, int hidden, outbox_diag_t *d)
 {
     char err[512];
@@ -245,12 +262,12 @@ static int conf_set(rd_kafka_conf_t *conf, const kafka_cfg_t *cfg, const char *k
     if (hidden)
         return cfg_error(d, cfg, "librdkafka refuses the value of %s (not shown)", key);
     char shown[400];
-    kafka_cfg_mask(cfg, err, shown, sizeof shown);
+    outbox_kafka_redact(cfg, err, shown, sizeof shown);
     return cfg_error(d, cfg, "%s", shown);
 }
 
-rd_kafka_conf_t *kafka_cfg_conf(const kafka_cfg_t *cfg, int producer, void *opaque,
-                                outbox_diag_t *d)
+rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, void *opaque,
+                                       outbox_diag_t *d)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (conf == NULL) {
@@ -265,7 +282,7 @@ rd_kafka_conf_t *kafka_cfg_conf(const kafka_cfg_t *cfg, int producer, void *opaq
         /* Defaults a URI may change; then the user's properties; then the
          * pinned ones, which check_pinned let through only unweakened.
          * message.timeout.ms lies beyond the call's own bound, at which
-         * the sink purges what is left itself (see publish.c). */
+         * the sink purges what is left itself (see kafka_publish.c). */
         const char *defaults[][2] = {
             {"topic.metadata.propagation.max.ms", half},
             {"linger.ms", "5"},
@@ -300,6 +317,6 @@ rd_kafka_conf_t *kafka_cfg_conf(const kafka_cfg_t *cfg, int producer, void *opaq
         return NULL;
     }
     rd_kafka_conf_set_opaque(conf, opaque);
-    rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
     return conf;
 }

@@ -1,18 +1,22 @@
-/* Inside the Kafka sink: what its files share. Floors, bottom up:
- * conf.c (the URI into librdkafka configuration), publish.c (producing
- * and delivery reports), admin.c (topics and the reader), kafka.c (the
- * descriptor, open and close). */
-#ifndef KAFKA_INT_H
-#define KAFKA_INT_H
+/* The Kafka sink: what its files share.
+ *
+ * Floors, from the bottom: kafka_conf.c (the URI into librdkafka
+ * configuration, and librdkafka's log lines with secrets masked),
+ * kafka_publish.c (the producer, producing and delivery reports),
+ * kafka_topic.c (topics, through the producer, and the reader), and
+ * kafka.c on top (open/close and the descriptor). */
+#ifndef OUTBOX_SINK_KAFKA_INT_H
+#define OUTBOX_SINK_KAFKA_INT_H
+
+#include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
-#include <stdint.h>
 
 #include "outbox/kit.h"
 
 #define KAFKA_SINK_NAME "kafka"
 
-extern const outbox_host_t *kafka_host;
+extern const outbox_host_t *outbox_kafka_host;
 
 /* One name=value the driver hands to librdkafka as it stands (after a
  * ${NAME} value was read from the environment). */
@@ -23,7 +27,7 @@ typedef struct kafka_param {
 } kafka_param_t;
 
 /* What the URI says, parsed once at open. */
-typedef struct kafka_cfg {
+typedef struct kafka_config {
     char *brokers;        /* bootstrap.servers */
     char *topic_tpl;      /* the path without its '/'; "" = the relay's destination */
     int64_t timeout_ms;   /* a publish call's bound; message.timeout.ms beyond it */
@@ -33,41 +37,41 @@ typedef struct kafka_cfg {
     size_t n_params;
     int has_creds;        /* a user or password in the URI */
     char shown[256];      /* the URI without secrets, for messages */
-} kafka_cfg_t;
-
-int kafka_cfg_parse(const outbox_uri_t *uri, kafka_cfg_t *cfg, outbox_diag_t *d);
-void kafka_cfg_free(kafka_cfg_t *cfg);
-/* A librdkafka configuration for a producer (the sink) or a consumer (the
- * reader), with opaque set. On error: NULL and the reason, secrets
- * masked, in d. */
-rd_kafka_conf_t *kafka_cfg_conf(const kafka_cfg_t *cfg, int producer, void *opaque,
-                                outbox_diag_t *d);
-/* in with every hidden value of cfg replaced by "***", as one line. */
-void kafka_cfg_mask(const kafka_cfg_t *cfg, const char *in, char *out, size_t size);
+} kafka_config_t;
 
 typedef struct kafka_sink {
-    kafka_cfg_t cfg;
-    rd_kafka_t *rk;     /* the producer; NULL until (re)made by kafka_producer */
+    kafka_config_t cfg;
+    rd_kafka_t *rk;     /* the producer; NULL until (re)made by outbox_kafka_producer */
     size_t pending;     /* this call's messages without a delivery report */
     char fatal[256];    /* why the producer was given up, for the next messages */
 } kafka_sink_t;
 
+/* kafka_conf.c */
+int outbox_kafka_config_parse(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d);
+void outbox_kafka_config_free(kafka_config_t *cfg);
+/* A librdkafka configuration for a producer (the sink) or a consumer (the
+ * reader), with opaque set. On error: NULL and the reason, secrets
+ * masked, in d. */
+rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, void *opaque,
+                                       outbox_diag_t *d);
+/* in with every hidden value of cfg replaced by "***", as one line. */
+void outbox_kafka_redact(const kafka_config_t *cfg, const char *in, char *out, size_t size);
+
+/* kafka_publish.c */
 /* Makes k->rk when it is NULL. */
-int kafka_producer(kafka_sink_t *k, outbox_diag_t *d);
+int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d);
 /* Destroys k->rk (after a purge: nothing is waited for). */
-void kafka_producer_drop(kafka_sink_t *k);
-/* librdkafka's log and error lines into the host's log, secrets masked. */
-void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+void outbox_kafka_producer_drop(kafka_sink_t *k);
+int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                         outbox_publish_result_t *results, outbox_diag_t *d);
 
-int kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
-                  outbox_publish_result_t *results, outbox_diag_t *d);
-
-/* The topic for destination through the URI's template. */
-char *kafka_topic_for(const kafka_sink_t *k, const char *destination);
-int kafka_destination_create(void *handle, const char *destination, outbox_diag_t *d);
-int kafka_destination_drop(void *handle, const char *destination, outbox_diag_t *d);
-int kafka_reader_open(void *handle, const char *destination, void **reader, outbox_diag_t *d);
-int kafka_reader_next(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d);
-void kafka_reader_close(void *reader);
+/* kafka_topic.c */
+int outbox_kafka_destination_create(void *handle, const char *destination, outbox_diag_t *d);
+int outbox_kafka_destination_drop(void *handle, const char *destination, outbox_diag_t *d);
+int outbox_kafka_reader_open(void *handle, const char *destination, void **reader,
+                             outbox_diag_t *d);
+int outbox_kafka_reader_next(void *reader, int timeout_ms, outbox_received_t *out,
+                             outbox_diag_t *d);
+void outbox_kafka_reader_close(void *reader);
 
 #endif

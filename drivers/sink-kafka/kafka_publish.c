@@ -22,7 +22,7 @@
 
 #include "kafka_int.h"
 
-static const outbox_host_t **host = &kafka_host;
+static const outbox_host_t **host = &outbox_kafka_host;
 #define H (*host)
 
 enum { SLOT_NONE, SLOT_SENT, SLOT_DONE };
@@ -48,26 +48,11 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     s->k->pending--;
 }
 
-void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    kafka_sink_t *k = rk ? rd_kafka_opaque(rk) : NULL;
-    if (k == NULL)
-        return;
-    char line[400];
-    kafka_cfg_mask(&k->cfg, buf, line, sizeof line);
-    /* librdkafka speaks syslog levels. Its warning that the gapless
-     * guarantee is experimental is the sink's own choice, not news. */
-    int lvl = level <= 3 ? OUTBOX_LOG_WARN : level == 4 ? OUTBOX_LOG_INFO : OUTBOX_LOG_DEBUG;
-    if (fac != NULL && strcmp(fac, "CONFWARN") == 0 && strstr(buf, "gapless") != NULL)
-        lvl = OUTBOX_LOG_DEBUG;
-    H->log(lvl, KAFKA_SINK_NAME, "librdkafka %s: %s", fac, line);
-}
-
-int kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
+int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
 {
     if (k->rk != NULL)
         return OUTBOX_OK;
-    rd_kafka_conf_t *conf = kafka_cfg_conf(&k->cfg, 1, k, d);
+    rd_kafka_conf_t *conf = outbox_kafka_conf_new(&k->cfg, 1, k, d);
     if (conf == NULL)
         return d->code;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
@@ -76,14 +61,14 @@ int kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
     if (k->rk == NULL) {
         rd_kafka_conf_destroy(conf);
         char shown[400];
-        kafka_cfg_mask(&k->cfg, err, shown, sizeof shown);
+        outbox_kafka_redact(&k->cfg, err, shown, sizeof shown);
         return H->error(d, OUTBOX_EINVAL, "kafka sink URI %s: %s", k->cfg.shown, shown);
     }
     k->fatal[0] = '\0';
     return OUTBOX_OK;
 }
 
-void kafka_producer_drop(kafka_sink_t *k)
+void outbox_kafka_producer_drop(kafka_sink_t *k)
 {
     if (k->rk == NULL)
         return;
@@ -203,7 +188,7 @@ static int wait_reports(kafka_sink_t *k, int64_t deadline)
     while (k->pending > 0) {
         char why[256];
         if (rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            kafka_cfg_mask(&k->cfg, why, k->fatal, sizeof k->fatal);
+            outbox_kafka_redact(&k->cfg, why, k->fatal, sizeof k->fatal);
             /* The refused batch's own reports (the real verdict: too
              * large, invalid) are queued just after the fatal error is
              * raised: serve them before the purge turns them into RETRY. */
@@ -235,7 +220,7 @@ static void abandon(kafka_sink_t *k)
     int64_t until = H->monotonic_us() + 2000000;
     while (k->pending > 0 && H->monotonic_us() < until)
         rd_kafka_poll(k->rk, 20);
-    kafka_producer_drop(k);
+    outbox_kafka_producer_drop(k);
 }
 
 static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
@@ -295,7 +280,7 @@ static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
         if (H->monotonic_us() >= deadline)
             continue; /* stays RETRY */
         outbox_diag_t d = {0};
-        if (kafka_producer(k, &d) != OUTBOX_OK)
+        if (outbox_kafka_producer(k, &d) != OUTBOX_OK)
             break;
         rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], &topic, deadline);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -320,13 +305,13 @@ static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
     outbox_buf_free(&topic);
 }
 
-int kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
-                  outbox_publish_result_t *results, outbox_diag_t *d)
+int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                         outbox_publish_result_t *results, outbox_diag_t *d)
 {
     kafka_sink_t *k = handle;
     if (n == 0)
         return OUTBOX_OK;
-    int rc = kafka_producer(k, d);
+    int rc = outbox_kafka_producer(k, d);
     if (rc != OUTBOX_OK)
         return rc;
     slot_t *slots = H->alloc(n * sizeof *slots);
@@ -363,7 +348,7 @@ int kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
     int complete = wait_reports(k, deadline);
     char why[256];
     if (k->fatal[0] == '\0' && rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        kafka_cfg_mask(&k->cfg, why, k->fatal, sizeof k->fatal);
+        outbox_kafka_redact(&k->cfg, why, k->fatal, sizeof k->fatal);
     int refused = k->fatal[0] != '\0';
     if (!complete || refused)
         abandon(k);

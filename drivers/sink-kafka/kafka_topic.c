@@ -5,12 +5,13 @@
 
 #include "kafka_int.h"
 
-static const outbox_host_t **host = &kafka_host;
+static const outbox_host_t **host = &outbox_kafka_host;
 #define H (*host)
 
 #define ADMIN_TIMEOUT_MS 30000
 
-char *kafka_topic_for(const kafka_sink_t *k, const char *destination)
+/* The topic for destination through the URI's template. */
+static char *topic_for(const kafka_sink_t *k, const char *destination)
 {
     outbox_message_t m = {.route = destination, .destination = destination};
     outbox_buf_t b;
@@ -34,7 +35,7 @@ static int admin_error(kafka_sink_t *k, outbox_diag_t *d, const char *what, cons
                        rd_kafka_resp_err_t e, const char *text)
 {
     char shown[300];
-    kafka_cfg_mask(&k->cfg, text ? text : rd_kafka_err2str(e), shown, sizeof shown);
+    outbox_kafka_redact(&k->cfg, text ? text : rd_kafka_err2str(e), shown, sizeof shown);
     int code = e == RD_KAFKA_RESP_ERR__TIMED_OUT || e == RD_KAFKA_RESP_ERR__TRANSPORT ||
                        e == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT
                    ? OUTBOX_ETRANSIENT
@@ -44,10 +45,10 @@ static int admin_error(kafka_sink_t *k, outbox_diag_t *d, const char *what, cons
 
 static int topic_admin(kafka_sink_t *k, const char *destination, int create, outbox_diag_t *d)
 {
-    int rc = kafka_producer(k, d);
+    int rc = outbox_kafka_producer(k, d);
     if (rc != OUTBOX_OK)
         return rc;
-    char *topic = kafka_topic_for(k, destination ? destination : "");
+    char *topic = topic_for(k, destination ? destination : "");
     if (topic == NULL)
         return H->error(d, OUTBOX_ENOMEM, "out of memory naming a topic");
     if (topic[0] == '\0') {
@@ -111,12 +112,12 @@ static int topic_admin(kafka_sink_t *k, const char *destination, int create, out
     return rc;
 }
 
-int kafka_destination_create(void *handle, const char *destination, outbox_diag_t *d)
+int outbox_kafka_destination_create(void *handle, const char *destination, outbox_diag_t *d)
 {
     return topic_admin(handle, destination, 1, d);
 }
 
-int kafka_destination_drop(void *handle, const char *destination, outbox_diag_t *d)
+int outbox_kafka_destination_drop(void *handle, const char *destination, outbox_diag_t *d)
 {
     return topic_admin(handle, destination, 0, d);
 }
@@ -131,7 +132,7 @@ typedef struct kafka_reader {
     outbox_header_t headers[32];
 } kafka_reader_t;
 
-void kafka_reader_close(void *reader)
+void outbox_kafka_reader_close(void *reader)
 {
     kafka_reader_t *r = reader;
     if (r == NULL)
@@ -147,7 +148,8 @@ void kafka_reader_close(void *reader)
     H->free(r);
 }
 
-int kafka_reader_open(void *handle, const char *destination, void **reader, outbox_diag_t *d)
+int outbox_kafka_reader_open(void *handle, const char *destination, void **reader,
+                             outbox_diag_t *d)
 {
     kafka_sink_t *k = handle;
     *reader = NULL;
@@ -156,21 +158,23 @@ int kafka_reader_open(void *handle, const char *destination, void **reader, outb
         return H->error(d, OUTBOX_ENOMEM, "out of memory opening a kafka reader");
     memset(r, 0, sizeof *r);
     outbox_buf_init(&r->text, H);
-    r->topic = kafka_topic_for(k, destination ? destination : "");
+    r->topic = topic_for(k, destination ? destination : "");
     /* No opaque: the reader outlives the sink handle, and its log lines
-     * (kafka_log_cb) would need the handle's secrets to mask them. */
-    rd_kafka_conf_t *conf = r->topic ? kafka_cfg_conf(&k->cfg, 0, NULL, d) : NULL;
+     * (kafka_conf.c's log_cb) would need the handle's secrets to mask them. */
+    rd_kafka_conf_t *conf = r->topic ? outbox_kafka_conf_new(&k->cfg, 0, NULL, d) : NULL;
     if (conf == NULL) {
-        kafka_reader_close(r);
-        return r->topic ? d->code : H->error(d, OUTBOX_ENOMEM, "out of memory");
+        /* The conf's own error is in d; without a topic, memory ran out. */
+        int named = r->topic != NULL;
+        outbox_kafka_reader_close(r);
+        return named ? d->code : H->error(d, OUTBOX_ENOMEM, "out of memory");
     }
     char err[512];
     r->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (r->rk == NULL) {
         rd_kafka_conf_destroy(conf);
-        kafka_reader_close(r);
+        outbox_kafka_reader_close(r);
         char shown[400];
-        kafka_cfg_mask(&k->cfg, err, shown, sizeof shown);
+        outbox_kafka_redact(&k->cfg, err, shown, sizeof shown);
         return H->error(d, OUTBOX_EINVAL, "kafka reader: %s", shown);
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(r->rk, r->topic, NULL);
@@ -198,7 +202,7 @@ int kafka_reader_open(void *handle, const char *destination, void **reader, outb
         rd_kafka_metadata_destroy(md);
     rd_kafka_topic_destroy(rkt);
     if (rc != OUTBOX_OK) {
-        kafka_reader_close(r);
+        outbox_kafka_reader_close(r);
         return rc;
     }
     *reader = r;
@@ -218,7 +222,8 @@ static const char *ce_name(const char *kafka)
     return NULL;
 }
 
-int kafka_reader_next(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d)
+int outbox_kafka_reader_next(void *reader, int timeout_ms, outbox_received_t *out,
+                             outbox_diag_t *d)
 {
     kafka_reader_t *r = reader;
     if (r->msg != NULL) {

@@ -66,7 +66,7 @@ static int kafka_drain(const bench_sink_uri_t *u, const char *target, const benc
              strchr(u->host, ':') ? "]" : "", u->port ? u->port : 9092);
     kstate_t st = {0};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    /* drivers/sink-kafka/conf.c's order: its defaults, the URI's
+    /* drivers/sink-kafka/kafka_conf.c's order: its defaults, the URI's
      * properties, then what it pins (message.timeout.ms is its default
      * timeout of 30 s plus 10 s). */
     /* Errors only: librdkafka warns at every start that the gapless
