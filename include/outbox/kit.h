@@ -1045,26 +1045,270 @@ static inline void outbox_kit_redactor_free(const outbox_host_t *host, outbox_re
 
 /* ------------------------------------------------------------- sinks */
 
-/* Appends m's destination through a sink's own template, typically its
- * URI's path: "{route}" becomes the route, "{destination}" the relay's
- * destination (its own template, default the route); anything else is
- * copied. NULL or "" is "{destination}". */
-static inline void outbox_kit_destination(outbox_buf_t *b, const char *tpl,
-                                          const outbox_message_t *m)
+/* Appends what a sink's own template (typically its URI's path) makes of
+ * a route and a destination: "{route}" becomes route, "{destination}"
+ * destination; anything else is copied. NULL or "" is "{destination}".
+ * For a message, outbox_kit_destination; without one (destination_create,
+ * a reader, where the destination is also the route), this. */
+static inline void outbox_kit_template(outbox_buf_t *b, const char *tpl, const char *route,
+                                       const char *destination)
 {
     if (tpl == NULL || tpl[0] == '\0')
         tpl = "{destination}";
     while (*tpl != '\0') {
         if (strncmp(tpl, "{route}", 7) == 0) {
-            outbox_buf_puts(b, m->route ? m->route : "");
+            outbox_buf_puts(b, route ? route : "");
             tpl += 7;
         } else if (strncmp(tpl, "{destination}", 13) == 0) {
-            outbox_buf_puts(b, m->destination ? m->destination : "");
+            outbox_buf_puts(b, destination ? destination : "");
             tpl += 13;
         } else {
             outbox_buf_putc(b, *tpl++);
         }
     }
+}
+
+/* Appends m's destination through a sink's own template: "{route}" is
+ * the event's route, "{destination}" the relay's destination (its own
+ * template, default the route). */
+static inline void outbox_kit_destination(outbox_buf_t *b, const char *tpl,
+                                          const outbox_message_t *m)
+{
+    outbox_kit_template(b, tpl, m->route, m->destination);
+}
+
+/* A publish result: status, and the message as one line of valid UTF-8
+ * (printf-style; what does not fit is cut at a character). */
+static inline void outbox_kit_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+    OUTBOX_PRINTF(3, 4);
+static inline void outbox_kit_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+{
+    char text[OUTBOX_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    r->status = status;
+    outbox_text_line(text, r->message, sizeof r->message);
+}
+
+/* ------------------------------------------------- per-key scheduling */
+
+/* The order promise of a sink (OUTBOX_SINK_CAP_ORDERED) or of the relay
+ * for one that is not: the messages of one key go to the broker in array
+ * order, at most one of them in flight at a time, and none after one of
+ * them failed. Messages go in rounds: the first holds the first message of
+ * every key and every message without a key; each next round, the next
+ * message of every key whose last one was OK.
+ *
+ *   outbox_kit_keys_t k;
+ *   if (outbox_kit_keys_init(&k, host, msgs, n) != 0) ... out of memory
+ *   do {
+ *       for (size_t r = 0; r < k.n_round; r++) send msgs[k.round[r]];
+ *       for each answer i: OK -> outbox_kit_keys_ok(&k, i);
+ *                         else -> its result, outbox_kit_keys_hold(&k, i, msgs, results, why)
+ *   } while (outbox_kit_keys_next(&k) > 0);
+ *   outbox_kit_keys_free(&k);
+ *
+ * A sink that sends a key's messages together (one command for a run)
+ * walks next[] from each message of the first round instead. */
+#define OUTBOX_KIT_NONE SIZE_MAX
+
+typedef struct outbox_kit_keys {
+    const outbox_host_t *host;
+    size_t n;
+    size_t *next;    /* next[i]: the following message of i's key, or OUTBOX_KIT_NONE */
+    size_t *round;   /* the current round's messages, in array order */
+    size_t n_round;
+    size_t *coming;  /* the next round, as outbox_kit_keys_ok adds to it */
+    size_t n_coming;
+} outbox_kit_keys_t;
+
+/* Whether keyed message a comes before b: by key, then by position. */
+static inline int outbox_kit_keys_less_(const outbox_message_t *msgs, size_t a, size_t b)
+{
+    int c = strcmp(msgs[a].key, msgs[b].key);
+    return c < 0 || (c == 0 && a < b);
+}
+
+static inline void outbox_kit_keys_sift_(size_t *idx, size_t root, size_t end,
+                                         const outbox_message_t *msgs)
+{
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= end)
+            return;
+        if (child + 1 < end && outbox_kit_keys_less_(msgs, idx[child], idx[child + 1]))
+            child++;
+        if (!outbox_kit_keys_less_(msgs, idx[root], idx[child]))
+            return;
+        size_t t = idx[root];
+        idx[root] = idx[child];
+        idx[child] = t;
+        root = child;
+    }
+}
+
+/* idx[0..n) (keyed messages) in key order, then position: a heap sort,
+ * n log n on a large call without qsort_r, which is not standard C. */
+static inline void outbox_kit_keys_sort_(size_t *idx, size_t n, const outbox_message_t *msgs)
+{
+    for (size_t start = n / 2; start > 0; start--)
+        outbox_kit_keys_sift_(idx, start - 1, n, msgs);
+    for (size_t end = n; end > 1; end--) {
+        size_t t = idx[0];
+        idx[0] = idx[end - 1];
+        idx[end - 1] = t;
+        outbox_kit_keys_sift_(idx, 0, end - 1, msgs);
+    }
+}
+
+/* The first round of msgs[0..n). 0, or -1 when out of memory (nothing to
+ * free then). A message without a key (NULL) is a key of its own. */
+static inline int outbox_kit_keys_init(outbox_kit_keys_t *k, const outbox_host_t *host,
+                                       const outbox_message_t *msgs, size_t n)
+{
+    *k = (outbox_kit_keys_t){.host = host, .n = n};
+    if (n == 0)
+        return 0;
+    if (n > SIZE_MAX / (3 * sizeof(size_t)))
+        return -1;
+    size_t *mem = (size_t *)host->alloc(3 * n * sizeof(size_t));
+    if (mem == NULL)
+        return -1;
+    k->next = mem;
+    k->round = mem + n;
+    k->coming = mem + 2 * n;
+    /* coming serves as scratch: the keyed messages sorted by key. */
+    size_t keyed = 0;
+    for (size_t i = 0; i < n; i++) {
+        k->next[i] = OUTBOX_KIT_NONE;
+        if (msgs[i].key != NULL)
+            k->coming[keyed++] = i;
+    }
+    outbox_kit_keys_sort_(k->coming, keyed, msgs);
+    for (size_t j = 0; j + 1 < keyed; j++)
+        if (strcmp(msgs[k->coming[j]].key, msgs[k->coming[j + 1]].key) == 0)
+            k->next[k->coming[j]] = k->coming[j + 1];
+    /* round marks, then holds, the messages no other one of their key
+     * precedes. */
+    for (size_t i = 0; i < n; i++)
+        k->round[i] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k->next[i] != OUTBOX_KIT_NONE)
+            k->round[k->next[i]] = 1;
+    for (size_t i = 0; i < n; i++)
+        if (k->round[i] == 0)
+            k->round[k->n_round++] = i;
+    return 0;
+}
+
+/* Message i was OK: the next of its key goes in the next round. */
+static inline void outbox_kit_keys_ok(outbox_kit_keys_t *k, size_t i)
+{
+    if (k->next[i] != OUTBOX_KIT_NONE)
+        k->coming[k->n_coming++] = k->next[i];
+}
+
+/* Message i failed (its own result is the caller's): every later message
+ * of its key is RETRY, "held back: event ID of the same key WHY". */
+static inline void outbox_kit_keys_hold(outbox_kit_keys_t *k, size_t i, const outbox_message_t *msgs,
+                                        outbox_publish_result_t *results, const char *why)
+{
+    const char *id = msgs[i].event_id ? msgs[i].event_id : "?";
+    for (size_t j = k->next[i]; j != OUTBOX_KIT_NONE; j = k->next[j])
+        outbox_kit_result(&results[j], OUTBOX_PUBLISH_RETRY, "held back: event %s of the same key %s",
+                          id, why);
+}
+
+/* Moves to the next round, in array order; its size (0: the call is done). */
+static inline size_t outbox_kit_keys_next(outbox_kit_keys_t *k)
+{
+    size_t *t = k->round;
+    k->round = k->coming;
+    k->coming = t;
+    k->n_round = k->n_coming;
+    k->n_coming = 0;
+    /* Few per round, mostly in order already: an insertion sort. */
+    for (size_t a = 1; a < k->n_round; a++)
+        for (size_t b = a; b > 0 && k->round[b - 1] > k->round[b]; b--) {
+            size_t x = k->round[b];
+            k->round[b] = k->round[b - 1];
+            k->round[b - 1] = x;
+        }
+    return k->n_round;
+}
+
+static inline void outbox_kit_keys_free(outbox_kit_keys_t *k)
+{
+    if (k->next != NULL)
+        k->host->free(k->next);
+    *k = (outbox_kit_keys_t){0};
+}
+
+/* ------------------------------------------------- reading back */
+
+/* What a sink's reader hands out for one message (outbox_received_t):
+ * copies of the attribute names and values, kept until the next message.
+ *
+ *   outbox_kit_received_reset(&h);
+ *   outbox_kit_received_add(&h, "id", 2, value, len);   for each attribute
+ *   outbox_kit_received_fill(&h, out);                  then set out's other fields */
+#define OUTBOX_KIT_RECEIVED_MAX 32
+
+typedef struct outbox_kit_received {
+    outbox_buf_t text;                        /* "name\0value\0" pairs */
+    size_t at[OUTBOX_KIT_RECEIVED_MAX][2];    /* offsets of each name and value in text */
+    outbox_header_t headers[OUTBOX_KIT_RECEIVED_MAX];
+    size_t n;
+} outbox_kit_received_t;
+
+static inline void outbox_kit_received_init(outbox_kit_received_t *h, const outbox_host_t *host)
+{
+    outbox_buf_init(&h->text, host);
+    h->n = 0;
+}
+
+static inline void outbox_kit_received_reset(outbox_kit_received_t *h)
+{
+    outbox_buf_reset(&h->text);
+    h->n = 0;
+}
+
+/* Adds one attribute (name without the binding's prefix). 0, or -1 when
+ * there are more than OUTBOX_KIT_RECEIVED_MAX (the rest are left out) or
+ * memory ran out (text.failed). */
+static inline int outbox_kit_received_add(outbox_kit_received_t *h, const char *name, size_t nlen,
+                                          const char *value, size_t vlen)
+{
+    if (h->n >= OUTBOX_KIT_RECEIVED_MAX)
+        return -1;
+    h->at[h->n][0] = h->text.len;
+    outbox_buf_put(&h->text, name, nlen);
+    outbox_buf_putc(&h->text, '\0');
+    h->at[h->n][1] = h->text.len;
+    outbox_buf_put(&h->text, value, vlen);
+    outbox_buf_putc(&h->text, '\0');
+    if (h->text.failed)
+        return -1;
+    h->n++;
+    return 0;
+}
+
+/* Points out's headers at the attributes added (valid until the next
+ * reset); out's other fields are the reader's to set. */
+static inline void outbox_kit_received_fill(outbox_kit_received_t *h, outbox_received_t *out)
+{
+    for (size_t i = 0; i < h->n; i++)
+        h->headers[i] = (outbox_header_t){h->text.data + h->at[i][0], h->text.data + h->at[i][1]};
+    out->headers = h->headers;
+    out->n_headers = h->n;
+}
+
+static inline void outbox_kit_received_free(outbox_kit_received_t *h)
+{
+    outbox_buf_free(&h->text);
+    h->n = 0;
 }
 
 /* The value of header name in m, or NULL. */

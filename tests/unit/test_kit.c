@@ -295,6 +295,56 @@ START_TEST(host_verror)
 }
 END_TEST
 
+
+START_TEST(template_without_a_message)
+{
+    outbox_buf_t b;
+    outbox_buf_init(&b, host());
+    outbox_kit_template(&b, "events.{route}.{destination}", "orders", "eu");
+    ck_assert_str_eq(b.data, "events.orders.eu");
+    outbox_buf_reset(&b);
+    outbox_kit_template(&b, "", "orders", "eu");
+    ck_assert_str_eq(b.data, "eu");
+    outbox_buf_reset(&b);
+    outbox_message_t m = {.route = "r", .destination = "d"};
+    outbox_kit_destination(&b, "{route}-{destination}-x", &m);
+    ck_assert_str_eq(b.data, "r-d-x");
+    outbox_buf_free(&b);
+}
+END_TEST
+
+START_TEST(result_is_one_line)
+{
+    outbox_publish_result_t r;
+    outbox_kit_result(&r, OUTBOX_PUBLISH_REJECT, "event %s:\n%s", "e1", "two\tlines\xff");
+    ck_assert_int_eq(r.status, OUTBOX_PUBLISH_REJECT);
+    ck_assert_str_eq(r.message, "event e1: two lines?");
+}
+END_TEST
+
+START_TEST(received_holder_copies_attributes)
+{
+    outbox_kit_received_t h;
+    outbox_kit_received_init(&h, host());
+    char name[8] = "id", value[16] = "e-1";
+    ck_assert_int_eq(outbox_kit_received_add(&h, name, 2, value, 3), 0);
+    ck_assert_int_eq(outbox_kit_received_add(&h, "type", 4, "t.created", 9), 0);
+    strcpy(value, "gone"); /* the holder keeps its own copies */
+    outbox_received_t out = {.struct_size = sizeof out};
+    outbox_kit_received_fill(&h, &out);
+    ck_assert_uint_eq(out.n_headers, 2);
+    ck_assert_str_eq(out.headers[0].name, "id");
+    ck_assert_str_eq(out.headers[0].value, "e-1");
+    ck_assert_str_eq(out.headers[1].value, "t.created");
+    outbox_kit_received_reset(&h);
+    for (int i = 0; i < OUTBOX_KIT_RECEIVED_MAX; i++)
+        ck_assert_int_eq(outbox_kit_received_add(&h, "x", 1, "y", 1), 0);
+    ck_assert_int_eq(outbox_kit_received_add(&h, "x", 1, "y", 1), -1);
+    outbox_kit_received_fill(&h, &out);
+    ck_assert_uint_eq(out.n_headers, OUTBOX_KIT_RECEIVED_MAX);
+    outbox_kit_received_free(&h);
+}
+END_TEST
 int main(void)
 {
     Suite *suite = suite_create("kit");
@@ -311,6 +361,9 @@ int main(void)
     tcase_add_test(tc, settle_check_rules);
     tcase_add_test(tc, host_table_1_1_entries);
     tcase_add_test(tc, host_verror);
+    tcase_add_test(tc, template_without_a_message);
+    tcase_add_test(tc, result_is_one_line);
+    tcase_add_test(tc, received_holder_copies_attributes);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
