@@ -971,22 +971,12 @@ int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req, const outbox
                        size_t *n, outbox_fence_t *fence, outbox_diag_t *d)
 {
     mongo_handle_t *h = handle;
-    if (!rows || !n || !fence)
-        return outbox_mongo_fail(d, OUTBOX_EINVAL, "claim needs rows, n and fence");
-    *rows = NULL;
-    *n = 0;
-    memset(fence, 0, sizeof *fence);
-    if (!req || !req->route)
-        return outbox_mongo_fail(d, OUTBOX_EINVAL, "claim needs a route");
-    if (req->lease_us < 0)
-        return outbox_mongo_fail(d, OUTBOX_EINVAL, "claim lease must not be negative");
+    /* driver.h: the host has checked req and cleared the outputs. */
     int rc = outbox_mongo_no_open_tx(h, "claim", d);
     if (rc != OUTBOX_OK)
         return rc;
     h->n_rows = 0;
     outbox_buf_reset(&h->arena);
-    if (req->limit == 0)
-        return OUTBOX_OK;
 
     /* One clock reading for ripeness, lease expiry and processing_at. */
     int64_t now_us = outbox_mongo_host->now_us();

@@ -316,7 +316,17 @@ typedef struct outbox_store_vtable {
     /* Required. Insert rows (status pending, attempts 0, one created_at for
      * the call, which the host has put in every row). A duplicate
      * (route, event_id) is skipped; *staged = rows actually inserted. When
-     * neither native_tx nor in_own_tx is set, the call is atomic on its own. */
+     * neither native_tx nor in_own_tx is set, the call is atomic on its own.
+     * The host has checked: n >= 1 and rows and staged are not NULL. In
+     * every row: id is a fresh UUIDv7 and event_id and the other ids, when
+     * set, canonical lower-case UUIDs; route and event_type are 1 to 255
+     * bytes and ordering_key (when set) 1 to 1024 bytes of UTF-8 without a
+     * control character; payload is valid JSON of payload_len bytes;
+     * traceparent (when set) is W3C trace context, and set only when the
+     * handle's capabilities have OUTBOX_STORE_CAP_TRACEPARENT; occurred_at
+     * and created_at are set. native_tx is set only when they have
+     * OUTBOX_STORE_CAP_NATIVE_TX; a route marked require_transaction is
+     * staged only inside a transaction. */
     int (*stage)(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows, size_t n,
                  size_t *staged, outbox_diag_t *d);
 
@@ -324,13 +334,23 @@ typedef struct outbox_store_vtable {
      * claim order, obeying the per-key rule: a row with an ordering key is
      * claimable only when every earlier row of that key (by claim order) is
      * published or dead, or is claimed by this same call. Sets processing,
-     * processing_at, the fence, attempts + 1. *rows belongs to the handle. */
+     * processing_at, the fence, attempts + 1. *rows belongs to the handle.
+     * The host has checked: req, rows, n and fence are not NULL, *rows is
+     * NULL, *n is 0 and the fence is zeroed; req->route is 1 to 255 bytes of
+     * UTF-8 without a control character; req->limit >= 1; req->lease_us > 0;
+     * hlc_order is set only when the handle's capabilities have
+     * OUTBOX_STORE_CAP_HLC. */
     int (*claim)(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows, size_t *n,
                  outbox_fence_t *fence, outbox_diag_t *d);
 
     /* Required. Apply every item in one round trip, each only to a row that
      * still holds the fence (status processing, same fence). Sets
-     * items[i].applied and *applied = their number. */
+     * items[i].applied and *applied = their number. The host has checked:
+     * fence, items and applied are not NULL, *applied is 0, n >= 1, and
+     * every item has an id and a kind from OUTBOX_SETTLE_PUBLISHED to
+     * OUTBOX_SETTLE_RELEASE with applied 0. The fence is what a claim on
+     * some handle gave, or garbage from a confused caller: match it, never
+     * trust it. */
     int (*settle)(void *handle, const outbox_fence_t *fence, outbox_settle_item_t *items, size_t n,
                   size_t *applied, outbox_diag_t *d);
 

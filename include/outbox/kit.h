@@ -8,8 +8,7 @@
  *  - JSON string escaping;
  *  - UTF-8: sequence checks, and one-line, valid-UTF-8 text for messages;
  *  - URIs: parameter lookup, a check for names the driver does not know,
- *    and the URI or a client library's text for messages without secrets;
- *  - the argument checks every store's settle makes.
+ *    and the URI or a client library's text for messages without secrets.
  *
  * Nothing here keeps state between calls; the functions are safe from any
  * thread as long as each buffer is used by one thread at a time.
@@ -383,36 +382,6 @@ static inline void outbox_buf_json_string(outbox_buf_t *b, const char *s, size_t
         i += k;
     }
     outbox_buf_putc(b, '"');
-}
-
-/* ------------------------------------------------------------- settle */
-
-/* The checks every store's settle makes before it touches anything: a
- * fence, items when n > 0, an id and a known kind in each. Clears *applied
- * (may be NULL) and every item's applied flag. 0 when the call is sound;
- * otherwise -1 with the reason in why (one line, at most size - 1 bytes),
- * for an OUTBOX_EINVAL. */
-static inline int outbox_settle_check(const outbox_fence_t *fence, outbox_settle_item_t *items,
-                                      size_t n, size_t *applied, char *why, size_t size)
-{
-    if (applied != NULL)
-        *applied = 0;
-    if (fence == NULL || (n > 0 && items == NULL)) {
-        snprintf(why, size, "settle needs a fence and items");
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        items[i].applied = 0;
-        if (items[i].id == NULL) {
-            snprintf(why, size, "settle item %zu has no id", i);
-            return -1;
-        }
-        if (items[i].kind < OUTBOX_SETTLE_PUBLISHED || items[i].kind > OUTBOX_SETTLE_RELEASE) {
-            snprintf(why, size, "settle item %zu has unknown kind %d", i, items[i].kind);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* ---------------------------------------------------------------- URI */

@@ -241,28 +241,6 @@ START_TEST(uri_show_and_redact_hide_passwords)
 }
 END_TEST
 
-START_TEST(settle_check_rules)
-{
-    outbox_fence_t fence = {.stamp = 1};
-    outbox_settle_item_t items[2] = {{.id = "a", .kind = OUTBOX_SETTLE_PUBLISHED, .applied = 1},
-                                     {.id = "b", .kind = OUTBOX_SETTLE_DEAD, .applied = 1}};
-    size_t applied = 7;
-    char why[96] = "";
-    ck_assert_int_eq(outbox_settle_check(&fence, items, 2, &applied, why, sizeof why), 0);
-    ck_assert_uint_eq(applied, 0);
-    ck_assert_int_eq(items[0].applied + items[1].applied, 0);
-    ck_assert_int_eq(outbox_settle_check(NULL, items, 2, NULL, why, sizeof why), -1);
-    ck_assert_str_eq(why, "settle needs a fence and items");
-    ck_assert_int_eq(outbox_settle_check(&fence, NULL, 0, NULL, why, sizeof why), 0);
-    items[1].kind = 9;
-    ck_assert_int_eq(outbox_settle_check(&fence, items, 2, NULL, why, sizeof why), -1);
-    ck_assert_str_eq(why, "settle item 1 has unknown kind 9");
-    items[0].id = NULL;
-    ck_assert_int_eq(outbox_settle_check(&fence, items, 2, NULL, why, sizeof why), -1);
-    ck_assert_str_eq(why, "settle item 0 has no id");
-}
-END_TEST
-
 START_TEST(host_table_1_1_entries)
 {
     const outbox_host_t *h = host();
@@ -358,7 +336,6 @@ int main(void)
     tcase_add_test(tc, json_string_escapes);
     tcase_add_test(tc, uri_parameters);
     tcase_add_test(tc, uri_show_and_redact_hide_passwords);
-    tcase_add_test(tc, settle_check_rules);
     tcase_add_test(tc, host_table_1_1_entries);
     tcase_add_test(tc, host_verror);
     tcase_add_test(tc, template_without_a_message);
