@@ -1,0 +1,510 @@
+/* liboutbox driver SDK: what a store or sink driver implements.
+ *
+ * A driver is a loadable module that exports ONE function,
+ * outbox_driver_entry(), returning a pointer to a static const
+ * outbox_driver_t. The host checks struct_size and the ABI version before
+ * it calls anything else, then calls init() once with the host-services
+ * table. Drivers build against these headers alone and never link the
+ * core; outbox/kit.h adds header-only helpers (buffers, identifiers, JSON,
+ * UTF-8, URI parameters).
+ *
+ * ABI versions. The host loads a driver whose major equals OUTBOX_ABI_MAJOR
+ * and whose minor is at most OUTBOX_ABI_MINOR: a driver built against older
+ * headers of the same major keeps working, a driver that needs a newer
+ * minor than the host has is refused. Minor versions only append.
+ *
+ * Two kinds of structures cross between host and driver:
+ *  - Versioned: they start with uint32_t struct_size and only ever grow at
+ *    the end: outbox_host_t, outbox_driver_t, outbox_store_vtable_t,
+ *    outbox_sink_vtable_t, outbox_store_open_t, outbox_schema_opts_t,
+ *    outbox_stage_ctx_t, outbox_claim_req_t, outbox_sink_open_t,
+ *    outbox_received_t. The
+ *    reader of such a struct reads a member only when struct_size covers
+ *    it (OUTBOX_STRUCT_HAS in outbox/common.h); a member past the end has
+ *    its default (NULL, 0). Each side writes struct_size = sizeof of its
+ *    own definition.
+ *  - Frozen: their layout is fixed for the whole of ABI major 1, so arrays
+ *    of them are indexed with sizeof on both sides: outbox_uri_t,
+ *    outbox_uri_param_t, outbox_row_t, outbox_fence_t,
+ *    outbox_settle_item_t, outbox_stats_t, outbox_header_t,
+ *    outbox_message_t, outbox_publish_result_t and outbox_diag_t. What
+ *    they lack arrives in a new versioned struct through a new entry.
+ *
+ * Rules every driver follows:
+ *  - NULL optional entries mean "not supported" (OUTBOX_ENOTSUP).
+ *  - Inputs are borrowed for the duration of the call; copy what you keep.
+ *  - Rows returned by claim, and the strings they point to, stay valid
+ *    until the next claim on that handle or its close. settle receives
+ *    the ids of those rows, so settle must not free or reuse them.
+ *  - One handle is used by one thread at a time. init() runs once, under
+ *    the loader's lock: it must not load drivers itself.
+ *  - Strings in the descriptor (name, version, schemes) have static
+ *    storage: modules are never unloaded.
+ *  - Errors: return a negative OUTBOX_E* code and describe the problem in
+ *    the outbox_diag_t given to the call (use host->error()). Never print,
+ *    never exit or abort.
+ *  - Timestamps are microseconds since the Unix epoch (UTC); 0 means NULL.
+ */
+#ifndef OUTBOX_DRIVER_H
+#define OUTBOX_DRIVER_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OUTBOX_ABI_MAJOR 1
+#define OUTBOX_ABI_MINOR 3
+
+#define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
+
+/* ---------------------------------------------------------------- host */
+
+enum outbox_log_level {
+    OUTBOX_LOG_ERROR = 0,
+    OUTBOX_LOG_WARN = 1,
+    OUTBOX_LOG_INFO = 2,
+    OUTBOX_LOG_DEBUG = 3,
+};
+
+/* Services the host lends to drivers; valid for the life of the process
+ * and safe to call from any thread. The log callback the application
+ * installed runs inside log(): keep driver locks out of it. */
+typedef struct outbox_host {
+    uint32_t struct_size;
+    /* ABI 1.0 */
+    void *(*alloc)(size_t size);
+    void *(*realloc)(void *ptr, size_t size);
+    void (*free)(void *ptr);
+    /* Sets d->code and d->message, returns code (so `return host->error(...)`). */
+    int (*error)(outbox_diag_t *d, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+    void (*log)(int level, const char *driver, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
+    /* Wall clock, microseconds since the epoch. */
+    int64_t (*now_us)(void);
+    /* ABI 1.1 */
+    /* A clock that never goes back, in microseconds from an arbitrary
+     * start: for timeouts and durations (a wall clock jumps). */
+    int64_t (*monotonic_us)(void);
+    /* error() for a driver's own variadic wrappers. */
+    int (*verror)(outbox_diag_t *d, int code, const char *fmt, va_list ap) OUTBOX_PRINTF(3, 0);
+} outbox_host_t;
+
+/* ----------------------------------------------------------------- URIs */
+
+typedef struct outbox_uri_param {
+    const char *key;
+    const char *value; /* percent-decoded */
+} outbox_uri_param_t;
+
+/* A URI split by the host (frozen, like its params). Absent parts are
+ * NULL (port 0). The password is never to be printed. */
+typedef struct outbox_uri {
+    const char *raw;      /* the URI exactly as the user gave it */
+    const char *scheme;   /* lower-case */
+    const char *user;
+    const char *password;
+    const char *host;     /* an authority listing several hosts ("k1:9092,k2:9092", each
+                             checked) gives the list as written here, and port 0 */
+    int port;
+    const char *path;     /* percent-decoded; "/abs" for scheme:///abs, "rel" for scheme:rel */
+    const outbox_uri_param_t *params;
+    size_t n_params;
+} outbox_uri_t;
+
+/* ------------------------------------------------------------- the row */
+
+/* One outbox row (frozen). Strings are NUL-terminated; optional ones are
+ * NULL when absent. UUIDs are canonical 36-char lower-case text. */
+typedef struct outbox_row {
+    const char *id;            /* UUIDv7 minted by the host at staging */
+    const char *route;
+    const char *event_id;
+    const char *event_type;
+    const char *tenant_id;
+    const char *execution_id;
+    const char *correlation_id;
+    const char *causation_id;
+    int64_t occurred_at;
+    const char *payload;       /* JSON text, validated by the host */
+    size_t payload_len;
+    const char *ordering_key;
+    const char *traceparent;   /* only stored when the column exists */
+    int64_t hlc;               /* 0 = NULL; only stored when the column exists */
+    int32_t attempts;
+    int64_t created_at;
+    int64_t available_at;      /* 0 = NULL = claimable now */
+    const char *last_error;
+} outbox_row_t;
+
+/* ---------------------------------------------------------------- store */
+
+/* Capabilities: declared statically in the descriptor, and detected per
+ * handle at open (outbox_store_vtable.capabilities). */
+#define OUTBOX_STORE_CAP_TRANSACTIONS (1u << 0) /* begin/commit/rollback, stage in a tx */
+#define OUTBOX_STORE_CAP_NATIVE_TX    (1u << 1) /* stage/advance through the app's native handle */
+#define OUTBOX_STORE_CAP_HLC          (1u << 2) /* the hlc column exists */
+#define OUTBOX_STORE_CAP_TRACEPARENT  (1u << 3) /* the traceparent column exists */
+#define OUTBOX_STORE_CAP_CHECKPOINT   (1u << 4) /* the checkpoint table exists */
+#define OUTBOX_STORE_CAP_WAIT         (1u << 5) /* push wake-up (wait() does not just sleep) */
+#define OUTBOX_STORE_CAP_CONCURRENT   (1u << 6) /* several handles may claim one route at once */
+/* Under hlc ordering, rows without an hlc come FIRST instead of last
+ * (MongoDB sorts a missing field before any value). A store that declares
+ * it documents the deviation; the conformance battery then expects it. */
+#define OUTBOX_STORE_CAP_HLC_NULLS_FIRST (1u << 7)
+
+/* Open flags. */
+#define OUTBOX_OPEN_SCHEMA_ONLY (1u << 0) /* connect only: no table detection (schema apply/check) */
+/* The caller will only read (stats, schema check): open so that nothing in
+ * the store changes, not even settings that opening would otherwise make
+ * (SQLite: SQLITE_OPEN_READONLY and no journal-mode switch, so a file the
+ * user may only read can be inspected; PostgreSQL: a read-only session).
+ * Writing calls on such a handle fail. A driver that predates the flag
+ * ignores it and opens as before. */
+#define OUTBOX_OPEN_READ_ONLY (1u << 1)
+
+typedef struct outbox_store_open {
+    uint32_t struct_size;
+    const outbox_uri_t *uri;
+    const char *relation;            /* validated identifier, "table" or "schema.table" */
+    const char *checkpoint_relation; /* validated; the host defaults it to hlc_checkpoint beside relation */
+    uint32_t flags;
+} outbox_store_open_t;
+
+#define OUTBOX_SCHEMA_HLC         (1u << 0)
+#define OUTBOX_SCHEMA_TRACEPARENT (1u << 1)
+#define OUTBOX_SCHEMA_CHECKPOINT  (1u << 2)
+
+typedef struct outbox_schema_opts {
+    uint32_t struct_size;
+    const char *relation;
+    const char *checkpoint_relation;
+    uint32_t flags; /* OUTBOX_SCHEMA_* */
+} outbox_schema_opts_t;
+
+/* Called once per problem found by schema_check, e.g. "missing column ordering_key". */
+typedef void (*outbox_schema_report_fn)(void *ctx, const char *problem);
+
+/* How a stage call relates to transactions. */
+typedef struct outbox_stage_ctx {
+    uint32_t struct_size;
+    void *native_tx;  /* the application's native handle (PGconn*, sqlite3*,
+                         mongoc_client_session_t*) inside its open transaction, or NULL */
+    int in_own_tx;    /* 1: the handle's own transaction (begin) is open */
+    /* When non-NULL: advance this checkpoint node key to max_hlc in the same
+     * transaction (the host sets it only when staging inside a transaction). */
+    const char *checkpoint_node_key;
+    int64_t max_hlc;
+} outbox_stage_ctx_t;
+
+typedef struct outbox_claim_req {
+    uint32_t struct_size;
+    const char *route;
+    size_t limit;
+    int64_t lease_us;   /* processing rows older than this may be claimed again */
+    int hlc_order;      /* order by hlc NULLS LAST, created_at, id */
+} outbox_claim_req_t;
+
+/* The fence of one claim (frozen). SQL stores put the processing_at value
+ * the claim wrote in stamp; stores with a token put it in token. The host
+ * treats it as opaque and hands it back to settle unchanged: compare it for
+ * equality with what the claim wrote, never with a fresh clock reading. */
+typedef struct outbox_fence {
+    int64_t stamp;
+    char token[40];
+} outbox_fence_t;
+
+enum outbox_settle_kind {
+    OUTBOX_SETTLE_PUBLISHED = 1, /* published, published_at = now */
+    OUTBOX_SETTLE_RESCHEDULE = 2,/* pending, available_at, last_error */
+    OUTBOX_SETTLE_DEAD = 3,      /* dead, last_error */
+    OUTBOX_SETTLE_RELEASE = 4,   /* pending, attempts - 1 */
+};
+
+/* One outcome for settle (frozen). */
+typedef struct outbox_settle_item {
+    const char *id;
+    int kind;                /* enum outbox_settle_kind */
+    int64_t available_at;    /* RESCHEDULE; 0 = NULL */
+    const char *error;       /* RESCHEDULE, DEAD; may be NULL */
+    int applied;             /* OUT: 1 when the row still held the fence and changed */
+} outbox_settle_item_t;
+
+/* Filled by stats (frozen). */
+typedef struct outbox_stats {
+    uint64_t pending;
+    uint64_t processing;
+    uint64_t published;
+    uint64_t dead;
+    int64_t oldest_pending_created_at; /* 0 when nothing is pending */
+} outbox_stats_t;
+
+/* Callbacks of the ABI 1.3 listing entries (routes, dead_list). */
+typedef int (*outbox_route_fn)(void *ctx, const char *route, const outbox_stats_t *stats);
+typedef int (*outbox_row_fn)(void *ctx, const outbox_row_t *row);
+
+typedef struct outbox_store_vtable {
+    uint32_t struct_size;
+
+    /* Required. Connect and detect the optional columns and tables. A
+     * missing table or required column is OUTBOX_ESCHEMA naming it (unless
+     * OUTBOX_OPEN_SCHEMA_ONLY). */
+    int (*open)(const outbox_store_open_t *params, void **handle, outbox_diag_t *d);
+    /* Required. Never fails; NULL is a no-op. */
+    void (*close)(void *handle);
+    /* Required. Capabilities of this handle (descriptor caps + detected). */
+    uint32_t (*capabilities)(void *handle);
+    /* Required. The canonical DDL; *out allocated with host->alloc, the host frees it. */
+    int (*schema_ddl)(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d);
+    /* Optional. Create what schema_ddl describes (idempotent). */
+    int (*schema_apply)(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d);
+    /* Optional. Compare the live schema with the canonical one and report each
+     * problem; *problems = their number. Never changes anything. */
+    int (*schema_check)(void *handle, const outbox_schema_opts_t *opts,
+                        outbox_schema_report_fn report, void *ctx, size_t *problems,
+                        outbox_diag_t *d);
+
+    /* Optional (OUTBOX_STORE_CAP_TRANSACTIONS). */
+    int (*begin)(void *handle, outbox_diag_t *d);
+    int (*commit)(void *handle, outbox_diag_t *d);
+    int (*rollback)(void *handle, outbox_diag_t *d);
+
+    /* Required. Insert rows (status pending, attempts 0, one created_at for
+     * the call, which the host has put in every row). A duplicate
+     * (route, event_id) is skipped; *staged = rows actually inserted. When
+     * neither native_tx nor in_own_tx is set, the call is atomic on its own. */
+    int (*stage)(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows, size_t n,
+                 size_t *staged, outbox_diag_t *d);
+
+    /* Required. Take up to limit claimable rows of the route atomically, in
+     * claim order, obeying the per-key rule: a row with an ordering key is
+     * claimable only when every earlier row of that key (by claim order) is
+     * published or dead, or is claimed by this same call. Sets processing,
+     * processing_at, the fence, attempts + 1. *rows belongs to the handle. */
+    int (*claim)(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows, size_t *n,
+                 outbox_fence_t *fence, outbox_diag_t *d);
+
+    /* Required. Apply every item in one round trip, each only to a row that
+     * still holds the fence (status processing, same fence). Sets
+     * items[i].applied and *applied = their number. */
+    int (*settle)(void *handle, const outbox_fence_t *fence, outbox_settle_item_t *items, size_t n,
+                  size_t *applied, outbox_diag_t *d);
+
+    /* Optional (OUTBOX_STORE_CAP_CHECKPOINT). One atomic server-side
+     * max-upsert; in native_tx or the own open tx when given. */
+    int (*checkpoint_advance)(void *handle, const outbox_stage_ctx_t *ctx, const char *node_key,
+                              int64_t hlc, outbox_diag_t *d);
+    /* Optional. The max hlc across node keys, 0 when none. */
+    int (*checkpoint_recover)(void *handle, int64_t *hlc, outbox_diag_t *d);
+
+    /* Optional. Block up to timeout_ms or until rows may have been staged.
+     * Returns OK in both cases. NULL: the host polls. */
+    int (*wait)(void *handle, const char *route, int timeout_ms, outbox_diag_t *d);
+
+    /* Optional. route NULL = every route. */
+    int (*stats)(void *handle, const char *route, outbox_stats_t *out, outbox_diag_t *d);
+    /* Optional. dead -> pending, attempts 0, available_at NULL. event_id NULL
+     * = every dead row (of the route, or of every route when route is NULL). */
+    int (*replay)(void *handle, const char *route, const char *event_id, uint64_t *count,
+                  outbox_diag_t *d);
+    /* Optional. Delete published rows with published_at < before, in batches. */
+    int (*purge)(void *handle, const char *route, int64_t before, uint64_t *count, outbox_diag_t *d);
+
+    /* Optional. Drop what schema_apply created for opts (the conformance
+     * battery cleans up its per-case relations with it). */
+    int (*schema_drop)(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d);
+    /* Optional. Open a SEPARATE native connection to the same store with a
+     * transaction begun on it, and return the handle an application would
+     * pass as native_tx (sqlite3*, PGconn*, mongoc_client_session_t*).
+     * native_end commits (commit = 1) or rolls back, then closes it. Used by
+     * the conformance battery to stage as an application would. */
+    int (*native_begin)(void *handle, void **native_tx, outbox_diag_t *d);
+    int (*native_end)(void *handle, void *native_tx, int commit, outbox_diag_t *d);
+
+    /* ABI 1.3, optional: what an operator lists (outbox routes, outbox dead
+     * list). Both read only; neither changes a row.
+     *
+     * routes: call fn once per route the relation holds a row of, in any
+     * order, with the same counts stats gives for that route (borrowed for
+     * the call). fn returning non-zero stops the listing; routes then
+     * returns that value unchanged, without touching d. */
+    int (*routes)(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t *d);
+    /* dead_list: call fn for up to limit dead rows of route in claim order
+     * (created_at, id), starting after the row whose id is after_id (NULL:
+     * from the first). The after row may have any status now, but must be
+     * a row of the route: when none has that id, OUTBOX_ENOTFOUND. Each
+     * row has at least id, route, event_id, event_type, ordering_key,
+     * attempts, created_at and last_error set; the others may be NULL/0
+     * (payload too). The row and its strings live only for the callback.
+     * fn returning non-zero stops as in routes. The host validates route,
+     * after_id (a canonical lower-case UUID) and limit (1..10001). */
+    int (*dead_list)(void *handle, const char *route, const char *after_id, size_t limit,
+                     outbox_row_fn fn, void *ctx, outbox_diag_t *d);
+} outbox_store_vtable_t;
+
+/* ----------------------------------------------------------------- sink */
+
+#define OUTBOX_SINK_CAP_ORDERED (1u << 0)
+/* OUTBOX_SINK_CAP_ORDERED: within one publish call, messages that share a
+ * key reach the broker in array order, and after a message fails (RETRY or
+ * REJECT), no later message with the same key in that call is delivered
+ * (each is reported RETRY). The relay then hands a whole batch to one call;
+ * without the capability it sends at most one message per key per call.
+ * REJECT counts as a failure because the relay stores its verdict only
+ * after the call: if it dies first, the rejected message is offered again
+ * and may be accepted, and it must not then arrive after its successors. */
+
+#define OUTBOX_SINK_CAP_DEDUPE (1u << 1)
+/* OUTBOX_SINK_CAP_DEDUPE: the sink hands event_id to the broker as its
+ * dedupe id, and the broker drops a second message with the same id
+ * (within its dedupe window), so a message published twice is read once.
+ * The sink battery checks it. */
+
+/* One header (frozen). name is the CloudEvents attribute name without any binding
+ * prefix ("id", "type", "source", "specversion", "time", "datacontenttype",
+ * "partitionkey", "traceparent", "tenantid", "correlationid",
+ * "causationid", "executionid", "hlc"); each sink spells it for its
+ * protocol ("ce-id", "ce_id", "cloudEvents:id"), except traceparent,
+ * which keeps its W3C name everywhere. */
+typedef struct outbox_header {
+    const char *name;
+    const char *value;
+} outbox_header_t;
+
+/* One message to publish (frozen). */
+typedef struct outbox_message {
+    const char *route;
+    const char *destination;   /* the route passed through the destination template */
+    const char *key;           /* ordering_key, falling back to event_id */
+    const char *event_id;      /* broker dedupe id where the broker has one */
+    const char *payload;
+    size_t payload_len;
+    const outbox_header_t *headers;
+    size_t n_headers;
+    const outbox_row_t *row;   /* the row itself, for sinks that want more */
+} outbox_message_t;
+
+enum outbox_publish_status {
+    OUTBOX_PUBLISH_OK = 0,     /* durably accepted by the broker */
+    OUTBOX_PUBLISH_RETRY = 1,  /* transient */
+    OUTBOX_PUBLISH_REJECT = 2, /* permanent */
+};
+
+/* Filled by publish (frozen). */
+typedef struct outbox_publish_result {
+    int status;                       /* enum outbox_publish_status */
+    char message[OUTBOX_MESSAGE_MAX]; /* why, when not OK */
+} outbox_publish_result_t;
+
+typedef struct outbox_sink_open {
+    uint32_t struct_size;
+    const outbox_uri_t *uri;
+} outbox_sink_open_t;
+
+/* One message read back from the broker by a sink's reader (versioned;
+ * ABI 1.2). The reader fills it; everything it points to belongs to the
+ * reader and stays valid until the next reader_next or reader_close. */
+typedef struct outbox_received {
+    uint32_t struct_size;       /* set by the caller */
+    const char *destination;    /* where it was read from */
+    const char *key;            /* the broker's message key; NULL when the protocol has none */
+    const char *dedupe_id;      /* the broker's dedupe id (Nats-Msg-Id, message_id); NULL if none */
+    const char *payload;        /* the bytes as the broker holds them */
+    size_t payload_len;
+    /* The CloudEvents attributes the message carries, named as in
+     * outbox_header_t (the binding's prefix taken off again: "id", not
+     * "ce_id"; "datacontenttype" also for Kafka's content-type), in any
+     * order. Headers that are not CloudEvents attributes are left out. */
+    const outbox_header_t *headers;
+    size_t n_headers;
+} outbox_received_t;
+
+typedef struct outbox_sink_vtable {
+    uint32_t struct_size;
+    /* Required. */
+    int (*open)(const outbox_sink_open_t *params, void **handle, outbox_diag_t *d);
+    /* Required; NULL is a no-op. */
+    void (*close)(void *handle);
+    /* Required. Fill results[0..n) (the host zeroes them first). Return
+     * OUTBOX_OK when every result is filled in; a negative code means the
+     * call as a whole failed and the host treats every message as RETRY. */
+    int (*publish)(void *handle, const outbox_message_t *msgs, size_t n,
+                   outbox_publish_result_t *results, outbox_diag_t *d);
+
+    /* ABI 1.2, optional: what the sink conformance battery (and an
+     * operator's tooling) uses. The battery publishes to destinations
+     * of its own, conf_<pid>_<n>, reads back what arrived, and removes
+     * them afterwards.
+     *
+     * destination_create: make publishing to destination work: a Kafka
+     * topic, a JetStream stream that captures the subject. Creating one
+     * that exists is not an error. destination_drop removes it and what
+     * it holds. A sink whose destinations need no creating leaves both
+     * NULL. */
+    int (*destination_create)(void *handle, const char *destination, outbox_diag_t *d);
+    int (*destination_drop)(void *handle, const char *destination, outbox_diag_t *d);
+    /* A reader of destination from its first message, on its own
+     * connection (the sink handle may be closed or used for publishing
+     * while the reader lives; the reader does not use it after
+     * reader_open returns). reader_next returns OUTBOX_OK with *out
+     * filled, or OUTBOX_ENOTFOUND when no further message arrived within
+     * timeout_ms, or another negative code on an error. */
+    int (*reader_open)(void *handle, const char *destination, void **reader, outbox_diag_t *d);
+    int (*reader_next)(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d);
+    /* NULL is a no-op. */
+    void (*reader_close)(void *reader);
+} outbox_sink_vtable_t;
+
+/* ------------------------------------------------------------ descriptor */
+
+enum outbox_driver_kind {
+    OUTBOX_DRIVER_STORE = 1,
+    OUTBOX_DRIVER_SINK = 2,
+};
+
+typedef struct outbox_driver {
+    uint32_t struct_size;
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    uint32_t kind;                /* enum outbox_driver_kind */
+    const char *name;             /* e.g. "sqlite" */
+    const char *version;          /* the driver's own version */
+    const char *const *schemes;   /* NULL-terminated URI schemes it serves */
+    uint32_t capabilities;        /* OUTBOX_STORE_CAP_* or OUTBOX_SINK_CAP_* */
+    /* Required. Called once, before anything else, with the host table. */
+    int (*init)(const outbox_host_t *host, outbox_diag_t *d);
+    const outbox_store_vtable_t *store; /* kind == STORE */
+    const outbox_sink_vtable_t *sink;   /* kind == SINK */
+} outbox_driver_t;
+
+typedef const outbox_driver_t *(*outbox_driver_entry_fn)(void);
+
+/* Emits the driver's single exported entry function. Built with
+ * -DOUTBOX_DRIVER_STATIC=name the same source instead defines
+ * outbox_driver_entry_<name>, so drivers can be linked into one test. */
+#define OUTBOX_DRIVER_CONCAT_(a, b) a##b
+#define OUTBOX_DRIVER_CONCAT(a, b) OUTBOX_DRIVER_CONCAT_(a, b)
+#ifdef OUTBOX_DRIVER_STATIC
+#define OUTBOX_DRIVER_ENTRY(descriptor)                                                          \
+    const outbox_driver_t *OUTBOX_DRIVER_CONCAT(outbox_driver_entry_, OUTBOX_DRIVER_STATIC)(void); \
+    const outbox_driver_t *OUTBOX_DRIVER_CONCAT(outbox_driver_entry_, OUTBOX_DRIVER_STATIC)(void)  \
+    {                                                                                            \
+        return &(descriptor);                                                                    \
+    }
+#else
+#define OUTBOX_DRIVER_ENTRY(descriptor)                                                    \
+    __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void); \
+    __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void)  \
+    {                                                                                      \
+        return &(descriptor);                                                              \
+    }
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
