@@ -17,6 +17,7 @@ const char *outbox_strerror(int code)
     case OUTBOX_ENOMEM: return "out of memory";
     case OUTBOX_ENOTFOUND: return "not found";
     case OUTBOX_ESCHEMA: return "schema mismatch";
+    case OUTBOX_EMISSING: return "table or database missing";
     default: return "unknown error";
     }
 }

@@ -133,9 +133,9 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     char why[128];
     if (!outbox_text_check("route", cfg->route, 255, why, sizeof why))
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: %s", why);
-    if (cfg->batch == 0 || cfg->batch > 100000)
-        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: batch must be 1..100000, got %zu",
-                               cfg->batch);
+    if (cfg->batch == 0 || cfg->batch > OUTBOX_RELAY_BATCH_MAX)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: batch must be 1..%d, got %zu",
+                               OUTBOX_RELAY_BATCH_MAX, cfg->batch);
     if (cfg->max_attempts < 1)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: max_attempts must be at least 1");
     /* Each is added to a clock reading (poll and pause to the monotonic

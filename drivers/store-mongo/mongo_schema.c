@@ -258,9 +258,7 @@ int outbox_mongo_detect(mongo_handle_t *h, int strict, outbox_diag_t *d)
     if (exists < 0)
         return exists;
     if (!exists && strict)
-        return outbox_mongo_fail(d, OUTBOX_ESCHEMA,
-                                 "collection \"%s\" not found in database \"%s\" (create it with "
-                                 "schema apply)",
+        return outbox_mongo_fail(d, OUTBOX_EMISSING, "collection \"%s\" not found in database \"%s\"",
                                  h->rel.table, outbox_mongo_db_of(h, &h->rel));
     if (exists) {
         live_t *l = outbox_mongo_host->alloc(sizeof *l);

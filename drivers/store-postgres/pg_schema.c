@@ -214,7 +214,7 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
     int row = relation_row(res, 1);
     if (strict && row < 0) {
         PQclear(res);
-        return outbox_pg_fail(d, OUTBOX_ESCHEMA, "table \"%s\" not found%s%s", h->rel.table,
+        return outbox_pg_fail(d, OUTBOX_EMISSING, "table \"%s\" not found%s%s", h->rel.table,
                               h->rel.schema[0] ? " in schema " : "", h->rel.schema);
     }
     for (size_t i = 0; strict && required_columns[i]; i++) {

@@ -97,8 +97,9 @@ static int sq_open(const outbox_store_open_t *params, void **handle, outbox_diag
     memset(h, 0, sizeof *h);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
+    int create = schema_only && !(params->flags & OUTBOX_OPEN_MUST_EXIST);
     int mode = (params->flags & OUTBOX_OPEN_READ_ONLY) ? SQ_OPEN_READ_ONLY
-               : schema_only                            ? SQ_OPEN_CREATE
+               : create                                 ? SQ_OPEN_CREATE
                                                         : SQ_OPEN_WRITE;
     rc = outbox_sqlite_rel_parse(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)

@@ -302,7 +302,7 @@ int outbox_sqlite_detect(sq_handle_t *h, int strict, outbox_diag_t *d)
     if (rc != OUTBOX_OK)
         return rc;
     if (strict && cols.n == 0)
-        rc = outbox_sqlite_fail(d, OUTBOX_ESCHEMA, "table \"%s\" not found%s%s", h->rel.table,
+        rc = outbox_sqlite_fail(d, OUTBOX_EMISSING, "table \"%s\" not found%s%s", h->rel.table,
                                 h->rel.schema[0] ? " in schema " : "", h->rel.schema);
     else if (strict)
         rc = has_required_columns(h, &cols, d);

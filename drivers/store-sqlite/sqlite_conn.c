@@ -8,6 +8,8 @@
  * the database's single write lock up front, and the busy handler makes a
  * second writer wait for it instead of failing at once.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -134,12 +136,29 @@ int outbox_sqlite_connect(sq_handle_t *h, const char *path, int mode, int busy_m
      * error" at the first statement. Only a regular file, or nothing yet,
      * can be a database. */
     struct stat st;
-    if (path[0] != '\0' && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    int on_disk = path[0] != '\0' && strcmp(path, ":memory:") != 0;
+    if (on_disk && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "cannot open database \"%s\": not a regular file (%s)", path,
                                   S_ISDIR(st.st_mode)    ? "a directory"
                                   : S_ISFIFO(st.st_mode) ? "a FIFO"
                                                          : "a device or socket");
+    if (on_disk && mode != SQ_OPEN_CREATE && stat(path, &st) != 0 && errno == ENOENT)
+        return outbox_sqlite_fail(d, OUTBOX_EMISSING, "database file %s does not exist", path);
+    if (on_disk && mode == SQ_OPEN_CREATE) {
+        /* SQLite would say only "unable to open database file". */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash == dir)
+            slash[1] = '\0';
+        else if (slash != NULL)
+            *slash = '\0';
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (stat(dir, &st) != 0 && errno == ENOENT)
+            return outbox_sqlite_fail(d, OUTBOX_ENOTFOUND, "directory %s does not exist", dir);
+    }
     int rc = sqlite3_open_v2(path, &h->db, flags, NULL);
     if (rc != SQLITE_OK) {
         char what[OUTBOX_MESSAGE_MAX / 2];

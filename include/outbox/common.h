@@ -37,6 +37,8 @@ enum outbox_status {
     OUTBOX_ENOMEM = -7,
     OUTBOX_ENOTFOUND = -8,  /* driver, table, column or row not found */
     OUTBOX_ESCHEMA = -9,    /* the live schema does not match what the operation needs */
+    OUTBOX_EMISSING = -10,  /* the table, collection or database file a store was opened on
+                               does not exist (schema apply makes it) */
 };
 
 /* 1 when the caller's struct *p of type T covers member: p->struct_size

@@ -206,6 +206,11 @@ typedef struct outbox_row {
  * Writing calls on such a handle fail. A driver that predates the flag
  * ignores it and opens as before. */
 #define OUTBOX_OPEN_READ_ONLY (1u << 1)
+/* Create nothing (ABI 1.4): a schema-only open that would make a missing
+ * database (SQLite's file) fails with OUTBOX_EMISSING instead, so that
+ * `schema check` of a mistyped path says so rather than making an empty
+ * database to check. A driver that predates the flag ignores it. */
+#define OUTBOX_OPEN_MUST_EXIST (1u << 2)
 
 typedef struct outbox_store_open {
     uint32_t struct_size;
@@ -291,8 +296,14 @@ typedef struct outbox_store_vtable {
     uint32_t struct_size;
 
     /* Required. Connect and detect the optional columns and tables. A
-     * missing table or required column is OUTBOX_ESCHEMA naming it (unless
-     * OUTBOX_OPEN_SCHEMA_ONLY). */
+     * missing table (collection, database file) is OUTBOX_EMISSING naming
+     * it, a missing required column OUTBOX_ESCHEMA naming it (neither under
+     * OUTBOX_OPEN_SCHEMA_ONLY, except a database OUTBOX_OPEN_MUST_EXIST
+     * forbids creating). Drivers before ABI 1.4 say OUTBOX_ESCHEMA for a
+     * missing table as well. The host has checked: params->uri is parsed
+     * (a list of hosts only for drivers of ABI 1.2 and later), relation and
+     * checkpoint_relation are valid identifiers ("table" or
+     * "schema.table"), handle and d are not NULL. */
     int (*open)(const outbox_store_open_t *params, void **handle, outbox_diag_t *d);
     /* Required. Never fails; NULL is a no-op. */
     void (*close)(void *handle);

@@ -266,6 +266,9 @@ typedef struct outbox_relay_observation {
     size_t n_lag;
 } outbox_relay_observation_t;
 
+/* The largest batch a relay claims at once (outbox_relay_config_t.batch). */
+#define OUTBOX_RELAY_BATCH_MAX 100000
+
 /* Fill cfg with the defaults (route NULL). */
 OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);
 

@@ -89,7 +89,7 @@ START_TEST(store_options_up_to_relation)
     outbox_store_t *s = NULL;
     outbox_diag_t d = {0};
     /* The relation is read (the open fails on it), the driver is not. */
-    ck_assert_int_eq(outbox_store_open(uri, o, &s, &d), OUTBOX_ESCHEMA);
+    ck_assert_int_eq(outbox_store_open(uri, o, &s, &d), OUTBOX_EMISSING);
     ck_assert_ptr_nonnull(strstr(d.message, "missing_table"));
     ck_assert_ptr_null(strstr(d.message, "no-such-driver"));
     ck_assert_ptr_null(s);

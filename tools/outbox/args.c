@@ -201,3 +201,9 @@ bool cli_relation_ok(const char *relation)
               relation);
     return false;
 }
+
+bool cli_lacks_scheme(const char *uri)
+{
+    const char *colon = strchr(uri, ':');
+    return !colon || colon == uri || (size_t)(colon - uri) >= strcspn(uri, "/?");
+}

@@ -1,4 +1,7 @@
-/* The outbox command-line tool: what the subcommand files share.
+/* The outbox command-line tool: what the subcommand files share. Its files
+ * call only downward: secrets.c (the URIs' secrets) at the bottom, log.c
+ * (every line the tool prints) on it, args.c (options and values) and
+ * store.c (opening a store) above, the cmd_*.c files on top.
  *
  * Exit statuses: 0 success, 1 a check found a problem, 2 usage or runtime
  * error. Every failure prints exactly one line on stderr starting with
@@ -16,7 +19,14 @@
 #define CLI_EXIT_PROBLEM 1
 #define CLI_EXIT_ERROR 2
 
-/* ------------------------------------------------------------ options */
+/* What a relay takes, on the command line and in a config file alike: the
+ * library's largest batch; worker threads per route; and a bound on
+ * max_attempts that keeps its number in an int with room to spare. */
+#define CLI_RELAY_BATCH_MAX OUTBOX_RELAY_BATCH_MAX
+#define CLI_RELAY_WORKERS_MAX 64
+#define CLI_RELAY_ATTEMPTS_MAX 1000000
+
+/* ------------------------------------------------- options (args.c) */
 
 /* Every option of every subcommand; each subcommand's table lists the
  * ones it takes. */
@@ -97,7 +107,7 @@ typedef struct cli_store_args {
  * returns false when id is none of them. */
 bool cli_store_option(cli_store_args_t *a, int id, const char *value);
 
-/* ------------------------------------------------------------- values */
+/* -------------------------------------------------- values (args.c) */
 
 /* A decimal integer in [min, max], nothing else (no sign, no spaces). */
 bool cli_parse_uint(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *out);
@@ -110,8 +120,11 @@ bool cli_nonempty(const char *cmd, const char *opt, const char *value);
 bool cli_require(const char *cmd, const char *opt, const char *value);
 /* A relation name the library accepts (or NULL). */
 bool cli_relation_ok(const char *relation);
+/* 1 when uri has no scheme at all: no ':' before its first '/' or '?'
+ * ("stdout", "/tmp/x.jsonl"). A malformed scheme is not missing. */
+bool cli_lacks_scheme(const char *uri);
 
-/* ------------------------------------------------------------- output */
+/* ---------------------------------------------------- output (log.c) */
 
 /* Prints "outbox: " + the message + newline on stderr, keeping it on one
  * line; returns CLI_EXIT_ERROR. */
@@ -156,6 +169,8 @@ void cli_notify_stopping(void);
 int64_t cli_notify_watchdog_us(void);
 void cli_notify_watchdog(void);
 
+/* ------------------------------------------------ secrets (secrets.c) */
+
 /* Remembers the passwords and other secrets of uri (user info, password=,
  * token=, ... parameters, in a URI or a key=value string), so that no line
  * the tool prints shows them: each becomes "***". */
@@ -164,21 +179,17 @@ void cli_forget_secrets(void);
 /* uri with its secrets masked, for showing it; malloc'd, NULL on ENOMEM. */
 char *cli_mask_uri(const char *uri);
 
-/* Wall clock, microseconds since the epoch. */
+/* Wall clock, microseconds since the epoch (log.c). */
 int64_t cli_now_us(void);
 
-/* ------------------------------------------------------------- stores */
+/* -------------------------------------------------- stores (store.c) */
 
 /* Checks the relation, then opens the store. Prints the error, with the
- * command that fixes it where there is one (a missing table or database
- * file: schema apply). Only with may_create (schema apply) may a missing
- * SQLite database file be created. */
+ * command that fixes it where there is one (a missing table or database,
+ * OUTBOX_EMISSING: schema apply). Only with may_create (schema apply) may
+ * the store create a missing database (OUTBOX_OPEN_MUST_EXIST otherwise). */
 int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_flags,
                    bool may_create, outbox_store_t **out);
-
-/* 1 when uri has no scheme at all: no ':' before its first '/' or '?'
- * ("stdout", "/tmp/x.jsonl"). A malformed scheme is not missing. */
-bool cli_lacks_scheme(const char *uri);
 
 /* ---------------------------------------------------------- subcommands */
 

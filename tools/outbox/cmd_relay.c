@@ -14,10 +14,6 @@
 #include "config.h"
 #include "metrics.h"
 
-#define RELAY_MAX_WORKERS 64
-#define RELAY_MAX_BATCH 100000
-#define RELAY_MAX_ATTEMPTS 1000000
-
 static const char usage[] =
     "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
     "       outbox relay --config FILE [--until-idle] [--quiet] [--metrics-listen HOST:PORT]\n"
@@ -227,17 +223,17 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
         cli_set_quiet(true);
         return true;
     case OPT_BATCH:
-        if (!cli_parse_uint("--batch", v, 1, RELAY_MAX_BATCH, &n))
+        if (!cli_parse_uint("--batch", v, 1, CLI_RELAY_BATCH_MAX, &n))
             return false;
         a->cfg.batch = (size_t)n;
         return true;
     case OPT_MAX_ATTEMPTS:
-        if (!cli_parse_uint("--max-attempts", v, 1, RELAY_MAX_ATTEMPTS, &n))
+        if (!cli_parse_uint("--max-attempts", v, 1, CLI_RELAY_ATTEMPTS_MAX, &n))
             return false;
         a->cfg.max_attempts = (int)n;
         return true;
     case OPT_WORKERS:
-        if (!cli_parse_uint("--workers", v, 1, RELAY_MAX_WORKERS, &n))
+        if (!cli_parse_uint("--workers", v, 1, CLI_RELAY_WORKERS_MAX, &n))
             return false;
         a->workers = (size_t)n;
         return true;

@@ -12,13 +12,9 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "cli.h"
 #include "config.h"
 #include "metrics.h"
-
-/* The largest relay batch and worker count a file may ask for. */
-#define CONFIG_BATCH_MAX 100000
-#define CONFIG_WORKERS_MAX 64
-#define CONFIG_ATTEMPTS_MAX 1000000
 
 typedef struct ctx {
     const char *path;
@@ -362,17 +358,17 @@ static int route_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
     if (strcmp(key, "source") == 0)
         return get_string(x, v, what, &r->source);
     if (strcmp(key, "batch") == 0) {
-        rc = get_uint(x, v, what, 1, CONFIG_BATCH_MAX, &n);
+        rc = get_uint(x, v, what, 1, CLI_RELAY_BATCH_MAX, &n);
         r->relay.batch = (size_t)n;
         return rc;
     }
     if (strcmp(key, "workers") == 0) {
-        rc = get_uint(x, v, what, 1, CONFIG_WORKERS_MAX, &n);
+        rc = get_uint(x, v, what, 1, CLI_RELAY_WORKERS_MAX, &n);
         r->workers = (size_t)n;
         return rc;
     }
     if (strcmp(key, "max_attempts") == 0) {
-        rc = get_uint(x, v, what, 1, CONFIG_ATTEMPTS_MAX, &n);
+        rc = get_uint(x, v, what, 1, CLI_RELAY_ATTEMPTS_MAX, &n);
         r->relay.max_attempts = (int)n;
         return rc;
     }

@@ -346,3 +346,41 @@ void cli_log_close(void)
     log_path = NULL;
     pthread_mutex_unlock(&log_lock);
 }
+
+/* ------------------------------------------------------ error lines */
+
+/* Writes prefix + text + "\n" on stderr as one write, with the URIs'
+ * secrets masked and control characters (a newline in a library message or
+ * a user's value) made visible, so a message is always exactly one line. */
+static void put_line(const char *prefix, const char *text)
+{
+    cli_log_record(OUTBOX_LOG_ERROR, prefix, text);
+}
+
+int cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = NULL;
+    int rc = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    put_line("outbox: ", rc < 0 ? "out of memory" : msg);
+    if (rc >= 0)
+        free(msg);
+    return CLI_EXIT_ERROR;
+}
+
+int cli_diag_error(const char *what, int code, const char *message)
+{
+    const char *why = message && message[0] ? message : outbox_strerror(code);
+    if (what)
+        return cli_error("%s: %s", what, why);
+    return cli_error("%s", why);
+}
+
+int64_t cli_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
