@@ -68,4 +68,22 @@ expect 0 stage --store "sqlite://$hdb" --route r --type t --hlc --count 2
 n=$(sqlite3 "$hdb" "SELECT count(*) FROM outbox WHERE hlc > 0")
 [ "$n" = 2 ] && pass "stage --hlc stamps rows" || fail "stage --hlc: $n rows stamped"
 
+# The trace context and the extension ids reach the sink's CloudEvents
+# (an upper-case UUID as given, lower-case as stored).
+tdb=$TMP/trace.db
+TP=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
+expect 0 schema apply --store "sqlite://$tdb" --yes-i-know --traceparent
+expect 0 stage --store "sqlite://$tdb" --route r --type t --count 2 --traceparent "$TP" \
+    --tenant-id 0190A0E4-0000-7000-8000-000000000001 --correlation-id 0190a0e4-0000-7000-8000-000000000002 \
+    --causation-id 0190a0e4-0000-7000-8000-000000000003 --execution-id 0190a0e4-0000-7000-8000-000000000004
+expect 0 relay --store "sqlite://$tdb" --route r --sink "file://$TMP/trace.jsonl" --until-idle --quiet
+want="\"traceparent\":\"$TP\",\"tenantid\":\"0190a0e4-0000-7000-8000-000000000001\",\"correlationid\":\"0190a0e4-0000-7000-8000-000000000002\",\"causationid\":\"0190a0e4-0000-7000-8000-000000000003\",\"executionid\":\"0190a0e4-0000-7000-8000-000000000004\""
+[ "$(grep -cF "$want" "$TMP/trace.jsonl")" = 2 ] && pass "every event carries the trace context and the ids" ||
+    fail "the events do not carry what was staged: $(head -1 "$TMP/trace.jsonl")"
+expect_error '^outbox: --tenant-id: "nope" is not a UUID$' stage --store "sqlite://$tdb" --route r --type t --tenant-id nope
+expect_error '^outbox: --causation-id: "" is not a UUID$' stage --store "sqlite://$tdb" --route r --type t --causation-id ''
+expect_error 'traceparent "00-bad" is not W3C trace context' stage --store "sqlite://$tdb" --route r --type t --traceparent 00-bad
+expect_error 'traceparent needs the traceparent column' stage --store "$store" --route r --type t --traceparent "$TP"
+stats_is "$tdb" 0 0 2 0 --route r
+
 finish

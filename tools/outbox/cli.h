@@ -64,6 +64,11 @@ enum cli_option_id {
     OPT_METRICS_LISTEN,
     OPT_LIMIT,
     OPT_AFTER,
+    OPT_EVENT_TRACEPARENT,
+    OPT_TENANT_ID,
+    OPT_CORRELATION_ID,
+    OPT_CAUSATION_ID,
+    OPT_EXECUTION_ID,
 };
 
 typedef struct cli_option {

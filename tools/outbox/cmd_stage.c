@@ -27,18 +27,38 @@ static const char usage[] =
     "  --payload -       read one JSON document per line from stdin, one event each;\n"
     "                    blank lines are skipped (not with --count)\n"
     "  --hlc             stamp each event with the hybrid logical clock\n"
+    "  --traceparent TP  W3C trace context of every event (needs the traceparent column)\n"
+    "  --tenant-id UUID, --correlation-id UUID, --causation-id UUID, --execution-id UUID\n"
+    "                    the CloudEvents extension ids of every event\n"
     "\n"
     "Store drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
 
 static const cli_option_t options[] = {
-    {"store", true, OPT_STORE}, {"relation", true, OPT_RELATION}, {"route", true, OPT_ROUTE},
-    {"type", true, OPT_TYPE},   {"key", true, OPT_KEY},           {"count", true, OPT_COUNT},
-    {"payload", true, OPT_PAYLOAD}, {"hlc", false, OPT_HLC},      {NULL, false, 0},
+    {"store", true, OPT_STORE},
+    {"relation", true, OPT_RELATION},
+    {"route", true, OPT_ROUTE},
+    {"type", true, OPT_TYPE},
+    {"key", true, OPT_KEY},
+    {"count", true, OPT_COUNT},
+    {"payload", true, OPT_PAYLOAD},
+    {"hlc", false, OPT_HLC},
+    {"traceparent", true, OPT_EVENT_TRACEPARENT},
+    {"tenant-id", true, OPT_TENANT_ID},
+    {"correlation-id", true, OPT_CORRELATION_ID},
+    {"causation-id", true, OPT_CAUSATION_ID},
+    {"execution-id", true, OPT_EXECUTION_ID},
+    {NULL, false, 0},
 };
+
+/* The ids every event of the call carries (NULL: none), with their options. */
+enum { ID_TENANT, ID_CORRELATION, ID_CAUSATION, ID_EXECUTION, N_IDS };
+static const char *const id_option[N_IDS] = {"--tenant-id", "--correlation-id", "--causation-id",
+                                              "--execution-id"};
 
 typedef struct stage_args {
     cli_store_args_t store;
-    const char *route, *type, *key, *payload;
+    const char *route, *type, *key, *payload, *traceparent;
+    const char *ids[N_IDS];
     uint64_t count;
     bool count_given;
     bool hlc;
@@ -136,6 +156,11 @@ static void fill_event(outbox_event_t *e, const stage_args_t *a, const payloads_
     memset(e, 0, sizeof *e);
     e->event_type = a->type;
     e->ordering_key = a->key;
+    e->traceparent = a->traceparent;
+    e->tenant_id = a->ids[ID_TENANT];
+    e->correlation_id = a->ids[ID_CORRELATION];
+    e->causation_id = a->ids[ID_CAUSATION];
+    e->execution_id = a->ids[ID_EXECUTION];
     if (p->from_stdin) {
         e->payload = p->lines[i];
         e->payload_len = p->lens[i];
@@ -204,8 +229,15 @@ static bool check_args(stage_args_t *a)
 {
     if (!cli_require("stage", "--store", a->store.uri) ||
         !cli_require("stage", "--route", a->route) || !cli_require("stage", "--type", a->type) ||
-        !cli_nonempty("stage", "--key", a->key) || !cli_relation_ok(a->store.relation))
+        !cli_nonempty("stage", "--key", a->key) ||
+        !cli_nonempty("stage", "--traceparent", a->traceparent) ||
+        !cli_relation_ok(a->store.relation))
         return false;
+    for (int i = 0; i < N_IDS; i++)
+        if (a->ids[i] != NULL && !outbox_uuid_valid(a->ids[i])) {
+            cli_error("%s: \"%.60s\" is not a UUID", id_option[i], a->ids[i]);
+            return false;
+        }
     bool from_stdin = a->payload && strcmp(a->payload, "-") == 0;
     if (from_stdin && a->count_given) {
         cli_error("stage: --count cannot be combined with --payload - (one event per line)");
@@ -234,6 +266,11 @@ int cli_cmd_stage(int argc, char **argv)
         case OPT_TYPE: a.type = p.value; break;
         case OPT_KEY: a.key = p.value; break;
         case OPT_PAYLOAD: a.payload = p.value; break;
+        case OPT_EVENT_TRACEPARENT: a.traceparent = p.value; break;
+        case OPT_TENANT_ID: a.ids[ID_TENANT] = p.value; break;
+        case OPT_CORRELATION_ID: a.ids[ID_CORRELATION] = p.value; break;
+        case OPT_CAUSATION_ID: a.ids[ID_CAUSATION] = p.value; break;
+        case OPT_EXECUTION_ID: a.ids[ID_EXECUTION] = p.value; break;
         case OPT_COUNT:
             if (!cli_parse_uint("--count", p.value, 1, STAGE_MAX_COUNT, &a.count))
                 return CLI_EXIT_ERROR;
