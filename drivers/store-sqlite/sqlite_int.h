@@ -240,7 +240,7 @@ SQ_HIDDEN int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d);
  * apply or drop, or when a claim finds an index it names gone. */
 SQ_HIDDEN int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d);
 /* The claimed rows' format, for claims written elsewhere (the broken
- * variants of tests/conformance/broken): appends " RETURNING" and the
+ * variants of tests/conformance): appends " RETURNING" and the
  * columns keep_row reads; keep_row copies the row st is on into the arena. */
 SQ_HIDDEN void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_buf_t *b);
 SQ_HIDDEN int outbox_sqlite_keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d);

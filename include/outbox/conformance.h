@@ -19,8 +19,16 @@
  * cases that stop the broker run only when broker_stop and broker_start
  * are given; the breaker case also needs the sqlite store driver.
  *
- * Not thread-safe: run one battery per process at a time. Output (Check's
- * report, one line per skipped case and a summary) goes to stdout.
+ * Not thread-safe: run one battery per process at a time. Output goes to
+ * stdout, a line per item, each starting "conformance: ": a header naming
+ * the driver and the URI (secrets masked); "SKIP CASE: why" for a case the
+ * capabilities exclude; "FAIL CASE: what it checked and saw" as each
+ * failed case ends (never a path of the battery's sources), and
+ * "PASS CASE" for each passed one when verbosity > 0; then
+ * "NOT CHECKED CASE: WHAT (WHY)" for a check left out for want of an
+ * optional entry, "note CASE: not exercised: WHAT (WHY)" for one this run
+ * could not exercise for another reason (timing, a sink that connects
+ * when it opens), and the summary "N passed, N failed, N skipped".
  */
 #ifndef OUTBOX_CONFORMANCE_H
 #define OUTBOX_CONFORMANCE_H
@@ -55,8 +63,10 @@ typedef struct outbox_conformance_opts {
                                     in, or a broker it may create and drop destinations on */
     const char *tap_file;        /* NULL = none; else TAP 13, one line per case, skips as "# SKIP" */
     const char *case_filter;     /* NULL = every case; else only cases whose name contains it */
-    int verbosity;               /* < 0 silent; 0 failures and summary (Check's CK_VERBOSITY
-                                    may ask for more); > 0 every case */
+    int verbosity;               /* < 0 silent; 0 failed and skipped cases, what was left
+                                    out, and the summary (CK_VERBOSITY=verbose in the
+                                    environment counts as 1); > 0 also a line per passed
+                                    case */
     outbox_diag_t *diag;         /* OUT, may be NULL: why the battery could not start */
     outbox_conformance_counts_t *counts; /* OUT, may be NULL */
     /* Sinks only: shell commands that stop the broker (it must refuse
@@ -65,11 +75,16 @@ typedef struct outbox_conformance_opts {
      * them are skipped. */
     const char *broker_stop;
     const char *broker_start;
+    /* Every case's timeout, and the waits inside cases that scale with it,
+     * times this, for a slow server: above 0 and at most 1000; 0 (and a
+     * caller built before this member) means 1. Check's
+     * CK_TIMEOUT_MULTIPLIER still applies on top. */
+    double timeout_scale;
 } outbox_conformance_opts_t;
 
 /* Runs the battery. Returns the number of failed cases (0 = every case
  * that ran passed), or a negative OUTBOX_E* code when it could not start:
- * bad options, a driver that does not load, a URI it cannot open, a store
+ * bad options (a timeout_scale out of range), a driver that does not load, a URI it cannot open, a store
  * driver without schema_apply, a sink driver without a reader, or a filter
  * that matches no case. */
 OUTBOX_CONFORMANCE_API int outbox_conformance_run(const outbox_conformance_opts_t *o);

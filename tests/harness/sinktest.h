@@ -4,7 +4,7 @@
  * the public sink API with a failed check on an unexpected answer, the
  * expected refusals of a URI, the private servers of tools/services, and
  * the run. What every sink must do is the sink battery's
- * (tests/conformance/cases_sink.c), not theirs.
+ * (tools/conformance/cases_sink.c), not theirs.
  *
  * Strings returned in static buffers stay valid until the next call of the
  * same function. */

@@ -1,7 +1,9 @@
 /* outbox conformance: the conformance battery (liboutbox-conformance)
  * against a store or sink driver given by name or path. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #ifdef OUTBOX_CLI_CONFORMANCE
@@ -10,9 +12,12 @@
 
 /* Exit status when there is nothing to test: the "skipped" of automake and meson. */
 #define CONFORMANCE_EXIT_NO_URI 77
+/* The library's bound (outbox_conformance_opts_t.timeout_scale). */
+#define CONFORMANCE_MAX_TIMEOUT_SCALE 1000.0
 
 static const char usage[] =
     "usage: outbox conformance --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR]\n"
+    "                          [--verbose] [--timeout-scale N]\n"
     "                          [--broker-stop CMD --broker-start CMD]\n"
     "       outbox conformance --list\n"
     "\n"
@@ -21,7 +26,10 @@ static const char usage[] =
     "relation conf_<pid>_<n> that it creates with the driver's schema apply and\n"
     "drops afterwards; a sink case publishes to fresh destinations conf_<pid>_<n>\n"
     "and reads back what arrived with the driver's reader. Cases the driver's\n"
-    "capabilities exclude are skipped with the reason. Check's report goes to stdout.\n"
+    "capabilities exclude are skipped with the reason. Each failed case is one line\n"
+    "on stdout, \"conformance: FAIL CASE: what it checked and saw\", as it ends;\n"
+    "then what the cases could not check, and \"conformance: N passed, N failed,\n"
+    "N skipped\".\n"
     "\n"
     "  --driver NAME_OR_PATH  the driver to test: a name on the driver path (sqlite,\n"
     "                         nats) or a module file (./store-mine.so)\n"
@@ -30,6 +38,12 @@ static const char usage[] =
     "                         default: $OUTBOX_CONFORMANCE_URI\n"
     "  --tap FILE             also write the results as TAP (skips as \"# SKIP why\")\n"
     "  --case SUBSTR          run only the cases whose name contains SUBSTR\n"
+    "  --verbose              also a line \"conformance: PASS CASE\" for every case\n"
+    "                         that passed (and the library's debug lines on stderr,\n"
+    "                         as for every command)\n"
+    "  --timeout-scale N      multiply every case's timeout by N (above 0, at most\n"
+    "                         1000), for a slow server; CK_TIMEOUT_MULTIPLIER still\n"
+    "                         applies on top\n"
     "  --broker-stop CMD      sinks: a shell command that stops the broker; with\n"
     "  --broker-start CMD     the one that starts it again, the cases that stop the\n"
     "                         broker under the sink run (else they are skipped)\n"
@@ -47,13 +61,15 @@ enum {
     OPT_CONF_LIST,
     OPT_CONF_BROKER_STOP,
     OPT_CONF_BROKER_START,
+    OPT_CONF_TIMEOUT_SCALE,
 };
 
 static const cli_option_t options[] = {
     {"driver", true, OPT_CONF_DRIVER}, {"uri", true, OPT_CONF_URI},
     {"tap", true, OPT_CONF_TAP},       {"case", true, OPT_CONF_CASE},
     {"list", false, OPT_CONF_LIST},    {"broker-stop", true, OPT_CONF_BROKER_STOP},
-    {"broker-start", true, OPT_CONF_BROKER_START}, {NULL, false, 0},
+    {"broker-start", true, OPT_CONF_BROKER_START},
+    {"timeout-scale", true, OPT_CONF_TIMEOUT_SCALE}, {NULL, false, 0},
 };
 
 typedef struct conformance_args {
@@ -63,8 +79,43 @@ typedef struct conformance_args {
     const char *filter;
     const char *broker_stop;
     const char *broker_start;
+    double timeout_scale; /* 0: not given */
+    bool verbose;
     bool list;
 } conformance_args_t;
+
+/* --timeout-scale's value: a plain decimal number (no sign, no "inf" or
+ * "nan", which strtod would take) above 0 and within the library's bound. */
+static bool parse_timeout_scale(const char *text, double *out)
+{
+    const char *opt = "--timeout-scale";
+    char *end = NULL;
+    errno = 0;
+    double v = (text[0] >= '0' && text[0] <= '9') || text[0] == '.' ? strtod(text, &end) : 0;
+    if (end == NULL || end == text || *end != '\0' || !(v > 0)) {
+        cli_error("%s: \"%s\" is not a number above 0", opt, text);
+        return false;
+    }
+    if (errno == ERANGE || v > CONFORMANCE_MAX_TIMEOUT_SCALE) {
+        cli_error("%s: \"%s\" is too large (at most %g)", opt, text,
+                  CONFORMANCE_MAX_TIMEOUT_SCALE);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* cli_next() takes --verbose itself wherever it stands (the library's
+ * debug lines); here it also asks for a line per passed case. A value can
+ * never be a bare "--verbose" (cli_next() refuses an option as a value),
+ * so any such word after the command is the option. */
+static bool wants_verbose(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--verbose") == 0)
+            return true;
+    return false;
+}
 
 #ifdef OUTBOX_CLI_CONFORMANCE
 static int list_cases(void)
@@ -86,6 +137,8 @@ static int run_battery(const conformance_args_t *a)
         .diag = &d,
         .broker_stop = a->broker_stop,
         .broker_start = a->broker_start,
+        .verbosity = a->verbose ? 1 : 0,
+        .timeout_scale = a->timeout_scale,
     };
     int rc = outbox_conformance_run(&o);
     if (rc < 0)
@@ -117,7 +170,7 @@ int cli_cmd_conformance(int argc, char **argv)
     const char *cmd = "conformance";
     cli_parser_t p;
     cli_parser_init(&p, cmd, usage, argc, argv);
-    conformance_args_t a = {0};
+    conformance_args_t a = {.verbose = wants_verbose(argc, argv)};
     for (int id; (id = cli_next(&p, options)) != CLI_DONE;) {
         switch (id) {
         case CLI_HELP:
@@ -132,6 +185,10 @@ int cli_cmd_conformance(int argc, char **argv)
         case OPT_CONF_LIST: a.list = true; break;
         case OPT_CONF_BROKER_STOP: a.broker_stop = p.value; break;
         case OPT_CONF_BROKER_START: a.broker_start = p.value; break;
+        case OPT_CONF_TIMEOUT_SCALE:
+            if (!parse_timeout_scale(p.value, &a.timeout_scale))
+                return CLI_EXIT_ERROR;
+            break;
         default: return cli_error("%s: unhandled option", cmd);
         }
     }

@@ -6,7 +6,8 @@
 #           pass-all  the same, and no case was skipped
 #           pass-skip:A,B  the same, and no case but A and B was skipped (a sink
 #                     whose capabilities exclude them)
-#           CASE      the battery failed (exit 1), and CASE is "not ok" in the TAP
+#           CASE      the battery failed (exit 1), CASE is "not ok" in the TAP, and
+#                     its line says "conformance: FAIL CASE: ..."
 #           all-but:CASE  CASE is "not ok", every other case passed, none skipped
 #                     (a driver that rightly fails one case, e.g. a schema check
 #                     that reports what a test variant left out)
@@ -23,7 +24,7 @@
 #                        when it does not start: skipped (77), or a failure under CI=true;
 #                        QUERY is added to the URI it prints (the sink's options)
 #   RUNNER  the command: "outbox conformance" or the battery test program
-. "$(dirname "$0")/../../harness/harness.sh"
+. "$(dirname "$0")/../harness/harness.sh"
 expect=$1
 driver=$2
 store=$3
@@ -64,6 +65,27 @@ fi
 failed=$(sed -n 's/^not ok [0-9]* - //p' "$tap" | tr '\n' ' ')
 skipped=$(grep -c '# SKIP' "$tap")
 echo "exit $status; failed: ${failed:-none}; skipped: $skipped"
+
+# Whatever the verdict: a failure reads as the case and its own check,
+# never a path of the battery's sources (which the driver's author does
+# not have), in the output and in the TAP.
+if grep -E '^conformance: FAIL |^# ' "$TMP/out" "$tap" | grep -E '\.c:[0-9]+'; then
+    echo "FAIL: a failure names a source file of the battery"
+    exit 1
+fi
+# NOT CHECKED blames a missing optional entry, and the sentence after the
+# summary comes with it and only with it; no sink case depends on an
+# optional entry, so none may say it.
+unchecked=$(grep -c '^conformance: NOT CHECKED ' "$TMP/out")
+sentence=$(grep -c 'for want of the optional entries named above$' "$TMP/out")
+if [ "$((unchecked > 0))" -ne "$((sentence > 0))" ]; then
+    echo "FAIL: $unchecked NOT CHECKED lines, but $sentence sentences about missing optional entries"
+    exit 1
+fi
+if grep '^conformance: NOT CHECKED sink_' "$TMP/out"; then
+    echo "FAIL: a sink case blames an optional entry the sink battery does not use"
+    exit 1
+fi
 
 case $expect in
 all-but:*)
@@ -124,6 +146,10 @@ unchecked:*)
     fi
     if ! grep -q "^not ok [0-9]* - $expect\$" "$tap"; then
         echo "FAIL: $driver is broken for $expect, but the battery did not fail that case"
+        exit 1
+    fi
+    if ! grep -q "^conformance: FAIL $expect: ." "$TMP/out"; then
+        echo "FAIL: the battery failed $expect without a line saying why"
         exit 1
     fi
     grep -A1 "^not ok [0-9]* - $expect\$" "$tap"

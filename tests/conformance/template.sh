@@ -8,7 +8,7 @@
 # battery reads back what it published with it).
 #
 # usage: template.sh store|sink TEMPLATE_DIR BUILD_ROOT BATTERY
-. "$(dirname "$0")/../../harness/harness.sh"
+. "$(dirname "$0")/../harness/harness.sh"
 kind=$1
 src=$2
 build_root=$3

@@ -1,5 +1,7 @@
 /* Conformance battery: choosing the cases, running them with Check, and
- * reporting (Check's own output, skips, a summary line and TAP). */
+ * reporting in lines of its own (a case each, what was left out, a
+ * summary) and TAP. Check itself runs silent: its report names the
+ * battery's source files, which a driver's author does not have. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +70,21 @@ typedef struct outcome {
     const char *skip;      /* non-NULL: skipped, and why */
     int ran;
     int passed;
-    char detail[OUTBOX_MESSAGE_MAX]; /* file:line: message of a failure */
+    char detail[OUTBOX_MESSAGE_MAX]; /* why it failed, on one line */
 } outcome_t;
+
+/* The run under way. The teardown around each case reports what Check
+ * gathered since the last one, so a long battery shows every case as it
+ * ends; one battery per process, as the header says. */
+typedef struct live_run {
+    SRunner *sr;
+    const battery_t *b;
+    outcome_t *out;
+    size_t n;
+    int verbosity;
+    int reported; /* Check's results already reported */
+} live_run_t;
+static live_run_t live;
 
 static int set_error(outbox_diag_t *d, int code, const char *fmt, const char *arg)
 {
@@ -78,39 +93,66 @@ static int set_error(outbox_diag_t *d, int code, const char *fmt, const char *ar
     return code;
 }
 
-/* Check's message of a case, on one line. */
-static void result_detail(TestResult *tr, char *out, size_t size)
+/* Why a case failed, on one line: its own message, not Check's
+ * file:line, which points into the battery's sources (for every case
+ * that fails in a shared helper, the same line of that helper). */
+static void result_detail(TestResult *tr, const conf_case_t *c, char *out, size_t size)
 {
-    /* __FILE__ holds the build's relative path; the file name says enough. */
-    const char *file = tr_lfile(tr) ? tr_lfile(tr) : "?";
-    const char *slash = strrchr(file, '/');
-    snprintf(out, size, "%s:%d: %s", slash ? slash + 1 : file, tr_lno(tr),
-             tr_msg(tr) ? tr_msg(tr) : "");
+    const char *msg = tr_msg(tr) != NULL && tr_msg(tr)[0] != '\0' ? tr_msg(tr) : "no message";
+    /* Check's words when its timer fires; which timeout it was helps more. */
+    if (tr_rtype(tr) == CK_ERROR && strcmp(msg, "Test timeout expired") == 0)
+        snprintf(out, size,
+                 "did not finish within its timeout of %g s (a hang, or a server too slow for "
+                 "it: scale the timeouts)",
+                 c->timeout_s * conf_timeout_multiplier());
+    else
+        snprintf(out, size, "%s", msg);
     for (char *p = out; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
 }
 
-static void collect_results(SRunner *sr, outcome_t *out, size_t n)
+static outcome_t *outcome_named(const char *name)
 {
-    TestResult **results = srunner_results(sr);
-    int count = srunner_ntests_run(sr);
-    for (size_t i = 0; i < n; i++) {
-        if (out[i].skip != NULL)
+    for (size_t i = 0; i < live.n; i++)
+        if (live.out[i].skip == NULL && strcmp(live.out[i].c->test->name, name) == 0)
+            return &live.out[i];
+    return NULL;
+}
+
+static void report_new_results(void)
+{
+    int count = srunner_ntests_run(live.sr);
+    if (count <= live.reported)
+        return;
+    TestResult **results = srunner_results(live.sr);
+    for (int r = live.reported; results != NULL && r < count; r++) {
+        outcome_t *o = outcome_named(tr_tcname(results[r]));
+        if (o == NULL)
             continue;
-        for (int r = 0; results != NULL && r < count; r++) {
-            if (strcmp(tr_tcname(results[r]), out[i].c->test->name) != 0)
-                continue;
-            out[i].ran = 1;
-            out[i].passed = tr_rtype(results[r]) == CK_PASS;
-            if (!out[i].passed)
-                result_detail(results[r], out[i].detail, sizeof out[i].detail);
+        o->ran = 1;
+        o->passed = tr_rtype(results[r]) == CK_PASS;
+        if (!o->passed) {
+            result_detail(results[r], o->c, o->detail, sizeof o->detail);
+            if (live.verbosity >= 0)
+                printf("conformance: FAIL %s: %s\n", o->c->test->name, o->detail);
+        } else if (live.verbosity > 0) {
+            printf("conformance: PASS %s\n", o->c->test->name);
         }
-        if (!out[i].ran)
-            snprintf(out[i].detail, sizeof out[i].detail,
-                     "the case did not run (is CK_RUN_CASE or CK_RUN_SUITE set?)");
     }
+    live.reported = results != NULL ? count : live.reported;
     free(results);
+    /* The next case forks: what stdio holds would be written twice. */
+    fflush(stdout);
+}
+
+/* Check has the case's result by the time it runs the unchecked teardown
+ * (in this process, after the fork); the fixture's own teardown follows,
+ * so its messages come after the case's line. */
+static void case_teardown(void)
+{
+    report_new_results();
+    live.b->teardown();
 }
 
 static void write_tap(FILE *f, const outcome_t *out, size_t n)
@@ -127,12 +169,20 @@ static void write_tap(FILE *f, const outcome_t *out, size_t n)
     }
 }
 
+/* Check's timer takes seconds as a double and casts them to time_t; the
+ * bound keeps every case's timeout far inside that. */
+#define MAX_TIMEOUT_SCALE 1000.0
+
 static int check_opts(const outbox_conformance_opts_t *o, outbox_diag_t *d)
 {
     if (o->driver == NULL || o->driver[0] == '\0')
         return set_error(d, OUTBOX_EINVAL, "%s", "no driver given");
     if (o->uri == NULL || o->uri[0] == '\0')
         return set_error(d, OUTBOX_EINVAL, "%s", "no URI given");
+    /* Written so that NaN fails too. */
+    if (!(o->timeout_scale >= 0 && o->timeout_scale <= MAX_TIMEOUT_SCALE))
+        return set_error(d, OUTBOX_EINVAL, "%s",
+                         "timeout_scale must be above 0 and at most 1000 (0 means 1)");
     return OUTBOX_OK;
 }
 
@@ -140,7 +190,7 @@ static int check_opts(const outbox_conformance_opts_t *o, outbox_diag_t *d)
  * unchecked fixtures run in this process, around the fork), its own
  * timeout and its own line in the results. */
 static Suite *build_suite(const battery_t *b, outcome_t *out, size_t n, const conf_case_t **run,
-                          size_t *n_run, int verbosity)
+                          size_t *n_run, int verbosity, double scale)
 {
     Suite *suite = suite_create("conformance");
     *n_run = 0;
@@ -152,8 +202,9 @@ static Suite *build_suite(const battery_t *b, outcome_t *out, size_t n, const co
             continue;
         }
         TCase *tc = tcase_create(out[i].c->test->name);
-        tcase_add_unchecked_fixture(tc, b->setup, b->teardown);
-        tcase_set_timeout(tc, out[i].c->timeout_s);
+        tcase_add_unchecked_fixture(tc, b->setup, case_teardown);
+        /* Check multiplies by CK_TIMEOUT_MULTIPLIER itself. */
+        tcase_set_timeout(tc, out[i].c->timeout_s * scale);
         tcase_add_test(tc, out[i].c->test);
         suite_add_tcase(suite, tc);
         run[(*n_run)++] = out[i].c;
@@ -182,8 +233,31 @@ static void read_opts(const outbox_conformance_opts_t *given, outbox_conformance
     OPT(counts);
     OPT(broker_stop);
     OPT(broker_start);
+    OPT(timeout_scale);
 }
 #undef OPT
+
+/* The verbosity asked for; Check's own variable still asks for every case,
+ * as it did when Check printed the report. */
+static int verbosity_of(const outbox_conformance_opts_t *o)
+{
+    const char *env = getenv("CK_VERBOSITY");
+    if (o->verbosity == 0 && env != NULL && strcmp(env, "verbose") == 0)
+        return 1;
+    return o->verbosity;
+}
+
+/* What the cases left out, after the cases: first the checks an optional
+ * entry would have allowed, then the notes that blame no entry. */
+static void print_left_out(FILE *f, const char *prefix, const conf_left_out_t *left, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (left[i].entry_missing)
+            fprintf(f, "%sNOT CHECKED %s\n", prefix, left[i].line);
+    for (size_t i = 0; i < n; i++)
+        if (!left[i].entry_missing)
+            fprintf(f, "%snote %s\n", prefix, left[i].line);
+}
 
 int outbox_conformance_run(const outbox_conformance_opts_t *given)
 {
@@ -198,6 +272,8 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     int rc = check_opts(o, d);
     if (rc != OUTBOX_OK)
         return rc;
+    const double scale = o->timeout_scale > 0 ? o->timeout_scale : 1.0;
+    const int verbosity = verbosity_of(o);
 
     /* The driver's kind chooses the battery. */
     const outbox_driver_t *loaded = NULL;
@@ -232,27 +308,44 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
         free(run);
         return rc;
     }
+    /* The fixtures' init starts conf_env afresh; the children read it. */
+    conf_env.timeout_scale = scale;
 
     const outbox_driver_t *drv = conf_env.driver;
-    if (o->verbosity >= 0)
+    if (verbosity >= 0)
         printf("conformance: %s driver %s %s (ABI %u.%u) on %s: %zu cases\n", b->kind, drv->name,
                drv->version ? drv->version : "", (unsigned)drv->abi_major,
                (unsigned)drv->abi_minor, conf_env.shown_uri, n);
     size_t n_run = 0;
-    Suite *suite = build_suite(b, out, n, run, &n_run, o->verbosity);
+    live.b = b;
+    Suite *suite = build_suite(b, out, n, run, &n_run, verbosity, scale);
     b->schedule(run, n_run);
     SRunner *sr = srunner_create(suite);
     /* Isolation is the point: never let CK_FORK=no share one process. */
     srunner_set_fork_status(sr, CK_FORK);
+    live.sr = sr;
+    live.out = out;
+    live.n = n;
+    live.verbosity = verbosity;
+    live.reported = 0;
     /* Whatever stdio holds now would be flushed again by every child. */
     fflush(stdout);
     fflush(stderr);
-    srunner_run_all(sr, o->verbosity < 0 ? CK_SILENT : o->verbosity > 0 ? CK_VERBOSE : CK_ENV);
-    collect_results(sr, out, n);
+    srunner_run_all(sr, CK_SILENT);
+    /* Results no teardown reported (none, as Check runs today). */
+    report_new_results();
     srunner_free(sr);
+    live.sr = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (out[i].skip == NULL && !out[i].ran)
+            snprintf(out[i].detail, sizeof out[i].detail,
+                     "the case did not run (is CK_RUN_CASE or CK_RUN_SUITE set?)");
 
-    char **unchecked = NULL;
-    size_t n_unchecked = conf_unchecked_collect(&unchecked);
+    conf_left_out_t *left = NULL;
+    size_t n_left = conf_unchecked_collect(&left);
+    size_t n_unchecked = 0;
+    for (size_t i = 0; i < n_left; i++)
+        n_unchecked += left[i].entry_missing != 0;
     outbox_conformance_counts_t counts = {0};
     for (size_t i = 0; i < n; i++) {
         if (out[i].skip != NULL)
@@ -262,14 +355,13 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
         else
             counts.failed++;
     }
-    if (o->verbosity >= 0) {
+    if (verbosity >= 0) {
         for (size_t i = 0; i < n; i++)
             if (out[i].skip == NULL && !out[i].ran)
-                printf("conformance: %s: %s\n", out[i].c->test->name, out[i].detail);
+                printf("conformance: FAIL %s: %s\n", out[i].c->test->name, out[i].detail);
         if (b->leftovers() > 0)
             printf("conformance: %u %s\n", b->leftovers(), b->leftover_text);
-        for (size_t i = 0; i < n_unchecked; i++)
-            printf("conformance: NOT CHECKED %s\n", unchecked[i]);
+        print_left_out(stdout, "conformance: ", left, n_left);
         printf("conformance: %u passed, %u failed, %u skipped\n", counts.passed, counts.failed,
                counts.skipped);
         if (n_unchecked > 0)
@@ -283,12 +375,12 @@ int outbox_conformance_run(const outbox_conformance_opts_t *given)
     rc = OUTBOX_OK;
     if (tap != NULL) {
         write_tap(tap, out, n);
-        for (size_t i = 0; i < n_unchecked; i++)
-            fprintf(tap, "# NOT CHECKED %s\n", unchecked[i]);
+        print_left_out(tap, "# ", left, n_left);
         if (fclose(tap) != 0)
             rc = set_error(d, OUTBOX_EINVAL, "cannot write the TAP file %s", o->tap_file);
     }
-    conf_unchecked_free(unchecked, n_unchecked);
+    conf_unchecked_free(left, n_left);
+    live = (live_run_t){0};
     free(out);
     free(run);
     return rc != OUTBOX_OK ? rc : (int)counts.failed;

@@ -5,7 +5,7 @@
 # own masking would hide a leak of the library's.
 #
 # usage: secrets.sh BATTERY
-. "$(dirname "$0")/../../harness/harness.sh"
+. "$(dirname "$0")/../harness/harness.sh"
 battery=$1
 secret=hunter2S3cr
 

@@ -1,5 +1,5 @@
 /* Sink conformance battery: what the sink fixture gives the sink cases.
- * Private to tests/conformance; every symbol here is hidden in the library. */
+ * Private to tools/conformance; every symbol here is hidden in the library. */
 #ifndef OUTBOX_CONF_SINK_H
 #define OUTBOX_CONF_SINK_H
 

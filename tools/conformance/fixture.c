@@ -167,7 +167,8 @@ static int probe(const char *driver, uint32_t flags, uint32_t *caps, outbox_diag
 /* ------------------------------------------------------ unchecked checks */
 
 /* Cases run in forked children; what they could not check reaches the
- * runner through an unlinked temporary file opened for appending. */
+ * runner through an unlinked temporary file opened for appending, a line
+ * each, its first character saying which kind it is. */
 void conf_unchecked_open(void)
 {
     char path[] = "/tmp/outbox-conformance-XXXXXX";
@@ -181,11 +182,15 @@ void conf_unchecked_open(void)
     conf_env.unchecked_fd = fd;
 }
 
-void conf_unchecked(const char *what, const char *why)
+#define LEFT_OUT_ENTRY 'U'
+#define LEFT_OUT_NOTE 'N'
+
+static void left_out(char kind, const char *what, const char *why)
 {
     char line[512];
     const char *name = conf_env.current ? conf_env.current->test->name : "?";
-    int n = snprintf(line, sizeof line, "%s: %s (%s)\n", name, what, why);
+    int n = snprintf(line, sizeof line, "%c%s: %s%s (%s)\n", kind, name,
+                     kind == LEFT_OUT_NOTE ? "not exercised: " : "", what, why);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof line) {
@@ -193,14 +198,24 @@ void conf_unchecked(const char *what, const char *why)
         line[n - 1] = '\n';
     }
     if (conf_env.unchecked_fd < 0 || write(conf_env.unchecked_fd, line, (size_t)n) != n) {
-        printf("conformance: NOT CHECKED %s", line);
+        printf("conformance: %s %s", kind == LEFT_OUT_NOTE ? "note" : "NOT CHECKED", line + 1);
         fflush(stdout);
     }
 }
 
-size_t conf_unchecked_collect(char ***lines)
+void conf_unchecked(const char *what, const char *why)
 {
-    *lines = NULL;
+    left_out(LEFT_OUT_ENTRY, what, why);
+}
+
+void conf_note(const char *what, const char *why)
+{
+    left_out(LEFT_OUT_NOTE, what, why);
+}
+
+size_t conf_unchecked_collect(conf_left_out_t **out)
+{
+    *out = NULL;
     if (conf_env.unchecked_fd < 0)
         return 0;
     FILE *f = fdopen(dup(conf_env.unchecked_fd), "r");
@@ -211,16 +226,18 @@ size_t conf_unchecked_collect(char ***lines)
     char buf[512];
     while (fgets(buf, sizeof buf, f) != NULL) {
         buf[strcspn(buf, "\n")] = '\0';
-        char **grown = realloc(*lines, (n + 1) * sizeof **lines);
-        char *copy = strdup(buf);
+        if (buf[0] != LEFT_OUT_ENTRY && buf[0] != LEFT_OUT_NOTE)
+            continue;
+        conf_left_out_t *grown = realloc(*out, (n + 1) * sizeof **out);
+        char *copy = strdup(buf + 1);
         if (grown == NULL || copy == NULL) {
             free(copy);
             if (grown != NULL)
-                *lines = grown;
+                *out = grown;
             break;
         }
-        *lines = grown;
-        (*lines)[n++] = copy;
+        *out = grown;
+        (*out)[n++] = (conf_left_out_t){buf[0] == LEFT_OUT_ENTRY, copy};
     }
     fclose(f);
     close(conf_env.unchecked_fd);
@@ -228,11 +245,11 @@ size_t conf_unchecked_collect(char ***lines)
     return n;
 }
 
-void conf_unchecked_free(char **lines, size_t n)
+void conf_unchecked_free(conf_left_out_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(lines[i]);
-    free(lines);
+        free(v[i].line);
+    free(v);
 }
 
 int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
@@ -448,7 +465,8 @@ double conf_timeout_multiplier(void)
     const char *v = getenv("CK_TIMEOUT_MULTIPLIER");
     char *end = NULL;
     double m = v ? strtod(v, &end) : 0;
-    return v && end != v && *end == '\0' && m > 0 ? m : 1.0;
+    double scale = conf_env.timeout_scale > 0 ? conf_env.timeout_scale : 1.0;
+    return (v && end != v && *end == '\0' && m > 0 ? m : 1.0) * scale;
 }
 
 void conf_sleep_ms(int ms)

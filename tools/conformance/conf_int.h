@@ -1,5 +1,5 @@
 /* Conformance battery: what the runner and the case files share. Private
- * to tests/conformance; every symbol here is hidden in the library. */
+ * to tools/conformance; every symbol here is hidden in the library. */
 #ifndef OUTBOX_CONF_INT_H
 #define OUTBOX_CONF_INT_H
 
@@ -76,7 +76,8 @@ typedef struct conf_env {
     char relation[64];                   /* conf_<pid>_<n> */
     char checkpoint_relation[80];        /* conf_<pid>_<n>_ckpt */
     char setup_error[OUTBOX_MESSAGE_MAX]; /* non-empty: the relation could not be created */
-    int unchecked_fd;                    /* where the cases' conf_unchecked() lines go, or -1 */
+    int unchecked_fd;                    /* where conf_unchecked() and conf_note() write, or -1 */
+    double timeout_scale;                /* the run's timeout_scale, 1 when not given */
     /* Sinks: the case's destinations, and the broker's stop/start commands. */
     char destination[64];                /* conf_<pid>_<n> */
     char destination_b[72];              /* conf_<pid>_<n>_b */
@@ -120,9 +121,10 @@ outbox_store_t *conf_open_quiet(outbox_diag_t *d);
 /* ------------------------------------------------------------- helpers */
 
 int64_t conf_now_us(void);
-/* Check's CK_TIMEOUT_MULTIPLIER (1 when unset or not a number above 0): a
- * case that gives up after a time of its own scales it by the same factor
- * as Check scales the case's timeout, for servers that answer slowly. */
+/* The run's timeout_scale times Check's CK_TIMEOUT_MULTIPLIER (1 when
+ * unset or not a number above 0): a case that gives up after a time of its
+ * own scales it by the same factor as the case's timeout, for servers that
+ * answer slowly. */
 double conf_timeout_multiplier(void);
 void conf_sleep_ms(int ms);
 
@@ -190,16 +192,28 @@ void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind);
 
 /* A check of the current case that could not run because the driver
  * lacks an optional entry (why says which): the case still passes on what
- * it did check, and the battery lists every such check at the end. Cases
- * read states back another way first, and call this only when no way is
- * left. */
+ * it did check, and the battery lists every such check at the end as NOT
+ * CHECKED. Cases read states back another way first, and call this only
+ * when no way is left. */
 void conf_unchecked(const char *what, const char *why);
-/* Opens the channel conf_unchecked() writes to (the fixtures' init). */
+/* A check of the current case that this run could not exercise for any
+ * other reason (why: the timing of the run, a sink that connects when it
+ * opens): the battery lists it at the end as a note, which claims nothing
+ * about the driver's entries. */
+void conf_note(const char *what, const char *why);
+/* Opens the channel both write to (the fixtures' init). */
 void conf_unchecked_open(void);
-/* In the runner: the checks the cases could not run, one per line as
- * "CASE: WHAT (WHY)"; how many; and the channel's cleanup. */
-size_t conf_unchecked_collect(char ***lines);
-void conf_unchecked_free(char **lines, size_t n);
+
+/* One check a case left out, as the runner collects them. */
+typedef struct conf_left_out {
+    int entry_missing; /* 1: conf_unchecked(), 0: conf_note() */
+    char *line;        /* "CASE: WHAT (WHY)", or "CASE: not exercised: WHAT (WHY)" */
+} conf_left_out_t;
+
+/* In the runner: the checks the cases left out, in the order they said
+ * so; how many; and the channel's cleanup. */
+size_t conf_unchecked_collect(conf_left_out_t **out);
+void conf_unchecked_free(conf_left_out_t *v, size_t n);
 
 /* Counts of route; fails the case unless OUTBOX_OK. */
 outbox_stats_t conf_stats(outbox_store_t *s, const char *route);
