@@ -1,48 +1,82 @@
-/* liboutbox driver SDK: what a store or sink driver implements.
+/* liboutbox driver SDK: what a store or sink driver implements, and the
+ * rules of its ABI, stated here once (the docs point here).
  *
  * A driver is a loadable module that exports ONE function,
  * outbox_driver_entry(), returning a pointer to a static const
- * outbox_driver_t. The host checks struct_size and the ABI version before
- * it calls anything else, then calls init() once with the host-services
- * table. Drivers build against these headers alone and never link the
- * core; outbox/kit.h adds header-only helpers (buffers, identifiers, JSON,
- * UTF-8, URI parameters).
+ * outbox_driver_t (OUTBOX_DRIVER_ENTRY emits it). The host checks
+ * struct_size and the ABI version before it calls anything else, then
+ * calls init() once with the host-services table. Drivers build against
+ * these headers alone and never link the core; outbox/kit.h adds
+ * header-only helpers (buffers, identifiers, JSON, UTF-8, URI options,
+ * secrets, publish results, per-key rounds).
  *
- * ABI versions. The host loads a driver whose major equals OUTBOX_ABI_MAJOR
- * and whose minor is at most OUTBOX_ABI_MINOR: a driver built against older
- * headers of the same major keeps working, a driver that needs a newer
- * minor than the host has is refused. Minor versions only append.
+ * ABI versions
+ *  - The host loads a driver whose abi_major equals OUTBOX_ABI_MAJOR and
+ *    whose abi_minor is at most its own OUTBOX_ABI_MINOR; a driver that
+ *    claims a newer minor is refused, naming both versions. A minor only
+ *    appends: members at the end of versioned structs, entries at the end
+ *    of the host table and the vtables, capability bits, status codes,
+ *    open flags. Nothing is renumbered, moved or removed within a major.
+ *  - Which minor to claim: the lowest one whose entries or guarantees the
+ *    driver relies on, not the newest headers' OUTBOX_ABI_MINOR; it then
+ *    loads into every host from that minor on, whatever headers it was
+ *    built with. A sink with a reader claims 2; a store with routes and
+ *    dead_list claims 3; a driver that needs a 1.4 host's entries only
+ *    through outbox/kit.h (which falls back on an older host) need not
+ *    claim 4. Read a member of the host table or of any versioned struct
+ *    from the host only when OUTBOX_STRUCT_HAS says it is there.
+ *  - What each minor added:
+ *      1.1  host monotonic_us and verror; outbox/kit.h; OUTBOX_STRUCT_HAS.
+ *      1.2  sink destination_create/drop and reader_open/next/close,
+ *           outbox_received_t, OUTBOX_SINK_CAP_DEDUPE; a URI listing several
+ *           hosts reaches the driver (in uri->host, port 0) only from 1.2 on.
+ *      1.3  store routes and dead_list, outbox_route_fn and outbox_row_fn.
+ *      1.4  host opt_duration/opt_int/opt_bool/opt_secret (the one option
+ *           grammar), uri_show and the redactor (the one masking rule);
+ *           OUTBOX_EMISSING and OUTBOX_OPEN_MUST_EXIST; what the host checks
+ *           before each entry, stated at the entry.
  *
- * Two kinds of structures cross between host and driver:
+ * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
  *    the end: outbox_host_t, outbox_driver_t, outbox_store_vtable_t,
  *    outbox_sink_vtable_t, outbox_store_open_t, outbox_schema_opts_t,
  *    outbox_stage_ctx_t, outbox_claim_req_t, outbox_sink_open_t,
- *    outbox_received_t. The
- *    reader of such a struct reads a member only when struct_size covers
- *    it (OUTBOX_STRUCT_HAS in outbox/common.h); a member past the end has
- *    its default (NULL, 0). Each side writes struct_size = sizeof of its
- *    own definition.
- *  - Frozen: their layout is fixed for the whole of ABI major 1, so arrays
- *    of them are indexed with sizeof on both sides: outbox_uri_t,
- *    outbox_uri_param_t, outbox_row_t, outbox_fence_t,
- *    outbox_settle_item_t, outbox_stats_t, outbox_header_t,
- *    outbox_message_t, outbox_publish_result_t and outbox_diag_t. What
- *    they lack arrives in a new versioned struct through a new entry.
+ *    outbox_received_t. Each side writes struct_size = sizeof of its own
+ *    definition; the reader reads a member only when struct_size covers it
+ *    (OUTBOX_STRUCT_HAS in outbox/common.h), and a member past the end has
+ *    its default (NULL, 0). The host calls an optional entry only when the
+ *    vtable covers it and it is not NULL.
+ *  - Frozen: one layout for the whole of major 1, so arrays of them are
+ *    indexed with sizeof on both sides: outbox_uri_t, outbox_uri_param_t,
+ *    outbox_row_t, outbox_fence_t, outbox_settle_item_t, outbox_stats_t,
+ *    outbox_header_t, outbox_message_t, outbox_publish_result_t and
+ *    outbox_diag_t. What they lack arrives in a new versioned struct
+ *    through a new entry.
  *
- * Rules every driver follows:
- *  - NULL optional entries mean "not supported" (OUTBOX_ENOTSUP).
+ * Entries
+ *  - Required, checked at load (a module missing one is refused, naming
+ *    it): init; a store's open, close, capabilities, schema_ddl, stage,
+ *    claim, settle; a sink's open, close, publish. Every other entry is
+ *    optional: NULL means "not supported", and the host answers
+ *    OUTBOX_ENOTSUP naming the driver. Some optional entries come
+ *    together or not at all (a module with part of a group is refused):
+ *    begin, commit and rollback; native_begin and native_end.
+ *  - Each entry's comment below says what the host has already checked
+ *    before it calls it: the driver trusts that and checks it no more.
+ *
+ * Rules every driver follows
  *  - Inputs are borrowed for the duration of the call; copy what you keep.
  *  - Rows returned by claim, and the strings they point to, stay valid
  *    until the next claim on that handle or its close. settle receives
  *    the ids of those rows, so settle must not free or reuse them.
  *  - One handle is used by one thread at a time. init() runs once, under
- *    the loader's lock: it must not load drivers itself.
+ *    the loader's lock: it must not load drivers or open stores itself.
  *  - Strings in the descriptor (name, version, schemes) have static
  *    storage: modules are never unloaded.
  *  - Errors: return a negative OUTBOX_E* code and describe the problem in
- *    the outbox_diag_t given to the call (use host->error()). Never print,
- *    never exit or abort.
+ *    the outbox_diag_t given to the call (host->error()), one line, no
+ *    secret (outbox_kit_uri_show, outbox_kit_redact). Never print, never
+ *    exit or abort.
  *  - Timestamps are microseconds since the Unix epoch (UTC); 0 means NULL.
  */
 #ifndef OUTBOX_DRIVER_H
