@@ -4,13 +4,14 @@
  * Per-key FIFO inside a batch: the store hands over a key's rows as a
  * contiguous run from the key's head, in claim order. A sink that declares
  * OUTBOX_SINK_CAP_ORDERED gets the whole batch in one call; any other sink
- * gets "waves", wave w holding the w-th row of every key (and every row
- * without a key in wave 0), so no row is handed over before every earlier
- * row of its key that was handed over has come back OK. Once a row of a key fails (RETRY or
- * REJECT), the key's later rows are released uncharged: they go out in a
- * later batch, after the failed row's verdict is stored.
+ * gets the rounds of the kit's per-key scheduler (outbox_kit_keys_t, the
+ * one ordered sinks use inside a call): the first holds the first row of
+ * every key and every row without a key, each next one the next row of
+ * every key whose last row came back OK. Once a row of a key fails (RETRY
+ * or REJECT), the key's later rows are released uncharged: they go out in
+ * a later batch, after the failed row's verdict is stored.
  *
- * A wave whose every message came back RETRY means the sink is down: the
+ * A round whose every message came back RETRY means the sink is down: the
  * rest of the batch is released uncharged and the relay backs off (the
  * circuit breaker), so an outage never dead-letters healthy events.
  *
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbox/kit.h"
 #include "outbox_int.h"
 
 /* Under until_idle, the number of consecutive failed steps (each a
@@ -66,12 +68,12 @@ typedef struct batch {
     outbox_message_t *msgs;
     outbox_ce_headers_t *ce;
     size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
-    size_t *rank;  /* position of the row among its key's undecided rows */
     size_t *slots; /* key hash table: 1 + the group leader's index, 0 = free */
     size_t n_slots; /* a power of two, at least twice n */
-    size_t *undecided; /* per group leader: undecided rows of the key seen so far */
     unsigned char *blocked; /* per group leader: an earlier row of the key failed */
-    outbox_message_t *wave_msgs;
+    outbox_message_t *sched;  /* rows to publish, keyed by ordering key only: the scheduler's */
+    size_t *sched_idx;        /* their rows */
+    outbox_message_t *wave_msgs; /* one call's messages */
     outbox_publish_result_t *results;
     size_t *wave_idx;
     char **errors; /* messages kept for the settle call */
@@ -221,10 +223,10 @@ static void batch_free(batch_t *b)
     free(b->msgs);
     free(b->ce);
     free(b->group);
-    free(b->rank);
     free(b->slots);
-    free(b->undecided);
     free(b->blocked);
+    free(b->sched);
+    free(b->sched_idx);
     free(b->wave_msgs);
     free(b->results);
     free(b->wave_idx);
@@ -238,20 +240,19 @@ static int batch_alloc(batch_t *b)
     b->msgs = calloc(n, sizeof *b->msgs);
     b->ce = calloc(n, sizeof *b->ce);
     b->group = calloc(n, sizeof *b->group);
-    b->rank = calloc(n, sizeof *b->rank);
     b->n_slots = 16;
     while (b->n_slots < 2 * n)
         b->n_slots *= 2;
     b->slots = calloc(b->n_slots, sizeof *b->slots);
-    b->undecided = calloc(n, sizeof *b->undecided);
     b->blocked = calloc(n, 1);
+    b->sched = calloc(n, sizeof *b->sched);
+    b->sched_idx = calloc(n, sizeof *b->sched_idx);
     b->wave_msgs = calloc(n, sizeof *b->wave_msgs);
     b->results = calloc(n, sizeof *b->results);
     b->wave_idx = calloc(n, sizeof *b->wave_idx);
     b->errors = calloc(n, sizeof *b->errors);
-    return b->items && b->msgs && b->ce && b->group && b->rank && b->slots && b->undecided &&
-                   b->blocked &&
-                   b->wave_msgs && b->results && b->wave_idx && b->errors
+    return b->items && b->msgs && b->ce && b->group && b->slots && b->blocked && b->sched &&
+                   b->sched_idx && b->wave_msgs && b->results && b->wave_idx && b->errors
                ? OUTBOX_OK
                : OUTBOX_ENOMEM;
 }
@@ -298,7 +299,7 @@ static size_t key_group(batch_t *b, size_t i)
     }
 }
 
-/* Messages, key groups and ranks; rows out of attempts are dead at once. */
+/* Messages and key groups; rows out of attempts are dead at once. */
 static void batch_prepare(outbox_relay_t *r, batch_t *b)
 {
     for (size_t i = 0; i < b->n; i++) {
@@ -324,10 +325,7 @@ static void batch_prepare(outbox_relay_t *r, batch_t *b)
             snprintf(why, sizeof why, "attempts exhausted (%d of %d) without an outcome",
                      row->attempts - 1, r->cfg.max_attempts);
             decide(b, i, OUTBOX_SETTLE_DEAD, 0, "", why);
-            continue;
         }
-        /* Rows decided above (exhausted) are not counted: they are not published. */
-        b->rank[i] = b->group[i] != SIZE_MAX ? b->undecided[b->group[i]]++ : 0;
     }
 }
 
@@ -379,44 +377,84 @@ static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_pu
     }
 }
 
-/* Publish in waves; returns 1 when the sink looked down. */
+/* One call of m messages, wave_msgs[0..m) for rows wave_idx[0..m); their
+ * outcomes recorded. 1 when every one was RETRY: the sink looked down, and
+ * the rest of the batch is released. */
+static int publish_wave(outbox_relay_t *r, batch_t *b, size_t m)
+{
+    outbox_sink_publish(r->sink, b->wave_msgs, m, b->results);
+    size_t retry = 0;
+    for (size_t k = 0; k < m; k++)
+        retry += b->results[k].status == OUTBOX_PUBLISH_RETRY;
+    if (retry == m) {
+        release_undecided(b);
+        return 1;
+    }
+    for (size_t k = 0; k < m; k++)
+        take_result(r, b, b->wave_idx[k], &b->results[k]);
+    return 0;
+}
+
+/* An ordered sink: the whole batch in one call; the sink keeps each key's
+ * order and stops a key at its first failure. */
+static int publish_ordered(outbox_relay_t *r, batch_t *b)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].kind == 0) {
+            b->wave_idx[m] = i;
+            b->wave_msgs[m++] = b->msgs[i];
+        }
+    return m > 0 && !atomic_load(&r->stop) ? publish_wave(r, b, m) : 0;
+}
+
+/* Any other sink: the scheduler's rounds, one call each, at most one row
+ * of a key in a call. A key whose row failed gets no next round; its later
+ * rows are released with whatever else is left. */
+static int publish_rounds(outbox_relay_t *r, batch_t *b, int *nomem)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].kind == 0) {
+            b->sched_idx[n] = i;
+            b->sched[n] = b->msgs[i];
+            b->sched[n++].key = b->rows[i].ordering_key; /* NULL: a key of its own */
+        }
+    outbox_kit_keys_t keys;
+    if (n == 0)
+        return 0;
+    if (outbox_kit_keys_init(&keys, outbox_host_table(), b->sched, n) != 0) {
+        *nomem = 1;
+        return 0;
+    }
+    int down = 0;
+    do {
+        if (atomic_load(&r->stop))
+            break;
+        for (size_t k = 0; k < keys.n_round; k++) {
+            size_t i = b->sched_idx[keys.round[k]];
+            b->wave_idx[k] = i;
+            b->wave_msgs[k] = b->msgs[i];
+        }
+        down = publish_wave(r, b, keys.n_round);
+        for (size_t k = 0; k < keys.n_round && !down; k++)
+            if (b->items[b->wave_idx[k]].kind == OUTBOX_SETTLE_PUBLISHED)
+                outbox_kit_keys_ok(&keys, keys.round[k]);
+    } while (!down && outbox_kit_keys_next(&keys) > 0);
+    outbox_kit_keys_free(&keys);
+    return down;
+}
+
+/* Publish the batch; 1 when the sink looked down, -1 out of memory. What
+ * was not published is released. */
 static int publish_batch(outbox_relay_t *r, batch_t *b)
 {
-    int ordered = (outbox_sink_capabilities(r->sink) & OUTBOX_SINK_CAP_ORDERED) != 0;
-    for (size_t w = 0;; w++) {
-        size_t m = 0, later = 0;
-        for (size_t i = 0; i < b->n; i++) {
-            if (b->items[i].kind != 0)
-                continue;
-            size_t g = b->group[i];
-            if (!ordered && b->rank[i] > w) {
-                later++;
-            } else if (g != SIZE_MAX && b->blocked[g]) {
-                decide(b, i, OUTBOX_SETTLE_RELEASE, 0, NULL, NULL);
-            } else {
-                b->wave_idx[m] = i;
-                b->wave_msgs[m++] = b->msgs[i];
-            }
-        }
-        if (m == 0 && later == 0)
-            return 0;
-        if (atomic_load(&r->stop)) {
-            release_undecided(b);
-            return 0;
-        }
-        if (m == 0)
-            continue;
-        outbox_sink_publish(r->sink, b->wave_msgs, m, b->results);
-        size_t retry = 0;
-        for (size_t k = 0; k < m; k++)
-            retry += b->results[k].status == OUTBOX_PUBLISH_RETRY;
-        if (retry == m) {
-            release_undecided(b);
-            return 1;
-        }
-        for (size_t k = 0; k < m; k++)
-            take_result(r, b, b->wave_idx[k], &b->results[k]);
-    }
+    int nomem = 0;
+    int down = outbox_sink_capabilities(r->sink) & OUTBOX_SINK_CAP_ORDERED
+                   ? publish_ordered(r, b)
+                   : publish_rounds(r, b, &nomem);
+    release_undecided(b);
+    return nomem ? -1 : down;
 }
 
 static void count_outcomes(outbox_relay_t *r, const batch_t *b)
@@ -668,6 +706,9 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
     }
     batch_prepare(r, &b);
     int down = publish_batch(r, &b);
+    int nomem = down < 0;
+    if (nomem)
+        down = 0;
     if (observed) {
         int64_t now = outbox_monotonic_us();
         obs.publish_us = now - mark_us;
@@ -690,6 +731,8 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
     }
     release_undecided(&b);
     rc = settle_batch(r, &b);
+    if (rc == OUTBOX_OK && nomem)
+        rc = rfail(r, OUTBOX_ENOMEM, "relay: out of memory scheduling a batch");
     if (rc == OUTBOX_OK)
         log_batch(r, b.n, &before, started_us);
     if (observed) {
