@@ -211,7 +211,7 @@ int outbox_text_check(const char *field, const char *t, size_t max, char *why, s
         snprintf(why, size, "%s is empty", field);
     } else if (n > max) {
         snprintf(why, size, "%s is longer than %zu bytes", field, max);
-    } else if (!outbox_utf8_valid(t, n)) {
+    } else if (!outbox_kit_utf8_valid(t, n)) {
         snprintf(why, size, "%s is not valid UTF-8", field);
     } else {
         const unsigned char *p = (const unsigned char *)t;

@@ -78,7 +78,7 @@ static bool find_password(const char *src, mask_t *m)
     return true;
 }
 
-/* A secret parameter's key (outbox_uri_secret_name) at key, as a URI
+/* A secret parameter's key (outbox_kit_secret_name) at key, as a URI
  * parameter or a libpq key=value pair: the offset of its value, or 0. */
 static size_t password_key(const char *src, size_t key)
 {
@@ -91,7 +91,7 @@ static size_t password_key(const char *src, size_t key)
     size_t v = n;
     while (src[key + v] == ' ')
         v++;
-    if (n == 0 || src[key + v] != '=' || !outbox_uri_secret_name(src + key, n))
+    if (n == 0 || src[key + v] != '=' || !outbox_kit_secret_name(src + key, n))
         return 0;
     v++;
     while (src[key + v] == ' ')
@@ -541,7 +541,7 @@ static int parse_query(builder_t *b, const char *q, outbox_uri_owned_t *out)
             outbox_uri_param_t *param = &out->params[k++];
             int rc = put_string(b, p, klen, true, "query", &param->key);
             /* A bad escape in a secret's value is not echoed. */
-            const char *what = rc == OUTBOX_OK && outbox_uri_secret_name(param->key, strlen(param->key))
+            const char *what = rc == OUTBOX_OK && outbox_kit_secret_name(param->key, strlen(param->key))
                                    ? "password"
                                    : "query";
             if (rc == OUTBOX_OK)

@@ -62,7 +62,7 @@ static int file_open(const outbox_sink_open_t *params, void **handle, outbox_dia
         return host->error(d, OUTBOX_EINVAL, "unknown parameter %s in file sink URI",
                            uri->params[0].key);
     char shown[OUTBOX_MESSAGE_MAX / 2];
-    outbox_uri_show(uri, shown, sizeof shown);
+    outbox_kit_uri_show(host, uri, shown, sizeof shown);
     bool local = !uri->host || !uri->host[0] || strcmp(uri->host, "localhost") == 0;
     if (uri->user || uri->password || !local || uri->port)
         return host->error(d, OUTBOX_EINVAL,
@@ -102,7 +102,7 @@ static int file_open(const outbox_sink_open_t *params, void **handle, outbox_dia
     k->fd = fd;
     k->is_file = !is_stdout;
     k->can_read = can_read;
-    outbox_text_line(path, k->path, sizeof k->path);
+    outbox_kit_text_line(path, k->path, sizeof k->path);
     *handle = k;
     return OUTBOX_OK;
 }
@@ -154,16 +154,16 @@ static const char *attribute_value(const outbox_message_t *m, const char *name)
 
 /* Headers are C strings; the JSON escaping turns bytes that are not UTF-8
  * into U+FFFD, so the line stays valid JSON whatever a header carries. */
-static void buf_attribute(outbox_buf_t *b, const outbox_message_t *m, const char *name,
+static void buf_attribute(outbox_kit_buf_t *b, const outbox_message_t *m, const char *name,
                           bool *first)
 {
     const char *v = attribute_value(m, name);
     if (!v)
         return;
-    outbox_buf_puts(b, *first ? "{\"" : ",\"");
-    outbox_buf_puts(b, name);
-    outbox_buf_puts(b, "\":");
-    outbox_buf_json_string(b, v, strlen(v));
+    outbox_kit_buf_puts(b, *first ? "{\"" : ",\"");
+    outbox_kit_buf_puts(b, name);
+    outbox_kit_buf_puts(b, "\":");
+    outbox_kit_buf_json_string(b, v, strlen(v));
     *first = false;
 }
 
@@ -171,15 +171,15 @@ static void buf_attribute(outbox_buf_t *b, const outbox_message_t *m, const char
  * staging; any CR or LF in it can only be whitespace between tokens (JSON
  * strings cannot hold raw control characters), so they become spaces and
  * the value is unchanged. */
-static void buf_event(outbox_buf_t *b, const outbox_message_t *m)
+static void buf_event(outbox_kit_buf_t *b, const outbox_message_t *m)
 {
     bool first = true;
     size_t i;
     for (i = 0; i < CE_BEFORE_DATA; i++)
         buf_attribute(b, m, ce_attributes[i], &first);
-    outbox_buf_puts(b, first ? "{\"data\":" : ",\"data\":");
+    outbox_kit_buf_puts(b, first ? "{\"data\":" : ",\"data\":");
     size_t at = b->len;
-    outbox_buf_put(b, m->payload, m->payload_len);
+    outbox_kit_buf_put(b, m->payload, m->payload_len);
     if (!b->failed)
         for (size_t j = at; j < b->len; j++)
             if (b->data[j] == '\n' || b->data[j] == '\r')
@@ -187,7 +187,7 @@ static void buf_event(outbox_buf_t *b, const outbox_message_t *m)
     first = false;
     for (; i < sizeof ce_attributes / sizeof ce_attributes[0]; i++)
         buf_attribute(b, m, ce_attributes[i], &first);
-    outbox_buf_put(b, "}\n", 2);
+    outbox_kit_buf_put(b, "}\n", 2);
 }
 
 /* 0, or the errno of the write that failed. */
@@ -255,7 +255,7 @@ static void repair_tail(file_sink_t *k, off_t *size)
 }
 
 /* Writes the batch; 0 or an errno. */
-static int write_batch(file_sink_t *k, const outbox_buf_t *b)
+static int write_batch(file_sink_t *k, const outbox_kit_buf_t *b)
 {
     if (!k->is_file)
         return write_all(k->fd, b->data, b->len);
@@ -295,8 +295,8 @@ static int file_publish(void *handle, const outbox_message_t *msgs, size_t n,
                         outbox_publish_result_t *results, outbox_diag_t *d)
 {
     file_sink_t *k = handle;
-    outbox_buf_t b;
-    outbox_buf_init(&b, host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host);
     size_t written = 0, refused = 0;
 
     for (size_t i = 0; i < n; i++) {
@@ -324,16 +324,16 @@ static int file_publish(void *handle, const outbox_message_t *msgs, size_t n,
         written++;
     }
     if (b.failed) {
-        outbox_buf_free(&b);
+        outbox_kit_buf_free(&b);
         return host->error(d, OUTBOX_ENOMEM, "out of memory building a batch of %zu events", n);
     }
     if (written == 0) {
-        outbox_buf_free(&b);
+        outbox_kit_buf_free(&b);
         return OUTBOX_OK;
     }
 
     int err = write_batch(k, &b);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
     if (err) {
         char eb[128];
         const char *why = strerror_r(err, eb, sizeof eb);

@@ -31,7 +31,7 @@ static int null_open(const outbox_sink_open_t *params, void **handle, outbox_dia
     *handle = NULL;
     const outbox_uri_t *uri = params->uri;
     char shown[OUTBOX_MESSAGE_MAX / 2];
-    outbox_uri_show(uri, shown, sizeof shown);
+    outbox_kit_uri_show(host, uri, shown, sizeof shown);
     if (uri->n_params > 0)
         return host->error(d, OUTBOX_EINVAL, "null sink takes no parameters, got %s in %s",
                            uri->params[0].key ? uri->params[0].key : "?", shown);

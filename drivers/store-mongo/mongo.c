@@ -44,7 +44,7 @@ static void mongo_close(void *handle)
         mongoc_uri_destroy(h->uri);
     outbox_mongo_claim_cache_free(h);
     outbox_mongo_host->free(h->rows);
-    outbox_buf_free(&h->arena);
+    outbox_kit_buf_free(&h->arena);
     outbox_mongo_host->free(h);
 }
 
@@ -59,7 +59,7 @@ static int mongo_open(const outbox_store_open_t *params, void **handle, outbox_d
     if (!h)
         return outbox_mongo_nomem(d);
     memset(h, 0, sizeof *h);
-    outbox_buf_init(&h->arena, outbox_mongo_host);
+    outbox_kit_buf_init(&h->arena, outbox_mongo_host);
     h->read_only = (params->flags & OUTBOX_OPEN_READ_ONLY) != 0;
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
 
@@ -69,8 +69,8 @@ static int mongo_open(const outbox_store_open_t *params, void **handle, outbox_d
     if (rc == OUTBOX_OK)
         rc = outbox_mongo_relname_ckpt(params->checkpoint_relation, &h->rel, &h->ckpt, d);
     if (rc == OUTBOX_OK) {
-        outbox_relname_show(&h->rel, h->shown, sizeof h->shown);
-        outbox_relname_show(&h->ckpt, h->shown_ckpt, sizeof h->shown_ckpt);
+        outbox_kit_relname_show(&h->rel, h->shown, sizeof h->shown);
+        outbox_kit_relname_show(&h->ckpt, h->shown_ckpt, sizeof h->shown_ckpt);
         rc = outbox_mongo_connect(h, d);
     }
     if (rc == OUTBOX_OK)
@@ -79,7 +79,7 @@ static int mongo_open(const outbox_store_open_t *params, void **handle, outbox_d
         /* libmongoc's words may quote what the user wrote, password included. */
         if (d) {
             char safe[OUTBOX_MESSAGE_MAX];
-            outbox_uri_redact(params->uri, d->message, safe, sizeof safe);
+            outbox_kit_uri_redact(outbox_mongo_host, params->uri, d->message, safe, sizeof safe);
             snprintf(d->message, sizeof d->message, "%s", safe);
         }
         mongo_close(h);

@@ -293,11 +293,11 @@ static int take(mongo_handle_t *h, const char *route, const strs_t *ids, int64_t
 
 /* ------------------------------------------------------------- step 4 */
 
-static size_t put_string(outbox_buf_t *a, const char *s, size_t len)
+static size_t put_string(outbox_kit_buf_t *a, const char *s, size_t len)
 {
     size_t at = a->len;
-    outbox_buf_put(a, s, len);
-    outbox_buf_putc(a, '\0');
+    outbox_kit_buf_put(a, s, len);
+    outbox_kit_buf_putc(a, '\0');
     return at;
 }
 
@@ -349,7 +349,7 @@ static int keep_doc(const bson_t *doc, void *ctx, outbox_diag_t *d)
             size_t at = h->arena.len;
             outbox_mongo_json_value(&it, &h->arena);
             r->payload_len = h->arena.len - at;
-            outbox_buf_putc(&h->arena, '\0');
+            outbox_kit_buf_putc(&h->arena, '\0');
             offs[k] = at;
         } else if (BSON_ITER_HOLDS_UTF8(&it)) {
             uint32_t len = 0;
@@ -976,7 +976,7 @@ int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req, const outbox
     if (rc != OUTBOX_OK)
         return rc;
     h->n_rows = 0;
-    outbox_buf_reset(&h->arena);
+    outbox_kit_buf_reset(&h->arena);
 
     /* One clock reading for ripeness, lease expiry and processing_at. */
     int64_t now_us = outbox_mongo_host->now_us();

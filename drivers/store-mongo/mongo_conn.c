@@ -23,7 +23,7 @@ int outbox_mongo_uri(const outbox_uri_t *uri, mongoc_uri_t **out, char *db, size
     if (!uri || !uri->raw)
         return outbox_mongo_fail(d, OUTBOX_EINVAL, "no URI given");
     char shown[512];
-    outbox_uri_show(uri, shown, sizeof shown);
+    outbox_kit_uri_show(outbox_mongo_host, uri, shown, sizeof shown);
     char warning[256];
     bson_error_t e;
     memset(&e, 0, sizeof e);
@@ -34,13 +34,13 @@ int outbox_mongo_uri(const outbox_uri_t *uri, mongoc_uri_t **out, char *db, size
     outbox_mongo_uri_warnings_end();
     if (!u) {
         char why[OUTBOX_MESSAGE_MAX];
-        outbox_uri_redact(uri, e.message, why, sizeof why);
+        outbox_kit_uri_redact(outbox_mongo_host, uri, e.message, why, sizeof why);
         return outbox_mongo_fail(d, OUTBOX_EINVAL, "invalid MongoDB URI %s: %s", shown, why);
     }
     if (warning[0]) {
         mongoc_uri_destroy(u);
         char why[256];
-        outbox_uri_redact(uri, warning, why, sizeof why);
+        outbox_kit_uri_redact(outbox_mongo_host, uri, warning, why, sizeof why);
         return outbox_mongo_fail(d, OUTBOX_EINVAL, "MongoDB URI %s: %s", shown, why);
     }
     const char *name = mongoc_uri_get_database(u);
@@ -147,18 +147,18 @@ int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d)
     return rc;
 }
 
-const char *outbox_mongo_db_of(const mongo_handle_t *h, const outbox_relname_t *r)
+const char *outbox_mongo_db_of(const mongo_handle_t *h, const outbox_kit_relname_t *r)
 {
     return r->schema[0] ? r->schema : h->db;
 }
 
 mongoc_collection_t *outbox_mongo_coll(const mongo_handle_t *h, mongoc_client_t *client,
-                                       const outbox_relname_t *r)
+                                       const outbox_kit_relname_t *r)
 {
     return mongoc_client_get_collection(client, outbox_mongo_db_of(h, r), r->table);
 }
 
-int outbox_mongo_coll_exists(mongo_handle_t *h, const outbox_relname_t *r, outbox_diag_t *d)
+int outbox_mongo_coll_exists(mongo_handle_t *h, const outbox_kit_relname_t *r, outbox_diag_t *d)
 {
     mongoc_database_t *db = mongoc_client_get_database(h->client, outbox_mongo_db_of(h, r));
     if (!db)

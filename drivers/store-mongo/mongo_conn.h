@@ -9,9 +9,9 @@
 typedef struct mongo_handle {
     mongoc_uri_t *uri;
     mongoc_client_t *client;
-    char db[OUTBOX_IDENT_MAX + 1];   /* the URI's database: collections without one live there */
-    outbox_relname_t rel;            /* as the user named it ("db.coll" or "coll") */
-    outbox_relname_t ckpt;
+    char db[OUTBOX_KIT_IDENT_MAX + 1];   /* the URI's database: collections without one live there */
+    outbox_kit_relname_t rel;            /* as the user named it ("db.coll" or "coll") */
+    outbox_kit_relname_t ckpt;
     char shown[160];                 /* rel for messages */
     char shown_ckpt[160];
     mongoc_collection_t *coll;
@@ -21,7 +21,7 @@ typedef struct mongo_handle {
      * the matching documents, then writes them back whole): claims and
      * checkpoint advances then take a lock of their own (mongo_lock.c). */
     int racy_updates;
-    outbox_relname_t locks;          /* <relation>_locks, beside the outbox collection */
+    outbox_kit_relname_t locks;          /* <relation>_locks, beside the outbox collection */
     mongoc_collection_t *lock_coll;
     unsigned long ckpt_writes;       /* checkpoint marks written (racy servers' cleanup) */
     int has_hlc;         /* the hlc claim index exists */
@@ -33,7 +33,7 @@ typedef struct mongo_handle {
     outbox_row_t *rows;
     size_t n_rows;
     size_t cap_rows;
-    outbox_buf_t arena;
+    outbox_kit_buf_t arena;
     /* Where updates are not atomic: the route's unfinished rows as the
      * last claim read them (mongo_claim.c). */
     struct mongo_claim_cache *claim_cache;
@@ -53,13 +53,13 @@ MONGO_HIDDEN int outbox_mongo_client(const mongoc_uri_t *uri, mongoc_client_t **
  * runs transactions. */
 MONGO_HIDDEN int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d);
 /* The database a relation lives in: its own part, else the URI's. */
-MONGO_HIDDEN const char *outbox_mongo_db_of(const mongo_handle_t *h, const outbox_relname_t *r);
+MONGO_HIDDEN const char *outbox_mongo_db_of(const mongo_handle_t *h, const outbox_kit_relname_t *r);
 /* A collection handle of client for relation r (NULL when out of memory). */
 MONGO_HIDDEN mongoc_collection_t *outbox_mongo_coll(const mongo_handle_t *h,
                                                    mongoc_client_t *client,
-                                                   const outbox_relname_t *r);
+                                                   const outbox_kit_relname_t *r);
 /* 1 when the collection exists, 0 when not; negative on error. */
-MONGO_HIDDEN int outbox_mongo_coll_exists(mongo_handle_t *h, const outbox_relname_t *r,
+MONGO_HIDDEN int outbox_mongo_coll_exists(mongo_handle_t *h, const outbox_kit_relname_t *r,
                                           outbox_diag_t *d);
 
 /* --------------------------------------------------------------- locks */

@@ -87,7 +87,7 @@ int outbox_mongo_error(outbox_diag_t *d, const bson_error_t *e, const bson_t *re
                        const char *what)
 {
     char line[OUTBOX_MESSAGE_MAX];
-    outbox_text_line(e && e->message[0] ? e->message : "unknown error", line, sizeof line);
+    outbox_kit_text_line(e && e->message[0] ? e->message : "unknown error", line, sizeof line);
     if (e && e->domain == MONGOC_ERROR_SERVER)
         return outbox_mongo_fail(d, outbox_mongo_code(e, reply), "%s: %s (server code %u)", what,
                                  line, (unsigned)e->code);
@@ -106,7 +106,7 @@ static void log_handler(mongoc_log_level_t level, const char *domain, const char
     (void)data;
     if (uri_warnings && level <= MONGOC_LOG_LEVEL_WARNING) {
         if (uri_warnings[0] == '\0')
-            outbox_text_line(message, uri_warnings, uri_warnings_size);
+            outbox_kit_text_line(message, uri_warnings, uri_warnings_size);
         return;
     }
     if (!outbox_mongo_host)
@@ -121,7 +121,7 @@ static void log_handler(mongoc_log_level_t level, const char *domain, const char
     if (to < 0)
         return; /* debug and trace: far too chatty */
     char line[512];
-    outbox_text_line(message, line, sizeof line);
+    outbox_kit_text_line(message, line, sizeof line);
     outbox_mongo_host->log(to, MONGO_NAME, "libmongoc %s: %s", domain ? domain : "", line);
 }
 
@@ -148,9 +148,9 @@ void outbox_mongo_uri_warnings_end(void)
 
 /* ------------------------------------------------------------ relations */
 
-int outbox_mongo_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d)
+int outbox_mongo_relname(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d)
 {
-    if (outbox_relname_parse(name, out) != 0)
+    if (outbox_kit_relname_parse(name, out) != 0)
         return outbox_mongo_fail(d, OUTBOX_EINVAL,
                                  "invalid collection name \"%.80s\" (expected collection or "
                                  "database.collection, each [A-Za-z_][A-Za-z0-9_]*)",
@@ -158,12 +158,12 @@ int outbox_mongo_relname(const char *name, outbox_relname_t *out, outbox_diag_t 
     return OUTBOX_OK;
 }
 
-int outbox_mongo_relname_ckpt(const char *name, const outbox_relname_t *base,
-                              outbox_relname_t *out, outbox_diag_t *d)
+int outbox_mongo_relname_ckpt(const char *name, const outbox_kit_relname_t *base,
+                              outbox_kit_relname_t *out, outbox_diag_t *d)
 {
     if (name)
         return outbox_mongo_relname(name, out, d);
-    outbox_relname_beside(base, "hlc_checkpoint", out);
+    outbox_kit_relname_beside(base, "hlc_checkpoint", out);
     return OUTBOX_OK;
 }
 

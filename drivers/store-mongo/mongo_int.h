@@ -58,10 +58,10 @@ MONGO_HIDDEN void outbox_mongo_uri_warnings_end(void);
 
 /* Splits and validates "collection" or "database.collection", saying what is
  * wrong with a name it refuses. */
-MONGO_HIDDEN int outbox_mongo_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_relname(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d);
 /* The checkpoint collection: name, or hlc_checkpoint beside base when NULL. */
-MONGO_HIDDEN int outbox_mongo_relname_ckpt(const char *name, const outbox_relname_t *base,
-                                           outbox_relname_t *out, outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_relname_ckpt(const char *name, const outbox_kit_relname_t *base,
+                                           outbox_kit_relname_t *out, outbox_diag_t *d);
 
 /* ------------------------------------------------------------- payloads */
 
@@ -72,7 +72,7 @@ MONGO_HIDDEN int outbox_mongo_relname_ckpt(const char *name, const outbox_relnam
 MONGO_HIDDEN int outbox_mongo_json_append(bson_t *doc, const char *key, const char *s, size_t n,
                                           char *why, size_t why_size);
 /* The value at it as relaxed extended JSON text, appended to b. */
-MONGO_HIDDEN void outbox_mongo_json_value(const bson_iter_t *it, outbox_buf_t *b);
+MONGO_HIDDEN void outbox_mongo_json_value(const bson_iter_t *it, outbox_kit_buf_t *b);
 
 /* ---------------------------------------------------------- BSON values */
 

@@ -27,7 +27,7 @@ static size_t skip_space(const char *s, size_t n)
 
 static void why_line(const bson_error_t *e, char *why, size_t size)
 {
-    outbox_text_line(e->message[0] ? e->message : "libbson could not read it", why, size);
+    outbox_kit_text_line(e->message[0] ? e->message : "libbson could not read it", why, size);
 }
 
 int outbox_mongo_json_append(bson_t *doc, const char *key, const char *s, size_t n, char *why,
@@ -56,19 +56,19 @@ int outbox_mongo_json_append(bson_t *doc, const char *key, const char *s, size_t
     }
     /* Any other value: parse it as the one field of a wrapper document and
      * move the value over. */
-    outbox_buf_t w;
-    outbox_buf_init(&w, outbox_mongo_host);
-    outbox_buf_puts(&w, "{\"v\":");
-    outbox_buf_put(&w, s, n);
-    outbox_buf_putc(&w, '}');
+    outbox_kit_buf_t w;
+    outbox_kit_buf_init(&w, outbox_mongo_host);
+    outbox_kit_buf_puts(&w, "{\"v\":");
+    outbox_kit_buf_put(&w, s, n);
+    outbox_kit_buf_putc(&w, '}');
     if (w.failed) {
-        outbox_buf_free(&w);
+        outbox_kit_buf_free(&w);
         snprintf(why, why_size, "out of memory");
         return -1;
     }
     bson_t tmp;
     int ok = bson_init_from_json(&tmp, w.data, (ssize_t)w.len, &e);
-    outbox_buf_free(&w);
+    outbox_kit_buf_free(&w);
     if (!ok) {
         why_line(&e, why, why_size);
         return -1;
@@ -83,7 +83,7 @@ int outbox_mongo_json_append(bson_t *doc, const char *key, const char *s, size_t
     return 0;
 }
 
-void outbox_mongo_json_value(const bson_iter_t *it, outbox_buf_t *b)
+void outbox_mongo_json_value(const bson_iter_t *it, outbox_kit_buf_t *b)
 {
     if (BSON_ITER_HOLDS_DOCUMENT(it)) {
         uint32_t len = 0;
@@ -98,7 +98,7 @@ void outbox_mongo_json_value(const bson_iter_t *it, outbox_buf_t *b)
             b->failed = 1;
             return;
         }
-        outbox_buf_put(b, json, jlen);
+        outbox_kit_buf_put(b, json, jlen);
         bson_free(json);
         return;
     }
@@ -118,6 +118,6 @@ void outbox_mongo_json_value(const bson_iter_t *it, outbox_buf_t *b)
         b->failed = 1;
         return;
     }
-    outbox_buf_put(b, json + sizeof head - 1, jlen - (sizeof head - 1) - (sizeof tail - 1));
+    outbox_kit_buf_put(b, json + sizeof head - 1, jlen - (sizeof head - 1) - (sizeof tail - 1));
     bson_free(json);
 }

@@ -81,20 +81,20 @@ static int wanted(const mongo_index_t *ix, uint32_t flags)
 
 /* ----------------------------------------------------------- schema_ddl */
 
-static void js_coll(outbox_buf_t *b, const outbox_relname_t *r)
+static void js_coll(outbox_kit_buf_t *b, const outbox_kit_relname_t *r)
 {
     if (r->schema[0])
-        outbox_buf_printf(b, "db.getSiblingDB(\"%s\").getCollection(\"%s\")", r->schema, r->table);
+        outbox_kit_buf_printf(b, "db.getSiblingDB(\"%s\").getCollection(\"%s\")", r->schema, r->table);
     else
-        outbox_buf_printf(b, "db.getCollection(\"%s\")", r->table);
+        outbox_kit_buf_printf(b, "db.getCollection(\"%s\")", r->table);
 }
 
-static void js_keys(outbox_buf_t *b, const char *const *keys)
+static void js_keys(outbox_kit_buf_t *b, const char *const *keys)
 {
-    outbox_buf_putc(b, '{');
+    outbox_kit_buf_putc(b, '{');
     for (size_t i = 0; keys[i]; i++)
-        outbox_buf_printf(b, "%s%s: 1", i ? ", " : "", keys[i]);
-    outbox_buf_putc(b, '}');
+        outbox_kit_buf_printf(b, "%s%s: 1", i ? ", " : "", keys[i]);
+    outbox_kit_buf_putc(b, '}');
 }
 
 int outbox_mongo_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d)
@@ -102,52 +102,52 @@ int outbox_mongo_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox
     if (!out)
         return outbox_mongo_fail(d, OUTBOX_EINVAL, "schema_ddl needs an output");
     *out = NULL;
-    outbox_relname_t rel, ckpt;
+    outbox_kit_relname_t rel, ckpt;
     int rc = outbox_mongo_relname(opts && opts->relation ? opts->relation : "outbox", &rel, d);
     if (rc == OUTBOX_OK)
         rc = outbox_mongo_relname_ckpt(opts ? opts->checkpoint_relation : NULL, &rel, &ckpt, d);
     if (rc != OUTBOX_OK)
         return rc;
     uint32_t flags = opts ? opts->flags : 0;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_mongo_host);
-    outbox_buf_puts(&b, "// liboutbox: the outbox collection and its indexes (mongosh).\n"
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_mongo_host);
+    outbox_kit_buf_puts(&b, "// liboutbox: the outbox collection and its indexes (mongosh).\n"
                         "// Documents: {_id: id, outbox_route, event_id, event_type, tenant_id,\n"
                         "// execution_id, correlation_id, causation_id, occurred_at (date), payload,\n"
                         "// status, created_at (date), published_at, processing_at, last_error,\n"
                         "// attempts, available_at, ordering_key, traceparent, hlc (int64), claim_token}.\n");
-    outbox_buf_puts(&b, "db");
+    outbox_kit_buf_puts(&b, "db");
     if (rel.schema[0])
-        outbox_buf_printf(&b, ".getSiblingDB(\"%s\")", rel.schema);
-    outbox_buf_printf(&b, ".createCollection(\"%s\");\n", rel.table);
+        outbox_kit_buf_printf(&b, ".getSiblingDB(\"%s\")", rel.schema);
+    outbox_kit_buf_printf(&b, ".createCollection(\"%s\");\n", rel.table);
     for (size_t i = 0; i < N_INDEXES; i++) {
         const mongo_index_t *ix = &indexes[i];
         if (!wanted(ix, flags))
             continue;
         js_coll(&b, &rel);
-        outbox_buf_puts(&b, ".createIndex(");
+        outbox_kit_buf_puts(&b, ".createIndex(");
         js_keys(&b, ix->keys);
-        outbox_buf_printf(&b, ", {name: \"%s\"%s%s", ix->name, ix->unique ? ", unique: true" : "",
+        outbox_kit_buf_printf(&b, ", {name: \"%s\"%s%s", ix->name, ix->unique ? ", unique: true" : "",
                           ix->sparse ? ", sparse: true" : "");
         if (ix->partial)
-            outbox_buf_printf(&b, ", partialFilterExpression: %s", partial_text(ix->partial));
-        outbox_buf_puts(&b, "});\n");
+            outbox_kit_buf_printf(&b, ", partialFilterExpression: %s", partial_text(ix->partial));
+        outbox_kit_buf_puts(&b, "});\n");
         if (ix->partial) {
-            outbox_buf_puts(&b, "// without partial indexes (FerretDB), instead: ");
+            outbox_kit_buf_puts(&b, "// without partial indexes (FerretDB), instead: ");
             js_coll(&b, &rel);
-            outbox_buf_puts(&b, ".createIndex(");
+            outbox_kit_buf_puts(&b, ".createIndex(");
             js_keys(&b, ix->full_keys);
-            outbox_buf_printf(&b, ", {name: \"%s\"});\n", ix->full_name);
+            outbox_kit_buf_printf(&b, ", {name: \"%s\"});\n", ix->full_name);
         }
     }
     if (flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_buf_puts(&b, "// The clock checkpoint: documents {_id: node_key, hlc: int64}.\n");
-        outbox_buf_puts(&b, "db");
+        outbox_kit_buf_puts(&b, "// The clock checkpoint: documents {_id: node_key, hlc: int64}.\n");
+        outbox_kit_buf_puts(&b, "db");
         if (ckpt.schema[0])
-            outbox_buf_printf(&b, ".getSiblingDB(\"%s\")", ckpt.schema);
-        outbox_buf_printf(&b, ".createCollection(\"%s\");\n", ckpt.table);
+            outbox_kit_buf_printf(&b, ".getSiblingDB(\"%s\")", ckpt.schema);
+        outbox_kit_buf_printf(&b, ".createCollection(\"%s\");\n", ckpt.table);
     }
-    *out = outbox_buf_steal(&b);
+    *out = outbox_kit_buf_steal(&b);
     return *out ? OUTBOX_OK : outbox_mongo_nomem(d);
 }
 
@@ -282,7 +282,7 @@ int outbox_mongo_detect(mongo_handle_t *h, int strict, outbox_diag_t *d)
 
 /* The handle's own relations are the only ones its collections serve. */
 static int same_relations(const mongo_handle_t *h, const outbox_schema_opts_t *opts,
-                          outbox_relname_t *rel, outbox_relname_t *ckpt, outbox_diag_t *d)
+                          outbox_kit_relname_t *rel, outbox_kit_relname_t *ckpt, outbox_diag_t *d)
 {
     int rc = outbox_mongo_relname(opts && opts->relation ? opts->relation : "outbox", rel, d);
     if (rc == OUTBOX_OK)
@@ -291,7 +291,7 @@ static int same_relations(const mongo_handle_t *h, const outbox_schema_opts_t *o
     return rc;
 }
 
-static int create_collection(mongo_handle_t *h, const outbox_relname_t *r, outbox_diag_t *d)
+static int create_collection(mongo_handle_t *h, const outbox_kit_relname_t *r, outbox_diag_t *d)
 {
     mongoc_database_t *db = mongoc_client_get_database(h->client, outbox_mongo_db_of(h, r));
     if (!db)
@@ -352,7 +352,7 @@ static int create_indexes(mongoc_collection_t *coll, const bson_t *list, uint32_
 int outbox_mongo_schema_apply(mongo_handle_t *h, const outbox_schema_opts_t *opts,
                               outbox_diag_t *d)
 {
-    outbox_relname_t rel, ckpt;
+    outbox_kit_relname_t rel, ckpt;
     int rc = same_relations(h, opts, &rel, &ckpt, d);
     if (rc != OUTBOX_OK)
         return rc;
@@ -481,15 +481,15 @@ int outbox_mongo_schema_check(void *handle, const outbox_schema_opts_t *opts,
     mongo_handle_t *h = handle;
     if (problems)
         *problems = 0;
-    outbox_relname_t rel, ckpt;
+    outbox_kit_relname_t rel, ckpt;
     int rc = same_relations(h, opts, &rel, &ckpt, d);
     if (rc != OUTBOX_OK)
         return rc;
     uint32_t flags = opts ? opts->flags : 0;
     reporter_t r = {report, ctx, 0};
     char shown[160], shown_ckpt[160];
-    outbox_relname_show(&rel, shown, sizeof shown);
-    outbox_relname_show(&ckpt, shown_ckpt, sizeof shown_ckpt);
+    outbox_kit_relname_show(&rel, shown, sizeof shown);
+    outbox_kit_relname_show(&ckpt, shown_ckpt, sizeof shown_ckpt);
     int exists = outbox_mongo_coll_exists(h, &rel, d);
     if (exists < 0)
         return exists;
@@ -553,7 +553,7 @@ int outbox_mongo_schema_check(void *handle, const outbox_schema_opts_t *opts,
 
 /* ----------------------------------------------------------- schema_drop */
 
-static int drop_one(mongo_handle_t *h, const outbox_relname_t *r, outbox_diag_t *d)
+static int drop_one(mongo_handle_t *h, const outbox_kit_relname_t *r, outbox_diag_t *d)
 {
     mongoc_collection_t *c = outbox_mongo_coll(h, h->client, r);
     if (!c)
@@ -569,7 +569,7 @@ static int drop_one(mongo_handle_t *h, const outbox_relname_t *r, outbox_diag_t 
 int outbox_mongo_schema_drop(mongo_handle_t *h, const outbox_schema_opts_t *opts,
                              outbox_diag_t *d)
 {
-    outbox_relname_t rel, ckpt;
+    outbox_kit_relname_t rel, ckpt;
     int rc = same_relations(h, opts, &rel, &ckpt, d);
     if (rc == OUTBOX_OK)
         rc = drop_one(h, &rel, d);
@@ -577,7 +577,7 @@ int outbox_mongo_schema_drop(mongo_handle_t *h, const outbox_schema_opts_t *opts
         rc = drop_one(h, &ckpt, d);
     if (rc == OUTBOX_OK) {
         /* The claim locks of a server without atomic updates. */
-        outbox_relname_t locks;
+        outbox_kit_relname_t locks;
         memcpy(locks.schema, rel.schema, sizeof locks.schema);
         snprintf(locks.table, sizeof locks.table, "%.57s_locks", rel.table);
         rc = drop_one(h, &locks, d);

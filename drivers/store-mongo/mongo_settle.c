@@ -76,7 +76,7 @@ static int build_update(bson_t *u, const outbox_settle_item_t *it, const char *m
     BSON_APPEND_UTF8(&set, MF_TOKEN, mark);
     const char *err = error_of(it);
     if (err)
-        outbox_text_line(err, line, MONGO_ERROR_MAX);
+        outbox_kit_text_line(err, line, MONGO_ERROR_MAX);
     switch (it->kind) {
     case OUTBOX_SETTLE_PUBLISHED:
         BSON_APPEND_UTF8(&set, MF_STATUS, "published");

@@ -29,7 +29,7 @@ static void pg_close(void *handle)
     for (int i = 0; i < PG_SLOT_COUNT; i++)
         outbox_pg_host->free(h->sql[i]);
     for (int i = 0; i < PG_STAGE_ARRAYS; i++)
-        outbox_buf_free(&h->params[i]);
+        outbox_kit_buf_free(&h->params[i]);
     outbox_pg_host->free(h->rows);
     outbox_pg_host->free(h->arena);
     outbox_pg_host->free(h->conninfo);
@@ -40,16 +40,16 @@ static void pg_close(void *handle)
 
 static int build_rel_sql(pg_handle_t *h, outbox_diag_t *d)
 {
-    outbox_buf_t a, c;
-    outbox_buf_init(&a, outbox_pg_host);
-    outbox_buf_init(&c, outbox_pg_host);
-    outbox_buf_relname(&a, &h->rel, '"');
-    outbox_buf_relname(&c, &h->ckpt, '"');
-    h->rel_sql = outbox_buf_steal(&a);
-    h->ckpt_sql = outbox_buf_steal(&c);
+    outbox_kit_buf_t a, c;
+    outbox_kit_buf_init(&a, outbox_pg_host);
+    outbox_kit_buf_init(&c, outbox_pg_host);
+    outbox_kit_buf_relname(&a, &h->rel, '"');
+    outbox_kit_buf_relname(&c, &h->ckpt, '"');
+    h->rel_sql = outbox_kit_buf_steal(&a);
+    h->ckpt_sql = outbox_kit_buf_steal(&c);
     if (!h->rel_sql || !h->ckpt_sql)
         return outbox_pg_nomem(d); /* pg_close frees the one that was made */
-    outbox_relname_show(&h->rel, h->shown, sizeof h->shown);
+    outbox_kit_relname_show(&h->rel, h->shown, sizeof h->shown);
     return OUTBOX_OK;
 }
 
@@ -65,7 +65,7 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
         return outbox_pg_nomem(d);
     memset(h, 0, sizeof *h);
     for (int i = 0; i < PG_STAGE_ARRAYS; i++)
-        outbox_buf_init(&h->params[i], outbox_pg_host);
+        outbox_kit_buf_init(&h->params[i], outbox_pg_host);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
     h->read_only = (params->flags & OUTBOX_OPEN_READ_ONLY) != 0;
@@ -87,7 +87,7 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
          * what the user wrote, password included. */
         if (d) {
             char safe[OUTBOX_MESSAGE_MAX];
-            outbox_uri_redact(params->uri, d->message, safe, sizeof safe);
+            outbox_kit_uri_redact(outbox_pg_host, params->uri, d->message, safe, sizeof safe);
             snprintf(d->message, sizeof d->message, "%s", safe);
         }
         pg_close(h);

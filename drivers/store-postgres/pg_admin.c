@@ -15,20 +15,20 @@
  * what it did. */
 #define PG_PURGE_BATCH 5000
 
-static int run(pg_handle_t *h, outbox_buf_t *sql, int nparams, const char *const *values,
+static int run(pg_handle_t *h, outbox_kit_buf_t *sql, int nparams, const char *const *values,
                const int *lengths, const int *formats, int binary, PGresult **res,
                outbox_diag_t *d, const char *what)
 {
     *res = NULL;
     if (sql->failed) {
-        outbox_buf_free(sql);
+        outbox_kit_buf_free(sql);
         return outbox_pg_nomem(d);
     }
     int rc = outbox_pg_connected(h, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_exec_on(h->conn, sql->data, nparams, values, lengths, formats, binary, res, d,
                                what);
-    outbox_buf_free(sql);
+    outbox_kit_buf_free(sql);
     return rc;
 }
 
@@ -52,9 +52,9 @@ int outbox_pg_stats(void *handle, const char *route, outbox_stats_t *out, outbox
     if (!out)
         return outbox_pg_fail(d, OUTBOX_EINVAL, "stats needs an output");
     memset(out, 0, sizeof *out);
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_printf(&b, "SELECT status::text, count(*)::int8, min(created_at)::timestamptz FROM %s%s "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_printf(&b, "SELECT status::text, count(*)::int8, min(created_at)::timestamptz FROM %s%s "
                           "GROUP BY status",
                       h->rel_sql, route ? " WHERE outbox_route = $1::text" : "");
     const char *values[1] = {route};
@@ -89,21 +89,21 @@ int outbox_pg_replay(void *handle, const char *route, const char *event_id, uint
     const char *values[3];
     int np = 0;
     values[np++] = h->channel;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_printf(&b, "WITH u AS (UPDATE %s SET status = 'pending', attempts = 0, available_at "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_printf(&b, "WITH u AS (UPDATE %s SET status = 'pending', attempts = 0, available_at "
                           "= NULL, processing_at = NULL WHERE status = 'dead'",
                       h->rel_sql);
     if (route) {
         values[np++] = route;
-        outbox_buf_printf(&b, " AND outbox_route = $%d::text", np);
+        outbox_kit_buf_printf(&b, " AND outbox_route = $%d::text", np);
     }
     if (event_id) {
         values[np++] = event_id;
-        outbox_buf_printf(&b, " AND event_id = $%d::uuid", np);
+        outbox_kit_buf_printf(&b, " AND event_id = $%d::uuid", np);
     }
     /* Replayed rows are new work: wake idle relays as staging does. */
-    outbox_buf_puts(&b, " RETURNING outbox_route) SELECT (SELECT count(*) FROM u), (SELECT "
+    outbox_kit_buf_puts(&b, " RETURNING outbox_route) SELECT (SELECT count(*) FROM u), (SELECT "
                         "count(*) FROM (SELECT pg_notify($1::text, r) FROM (SELECT DISTINCT "
                         "outbox_route AS r FROM u) AS dr) AS n)");
     PGresult *res = NULL;
@@ -130,9 +130,9 @@ int outbox_pg_purge(void *handle, const char *route, int64_t before, uint64_t *c
     char stamp[8];
     outbox_pg_put_int8(stamp, before - PG_EPOCH_OFFSET_US);
     for (;;) {
-        outbox_buf_t b;
-        outbox_buf_init(&b, outbox_pg_host);
-        outbox_buf_printf(&b, "WITH c AS (SELECT id FROM %s WHERE id > $1::uuid AND status = "
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, outbox_pg_host);
+        outbox_kit_buf_printf(&b, "WITH c AS (SELECT id FROM %s WHERE id > $1::uuid AND status = "
                               "'published' AND published_at < $2::timestamptz%s ORDER BY id LIMIT "
                               "%d), d AS (DELETE FROM %s AS o USING c WHERE o.id = c.id AND o.status "
                               "= 'published' RETURNING o.id) SELECT (SELECT count(*) FROM d), "
@@ -166,9 +166,9 @@ int outbox_pg_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_diag_t 
     pg_handle_t *h = handle;
     /* Sorted by route so that one route's groups are adjacent; the host
      * sorts for the user anyway, byte order is not needed here. */
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_printf(&b, "SELECT outbox_route, status::text, count(*)::int8, "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_printf(&b, "SELECT outbox_route, status::text, count(*)::int8, "
                           "min(created_at)::timestamptz FROM %s GROUP BY outbox_route, status "
                           "ORDER BY outbox_route",
                       h->rel_sql);
@@ -214,9 +214,9 @@ int outbox_pg_dead_list(void *handle, const char *route, const char *after_id, s
     PGresult *res = NULL;
     int rc;
     if (after_id) {
-        outbox_buf_t q;
-        outbox_buf_init(&q, outbox_pg_host);
-        outbox_buf_printf(&q, "SELECT created_at FROM %s WHERE id = $1::uuid AND outbox_route = "
+        outbox_kit_buf_t q;
+        outbox_kit_buf_init(&q, outbox_pg_host);
+        outbox_kit_buf_printf(&q, "SELECT created_at FROM %s WHERE id = $1::uuid AND outbox_route = "
                               "$2::text",
                           h->rel_sql);
         const char *v[2] = {after_id, route};
@@ -235,9 +235,9 @@ int outbox_pg_dead_list(void *handle, const char *route, const char *after_id, s
      * them, and a page is sorted from there. */
     char lim[24];
     snprintf(lim, sizeof lim, "%zu", limit);
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_printf(&b, "SELECT id::text, event_id::text, event_type, ordering_key, attempts, "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_printf(&b, "SELECT id::text, event_id::text, event_type, ordering_key, attempts, "
                           "created_at, last_error FROM %s AS o WHERE outbox_route = $1::text AND "
                           "status = 'dead'%s ORDER BY o.created_at, o.id LIMIT $2::int8",
                       h->rel_sql,

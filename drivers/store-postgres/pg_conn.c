@@ -43,18 +43,18 @@ static int connect_code(PGconn *conn)
 }
 
 /* Appends key='value' to a libpq connection string. */
-static void conninfo_param(outbox_buf_t *b, const char *key, const char *value)
+static void conninfo_param(outbox_kit_buf_t *b, const char *key, const char *value)
 {
     if (b->len)
-        outbox_buf_putc(b, ' ');
-    outbox_buf_puts(b, key);
-    outbox_buf_puts(b, "='");
+        outbox_kit_buf_putc(b, ' ');
+    outbox_kit_buf_puts(b, key);
+    outbox_kit_buf_puts(b, "='");
     for (const char *p = value; *p; p++) {
         if (*p == '\'' || *p == '\\')
-            outbox_buf_putc(b, '\\');
-        outbox_buf_putc(b, *p);
+            outbox_kit_buf_putc(b, '\\');
+        outbox_kit_buf_putc(b, *p);
     }
-    outbox_buf_putc(b, '\'');
+    outbox_kit_buf_putc(b, '\'');
 }
 
 /* The connection string for libpq. Three spellings reach us:
@@ -73,26 +73,26 @@ int outbox_pg_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     if (!colon)
         return outbox_pg_fail(d, OUTBOX_EINVAL, "URI without a scheme");
     const char *rest = colon + 1;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
     if (rest[0] == '/' && rest[1] == '/') {
         /* libpq recognises the URI only by its lower-case prefix. */
-        outbox_buf_puts(&b, "postgresql:");
-        outbox_buf_puts(&b, rest);
+        outbox_kit_buf_puts(&b, "postgresql:");
+        outbox_kit_buf_puts(&b, rest);
     } else {
         if (uri->path)
-            outbox_buf_puts(&b, uri->path);
+            outbox_kit_buf_puts(&b, uri->path);
         for (size_t i = 0; i < uri->n_params; i++) {
             const outbox_uri_param_t *p = &uri->params[i];
-            if (!p->key || !outbox_ident_valid(p->key, strlen(p->key))) {
-                outbox_buf_free(&b);
+            if (!p->key || !outbox_kit_ident_valid(p->key, strlen(p->key))) {
+                outbox_kit_buf_free(&b);
                 return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid connection parameter name \"%.64s\"",
                                       p->key ? p->key : "");
             }
             conninfo_param(&b, p->key, p->value ? p->value : "");
         }
     }
-    char *conninfo = outbox_buf_steal(&b); /* "" for a bare "postgresql:" */
+    char *conninfo = outbox_kit_buf_steal(&b); /* "" for a bare "postgresql:" */
     if (!conninfo)
         return outbox_pg_nomem(d);
     /* Let libpq judge the syntax now, so a typo is "invalid argument" with
@@ -102,7 +102,7 @@ int outbox_pg_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     if (!opts) {
         /* libpq's reason may quote the connection string. */
         char line[OUTBOX_MESSAGE_MAX];
-        outbox_uri_redact(uri, err ? err : "out of memory", line, sizeof line);
+        outbox_kit_uri_redact(outbox_pg_host, uri, err ? err : "out of memory", line, sizeof line);
         PQfreemem(err);
         outbox_pg_host->free(conninfo);
         return outbox_pg_fail(d, OUTBOX_EINVAL, "invalid PostgreSQL connection string: %s", line);
@@ -124,7 +124,7 @@ int outbox_pg_open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
         return outbox_pg_nomem(d);
     if (PQstatus(conn) != CONNECTION_OK) {
         char line[OUTBOX_MESSAGE_MAX];
-        outbox_text_line(PQerrorMessage(conn), line, sizeof line);
+        outbox_kit_text_line(PQerrorMessage(conn), line, sizeof line);
         int code = connect_code(conn);
         PQfinish(conn);
         return outbox_pg_fail(d, code, "cannot connect to PostgreSQL: %s", line);
@@ -190,7 +190,7 @@ int outbox_pg_connected(pg_handle_t *h, outbox_diag_t *d)
     PQreset(h->conn);
     if (PQstatus(h->conn) != CONNECTION_OK) {
         char line[OUTBOX_MESSAGE_MAX];
-        outbox_text_line(PQerrorMessage(h->conn), line, sizeof line);
+        outbox_kit_text_line(PQerrorMessage(h->conn), line, sizeof line);
         return outbox_pg_fail(d, OUTBOX_ETRANSIENT, "connection to PostgreSQL lost, reconnecting failed: %s",
                               line);
     }

@@ -38,8 +38,8 @@ enum pg_slot {
 typedef struct pg_handle {
     PGconn *conn;
     char *conninfo;    /* what PQconnectdb got; native_begin opens another with it */
-    outbox_relname_t rel; /* as the user named it */
-    outbox_relname_t ckpt;
+    outbox_kit_relname_t rel; /* as the user named it */
+    outbox_kit_relname_t ckpt;
     char *rel_sql;     /* quoted, ready to paste into SQL */
     char *ckpt_sql;
     char shown[160];   /* rel for messages */
@@ -64,7 +64,7 @@ typedef struct pg_handle {
     size_t cap_rows;
     char *arena;
     size_t arena_cap;
-    outbox_buf_t params[PG_STAGE_ARRAYS]; /* scratch for binary parameters, reused */
+    outbox_kit_buf_t params[PG_STAGE_ARRAYS]; /* scratch for binary parameters, reused */
 } pg_handle_t;
 
 /* ---------------------------------------------------------- connecting */

@@ -43,12 +43,12 @@ PG_HIDDEN int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_di
 
 /* ------------------------------------------------------------ relations */
 
-/* Splits and validates "table" or "schema.table" (outbox_relname_parse),
+/* Splits and validates "table" or "schema.table" (outbox_kit_relname_parse),
  * saying what is wrong with a name it refuses. */
-PG_HIDDEN int outbox_pg_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_relname(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d);
 /* The checkpoint relation: name, or hlc_checkpoint beside base when NULL. */
-PG_HIDDEN int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *base,
-                                     outbox_relname_t *out, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_relname_ckpt(const char *name, const outbox_kit_relname_t *base,
+                                     outbox_kit_relname_t *out, outbox_diag_t *d);
 
 /* --------------------------------------------------- binary wire format */
 
@@ -64,11 +64,11 @@ PG_HIDDEN int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *b
 
 /* A one-dimensional array in array_send's format, built element by element. */
 typedef struct pg_array {
-    outbox_buf_t *b;
+    outbox_kit_buf_t *b;
     size_t flags_at; /* where the has-nulls flag sits */
 } pg_array_t;
 
-PG_HIDDEN void outbox_pg_array_begin(pg_array_t *a, outbox_buf_t *b, uint32_t elem_oid, size_t n);
+PG_HIDDEN void outbox_pg_array_begin(pg_array_t *a, outbox_kit_buf_t *b, uint32_t elem_oid, size_t n);
 PG_HIDDEN void outbox_pg_array_null(pg_array_t *a);
 PG_HIDDEN void outbox_pg_array_text(pg_array_t *a, const char *s, size_t len);
 /* NULL s is a NULL element. */
@@ -80,7 +80,7 @@ PG_HIDDEN void outbox_pg_array_stamp(pg_array_t *a, int64_t us, int zero_is_null
 PG_HIDDEN void outbox_pg_array_int8(pg_array_t *a, int64_t v, int zero_is_null);
 PG_HIDDEN void outbox_pg_array_int4(pg_array_t *a, int32_t v);
 PG_HIDDEN void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len);
-/* s as one line of valid UTF-8 of at most max bytes (outbox_text_line),
+/* s as one line of valid UTF-8 of at most max bytes (outbox_kit_text_line),
  * cleaned in place: messages from sinks are arbitrary bytes, and a text
  * parameter that is not UTF-8 would fail the whole statement. */
 PG_HIDDEN void outbox_pg_array_line(pg_array_t *a, const char *s, size_t max);

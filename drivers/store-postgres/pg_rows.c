@@ -64,12 +64,12 @@ static int checkpoint_missing(const pg_handle_t *h, outbox_diag_t *d)
 /* Parameters: $1..$13 arrays of the fixed columns, $14 the NOTIFY channel,
  * then hlc[] and traceparent[] when those columns exist, then the
  * checkpoint node key and mark for the _CKPT variant. */
-static void build_stage(const pg_handle_t *h, outbox_buf_t *b, int ckpt)
+static void build_stage(const pg_handle_t *h, outbox_kit_buf_t *b, int ckpt)
 {
     int next = 15;
     int p_hlc = h->has_hlc ? next++ : 0;
     int p_tp = h->has_traceparent ? next++ : 0;
-    outbox_buf_printf(b, "WITH ins AS (INSERT INTO %s AS o (id, outbox_route, event_id, "
+    outbox_kit_buf_printf(b, "WITH ins AS (INSERT INTO %s AS o (id, outbox_route, event_id, "
                          "event_type, tenant_id, execution_id, correlation_id, causation_id, "
                          "occurred_at, payload, status, created_at, attempts, available_at, "
                          "ordering_key%s%s) SELECT u.id, u.route, u.event_id, u.event_type, "
@@ -82,10 +82,10 @@ static void build_stage(const pg_handle_t *h, outbox_buf_t *b, int ckpt)
                       h->rel_sql, h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
                       h->has_hlc ? ", u.hlc" : "", h->has_traceparent ? ", u.traceparent" : "");
     if (p_hlc)
-        outbox_buf_printf(b, ", $%d::int8[]", p_hlc);
+        outbox_kit_buf_printf(b, ", $%d::int8[]", p_hlc);
     if (p_tp)
-        outbox_buf_printf(b, ", $%d::text[]", p_tp);
-    outbox_buf_printf(b, ") AS u(id, route, event_id, event_type, tenant_id, execution_id, "
+        outbox_kit_buf_printf(b, ", $%d::text[]", p_tp);
+    outbox_kit_buf_printf(b, ") AS u(id, route, event_id, event_type, tenant_id, execution_id, "
                          "correlation_id, causation_id, occurred_at, payload, created_at, "
                          "available_at, ordering_key%s%s) ON CONFLICT (outbox_route, event_id) DO "
                          "NOTHING RETURNING o.outbox_route)",
@@ -93,14 +93,14 @@ static void build_stage(const pg_handle_t *h, outbox_buf_t *b, int ckpt)
     if (ckpt) {
         /* One statement with the insert: the mark moves in the same
          * transaction, and as a server-side max it can never go back. */
-        outbox_buf_printf(b, ", ck AS (INSERT INTO %s AS c (node_key, hlc) VALUES ($%d::text, "
+        outbox_kit_buf_printf(b, ", ck AS (INSERT INTO %s AS c (node_key, hlc) VALUES ($%d::text, "
                              "$%d::int8) ON CONFLICT (node_key) DO UPDATE SET hlc = "
                              "GREATEST(c.hlc, EXCLUDED.hlc))",
                           h->ckpt_sql, next, next + 1);
     }
     /* NOTIFY is delivered at commit, so a relay never wakes before it can
      * see the rows; one per route, and only when something was inserted. */
-    outbox_buf_puts(b, " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM (SELECT "
+    outbox_kit_buf_puts(b, " SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM (SELECT "
                        "pg_notify($14::text, r) FROM (SELECT DISTINCT outbox_route AS r FROM "
                        "ins) AS dr) AS n)");
 }
@@ -108,18 +108,18 @@ static void build_stage(const pg_handle_t *h, outbox_buf_t *b, int ckpt)
 /* "e comes before o" in claim order, written so that an index on
  * (route, key, [hlc,] created_at, id) bounds the scan. For hlc order this
  * is the case of a stamped o; NULL sorts last, so a NULL e is never earlier. */
-static void earlier(outbox_buf_t *b, int hlc, const char *o)
+static void earlier(outbox_kit_buf_t *b, int hlc, const char *o)
 {
     if (hlc)
-        outbox_buf_printf(b, "(e.hlc, e.created_at, e.id) < (%s.hlc, %s.created_at, %s.id)", o, o, o);
+        outbox_kit_buf_printf(b, "(e.hlc, e.created_at, e.id) < (%s.hlc, %s.created_at, %s.id)", o, o, o);
     else
-        outbox_buf_printf(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
+        outbox_kit_buf_printf(b, "(e.created_at, e.id) < (%s.created_at, %s.id)", o, o);
 }
 
 /* The unfinished rows of o's key: what the key index covers. */
-static void key_rows(const pg_handle_t *h, outbox_buf_t *b, const char *o)
+static void key_rows(const pg_handle_t *h, outbox_kit_buf_t *b, const char *o)
 {
-    outbox_buf_printf(b, "FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key = %s.ordering_key "
+    outbox_kit_buf_printf(b, "FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key = %s.ordering_key "
                          "AND e.status IN ('pending', 'processing') AND e.ordering_key IS NOT NULL AND ",
                       h->rel_sql, o);
 }
@@ -130,9 +130,9 @@ static void key_rows(const pg_handle_t *h, outbox_buf_t *b, const char *o)
  * arm is one index range; the claim then tests candidates against this set
  * with a hashed lookup, so a backlog whose keys are all held costs one scan
  * per claim rather than one key-index probe per row. */
-static void build_held(const pg_handle_t *h, outbox_buf_t *b)
+static void build_held(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_printf(b, ", held AS MATERIALIZED (SELECT e.ordering_key FROM %s AS e WHERE "
+    outbox_kit_buf_printf(b, ", held AS MATERIALIZED (SELECT e.ordering_key FROM %s AS e WHERE "
                          "e.outbox_route = $1 AND e.ordering_key IS NOT NULL AND e.status = "
                          "'pending' AND e.available_at > (SELECT ts FROM clk) UNION SELECT "
                          "e.ordering_key FROM %s AS e WHERE e.outbox_route = $1 AND e.ordering_key "
@@ -147,47 +147,47 @@ static void build_held(const pg_handle_t *h, outbox_buf_t *b)
  * order puts it in the same arm first). Behind it, a held row can only be
  * there when the candidate was replayed from dead after it; the replayed
  * row then waits until that later row is done, instead of going out first. */
-static void key_rule(outbox_buf_t *b)
+static void key_rule(outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR o.ordering_key NOT IN (SELECT "
+    outbox_kit_buf_puts(b, " AND (o.ordering_key IS NULL OR o.ordering_key NOT IN (SELECT "
                        "ordering_key FROM held))");
 }
 
 /* The row just before f among its key's unfinished rows, in claim order, as
  * the snapshot has it: one backward step on the key index. */
-static void prev_of(const pg_handle_t *h, outbox_buf_t *b, int hlc)
+static void prev_of(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc)
 {
     if (!hlc) {
-        outbox_buf_puts(b, "(SELECT e.id ");
+        outbox_kit_buf_puts(b, "(SELECT e.id ");
         key_rows(h, b, "f");
         earlier(b, 0, "f");
-        outbox_buf_puts(b, " ORDER BY e.created_at DESC, e.id DESC LIMIT 1)");
+        outbox_kit_buf_puts(b, " ORDER BY e.created_at DESC, e.id DESC LIMIT 1)");
         return;
     }
-    outbox_buf_puts(b, "CASE WHEN f.hlc IS NULL THEN coalesce((SELECT e.id ");
+    outbox_kit_buf_puts(b, "CASE WHEN f.hlc IS NULL THEN coalesce((SELECT e.id ");
     key_rows(h, b, "f");
-    outbox_buf_puts(b, "e.hlc IS NULL AND (e.created_at, e.id) < (f.created_at, f.id) ORDER BY "
+    outbox_kit_buf_puts(b, "e.hlc IS NULL AND (e.created_at, e.id) < (f.created_at, f.id) ORDER BY "
                        "e.created_at DESC, e.id DESC LIMIT 1), (SELECT e.id ");
     key_rows(h, b, "f");
-    outbox_buf_puts(b, "e.hlc IS NOT NULL ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC "
+    outbox_kit_buf_puts(b, "e.hlc IS NOT NULL ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC "
                        "LIMIT 1)) ELSE (SELECT e.id ");
     key_rows(h, b, "f");
     earlier(b, 1, "f");
-    outbox_buf_puts(b, " ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC LIMIT 1) END");
+    outbox_kit_buf_puts(b, " ORDER BY e.hlc DESC, e.created_at DESC, e.id DESC LIMIT 1) END");
 }
 
 /* One arm: the first $2 rows of one kind that this claim can lock, in claim
  * order; SKIP LOCKED passes over rows another claim holds right now. lead
  * goes in front of the claim order in ORDER BY ("" or a column that is
  * constant over the arm's rows, so that an index led by it gives the order). */
-static void claim_arm(const pg_handle_t *h, outbox_buf_t *b, const char *name, int hlc,
+static void claim_arm(const pg_handle_t *h, outbox_kit_buf_t *b, const char *name, int hlc,
                       const char *where, const char *lead, long limit)
 {
-    outbox_buf_printf(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
+    outbox_kit_buf_printf(b, ", %s AS (SELECT o.id, o.ordering_key, o.created_at%s FROM %s AS o "
                          "WHERE o.outbox_route = $1 AND %s",
                       name, hlc ? ", o.hlc" : "", h->rel_sql, where);
     key_rule(b);
-    outbox_buf_printf(b, " ORDER BY %s%s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)", lead,
+    outbox_kit_buf_printf(b, " ORDER BY %s%s LIMIT %ld FOR UPDATE OF o SKIP LOCKED)", lead,
                       hlc ? "o.hlc, o.created_at, o.id" : "o.created_at, o.id", limit);
 }
 
@@ -195,15 +195,15 @@ static void claim_arm(const pg_handle_t *h, outbox_buf_t *b, const char *name, i
  * in both shapes of the claim. One clock reading for ripeness, lease expiry
  * and the fence; the commit setting rides on it because clk is always
  * evaluated. */
-static void claim_head(const pg_handle_t *h, outbox_buf_t *b)
+static void claim_head(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
+    outbox_kit_buf_puts(b, "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts, "
                        "clock_timestamp() - $2::int8 * interval '1 microsecond' AS cut, "
                        "set_config('synchronous_commit', 'off', true) AS sc)");
     build_held(h, b);
 }
 
-static void expired_arm(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+static void expired_arm(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long limit)
 {
     claim_arm(h, b, "expired", hlc,
               "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)", "", limit);
@@ -212,13 +212,13 @@ static void expired_arm(const pg_handle_t *h, outbox_buf_t *b, int hlc, long lim
 /* From the chain check's verdicts (chained.linked) to the claim itself:
  * a keyed row is kept while every row of its key before it in the batch
  * is linked too. */
-static void claim_tail(const pg_handle_t *h, outbox_buf_t *b, const char *order)
+static void claim_tail(const pg_handle_t *h, outbox_kit_buf_t *b, const char *order)
 {
-    outbox_buf_printf(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
+    outbox_kit_buf_printf(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
                          "ordering_key ORDER BY %s ROWS UNBOUNDED PRECEDING) AS ok FROM chained) AS x "
                          "WHERE ok)",
                       order);
-    outbox_buf_printf(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
+    outbox_kit_buf_printf(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
                          "clk), attempts = o.attempts + 1 WHERE o.id = ANY (ARRAY(SELECT id FROM "
                          "keep)) RETURNING " PG_ROW_COLUMNS "%s%s",
                       h->rel_sql, h->has_hlc ? ", o.hlc::int8" : "",
@@ -264,7 +264,7 @@ static void claim_tail(const pg_handle_t *h, outbox_buf_t *b, const char *order)
  * no relay ever holds a later row of a key while an earlier one is in
  * flight or waiting for its retry, yet one claim moves a hot key's head
  * together with the rows behind it. */
-static void build_claim_shipped(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+static void build_claim_shipped(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long limit)
 {
     const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
     claim_head(h, b);
@@ -273,14 +273,14 @@ static void build_claim_shipped(const pg_handle_t *h, outbox_buf_t *b, int hlc, 
               "FROM clk))",
               "", limit);
     expired_arm(h, b, hlc, limit);
-    outbox_buf_printf(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
+    outbox_kit_buf_printf(b, ", firstn AS (SELECT * FROM (SELECT * FROM ripe UNION ALL SELECT * FROM "
                          "expired) AS c ORDER BY %s LIMIT %ld)",
                       order, limit);
-    outbox_buf_printf(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
+    outbox_kit_buf_printf(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
                          "f.ordering_key IS NULL OR lag(f.id) OVER w IS NOT DISTINCT FROM ",
                       hlc ? ", f.hlc" : "");
     prev_of(h, b, hlc);
-    outbox_buf_printf(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
+    outbox_kit_buf_printf(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
                          "ORDER BY f.%s, f.id))",
                       hlc ? "hlc, f.created_at" : "created_at");
     claim_tail(h, b, order);
@@ -289,21 +289,21 @@ static void build_claim_shipped(const pg_handle_t *h, outbox_buf_t *b, int hlc, 
 /* "e is not after l" in claim order, l being the batch's last row. In hlc
  * order NULL sorts last: every stamped row is before an unstamped l, and
  * no unstamped row is before a stamped one. */
-static void not_after(outbox_buf_t *b, int hlc)
+static void not_after(outbox_kit_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_buf_puts(b, "CASE WHEN l.hlc IS NULL THEN e.hlc IS NOT NULL OR (e.created_at, e.id) "
+        outbox_kit_buf_puts(b, "CASE WHEN l.hlc IS NULL THEN e.hlc IS NOT NULL OR (e.created_at, e.id) "
                            "<= (l.created_at, l.id) ELSE (e.hlc, e.created_at, e.id) <= (l.hlc, "
                            "l.created_at, l.id) END");
     else
-        outbox_buf_puts(b, "(e.created_at, e.id) <= (l.created_at, l.id)");
+        outbox_kit_buf_puts(b, "(e.created_at, e.id) <= (l.created_at, l.id)");
 }
 
 /* One part of ahead (below): the unfinished rows of the batch's keys in one
  * range of outbox_claim_idx, up to the batch's last row. */
-static void ahead_part(const pg_handle_t *h, outbox_buf_t *b, int hlc, int first, const char *range)
+static void ahead_part(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, int first, const char *range)
 {
-    outbox_buf_printf(b, "%sSELECT e.id, e.ordering_key, e.created_at%s FROM tail AS l, %s AS e "
+    outbox_kit_buf_printf(b, "%sSELECT e.id, e.ordering_key, e.created_at%s FROM tail AS l, %s AS e "
                          "WHERE e.outbox_route = $1 AND %s AND e.ordering_key IN (SELECT "
                          "ordering_key FROM firstn) AND ",
                       first ? "" : " UNION ALL ", hlc ? ", e.hlc" : "", h->rel_sql, range);
@@ -342,7 +342,7 @@ static void ahead_part(const pg_handle_t *h, outbox_buf_t *b, int hlc, int first
  *   row's predecessor at once. Like prev_of, it reads the statement's
  *   snapshot, in which every row of the batch was unfinished; a batch row
  *   it does not find is treated as unlinked, never as a key's head. */
-static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+static void build_claim_canonical(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long limit)
 {
     const char *order = hlc ? "hlc, created_at, id" : "created_at, id";
     claim_head(h, b);
@@ -351,17 +351,17 @@ static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc
     claim_arm(h, b, "due", hlc,
               "o.status = 'pending' AND o.available_at <= (SELECT ts FROM clk)", "", limit);
     expired_arm(h, b, hlc, limit);
-    outbox_buf_printf(b, ", firstn AS MATERIALIZED (SELECT * FROM (SELECT * FROM ripe UNION ALL "
+    outbox_kit_buf_printf(b, ", firstn AS MATERIALIZED (SELECT * FROM (SELECT * FROM ripe UNION ALL "
                          "SELECT * FROM due UNION ALL SELECT * FROM expired) AS c ORDER BY %s "
                          "LIMIT %ld)",
                       order, limit);
     /* The batch's last keyed row: no predecessor is after it, and a batch
      * without keys reads nothing more. DESC puts NULL first, the reverse
      * of the claim order's NULLS LAST. */
-    outbox_buf_printf(b, ", tail AS MATERIALIZED (SELECT created_at, id%s FROM firstn WHERE "
+    outbox_kit_buf_printf(b, ", tail AS MATERIALIZED (SELECT created_at, id%s FROM firstn WHERE "
                          "ordering_key IS NOT NULL ORDER BY %screated_at DESC, id DESC LIMIT 1)",
                       hlc ? ", hlc" : "", hlc ? "hlc DESC, " : "");
-    outbox_buf_puts(b, ", ahead AS (");
+    outbox_kit_buf_puts(b, ", ahead AS (");
     /* The bounds are uncorrelated subqueries, computed once before the
      * scan, so that the planner makes them index conditions whatever it
      * thinks of joining tail: taken as a join filter instead, the hlc
@@ -380,10 +380,10 @@ static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc
     }
     ahead_part(h, b, hlc, 0, "e.status = 'pending' AND e.available_at IS NOT NULL");
     ahead_part(h, b, hlc, 0, "e.status = 'processing'");
-    outbox_buf_printf(b, "), prevs AS (SELECT a.id, lag(a.id) OVER (PARTITION BY a.ordering_key "
+    outbox_kit_buf_printf(b, "), prevs AS (SELECT a.id, lag(a.id) OVER (PARTITION BY a.ordering_key "
                          "ORDER BY %s) AS prev FROM ahead AS a)",
                       hlc ? "a.hlc, a.created_at, a.id" : "a.created_at, a.id");
-    outbox_buf_printf(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
+    outbox_kit_buf_printf(b, ", chained AS (SELECT f.id, f.ordering_key, f.created_at%s, "
                          "f.ordering_key IS NULL OR (p.id IS NOT NULL AND lag(f.id) OVER w IS NOT "
                          "DISTINCT FROM p.prev) AS linked FROM firstn AS f LEFT JOIN prevs AS p ON "
                          "p.id = f.id WINDOW w AS (PARTITION BY f.ordering_key ORDER BY f.%s, f.id))",
@@ -395,7 +395,7 @@ static void build_claim_canonical(const pg_handle_t *h, outbox_buf_t *b, int hlc
  * and key indexes of this order), else the canonical one. A handle keeps
  * the shape it chose at open (or at its last schema apply): both are
  * correct on any table, only their speed depends on the indexes. */
-static void build_claim(const pg_handle_t *h, outbox_buf_t *b, int hlc, long limit)
+static void build_claim(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long limit)
 {
     unsigned need = hlc ? PG_IDX_PENDING_HLC | PG_IDX_KEY_HLC : PG_IDX_PENDING | PG_IDX_KEY;
     if ((h->claim_idx & need) == need)
@@ -410,9 +410,9 @@ static void build_claim(const pg_handle_t *h, outbox_buf_t *b, int hlc, long lim
  * in a server crash leaves its rows processing until their lease ends, and
  * they are delivered again. The setting is a one-time filter, evaluated
  * before the first row is touched. */
-static void build_settle(const pg_handle_t *h, outbox_buf_t *b)
+static void build_settle(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_printf(b,
+    outbox_kit_buf_printf(b,
                       "WITH sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', "
                       "true) AS v) "
                       "UPDATE %s AS o SET "
@@ -433,36 +433,36 @@ static void build_settle(const pg_handle_t *h, outbox_buf_t *b)
                       h->rel_sql);
 }
 
-static void build_ckpt_advance(const pg_handle_t *h, outbox_buf_t *b)
+static void build_ckpt_advance(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
     /* One statement: the max is taken by the server under the row lock, so
      * a slower writer with a smaller mark can never lower it. */
-    outbox_buf_printf(b, "INSERT INTO %s AS c (node_key, hlc) VALUES ($1::text, $2::int8) ON "
+    outbox_kit_buf_printf(b, "INSERT INTO %s AS c (node_key, hlc) VALUES ($1::text, $2::int8) ON "
                          "CONFLICT (node_key) DO UPDATE SET hlc = GREATEST(c.hlc, EXCLUDED.hlc)",
                       h->ckpt_sql);
 }
 
-static void build_ckpt_recover(const pg_handle_t *h, outbox_buf_t *b)
+static void build_ckpt_recover(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_printf(b, "SELECT coalesce(max(hlc), 0)::int8 FROM %s", h->ckpt_sql);
+    outbox_kit_buf_printf(b, "SELECT coalesce(max(hlc), 0)::int8 FROM %s", h->ckpt_sql);
 }
 
 /* Both claim statements for limit, into b[0] (claim order) and b[1] (hlc
  * order, or a placeholder refused before use on a table without hlc). */
-static void build_claims(const pg_handle_t *h, outbox_buf_t b[2], long limit)
+static void build_claims(const pg_handle_t *h, outbox_kit_buf_t b[2], long limit)
 {
     build_claim(h, &b[0], 0, limit);
     if (h->has_hlc)
         build_claim(h, &b[1], 1, limit);
     else
-        outbox_buf_puts(&b[1], "SELECT 1");
+        outbox_kit_buf_puts(&b[1], "SELECT 1");
 }
 
 int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
 {
-    outbox_buf_t b[PG_SLOT_COUNT];
+    outbox_kit_buf_t b[PG_SLOT_COUNT];
     for (int i = 0; i < PG_SLOT_COUNT; i++)
-        outbox_buf_init(&b[i], outbox_pg_host);
+        outbox_kit_buf_init(&b[i], outbox_pg_host);
     build_stage(h, &b[PG_STAGE], 0);
     build_stage(h, &b[PG_STAGE_CKPT], 1);
     if (!h->claim_limit)
@@ -476,12 +476,12 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
         failed |= b[i].failed;
     if (failed) {
         for (int i = 0; i < PG_SLOT_COUNT; i++)
-            outbox_buf_free(&b[i]);
+            outbox_kit_buf_free(&b[i]);
         return outbox_pg_nomem(d);
     }
     for (int i = 0; i < PG_SLOT_COUNT; i++) {
         outbox_pg_host->free(h->sql[i]);
-        h->sql[i] = outbox_buf_steal(&b[i]);
+        h->sql[i] = outbox_kit_buf_steal(&b[i]);
     }
     return OUTBOX_OK;
 }
@@ -825,21 +825,21 @@ static int keep_rows(pg_handle_t *h, const PGresult *res, int64_t *fence, outbox
  * so this happens once per handle. */
 static int claim_relimit(pg_handle_t *h, long limit, outbox_diag_t *d)
 {
-    outbox_buf_t b[2];
-    outbox_buf_init(&b[0], outbox_pg_host);
-    outbox_buf_init(&b[1], outbox_pg_host);
+    outbox_kit_buf_t b[2];
+    outbox_kit_buf_init(&b[0], outbox_pg_host);
+    outbox_kit_buf_init(&b[1], outbox_pg_host);
     build_claims(h, b, limit);
     int rc = b[0].failed || b[1].failed ? outbox_pg_nomem(d) : OUTBOX_OK;
     for (int i = 0; i < 2 && rc == OUTBOX_OK; i++)
         rc = outbox_pg_forget_slot(h, PG_CLAIM + i, d, "claiming");
     if (rc != OUTBOX_OK) {
-        outbox_buf_free(&b[0]);
-        outbox_buf_free(&b[1]);
+        outbox_kit_buf_free(&b[0]);
+        outbox_kit_buf_free(&b[1]);
         return rc;
     }
     for (int i = 0; i < 2; i++) {
         outbox_pg_host->free(h->sql[PG_CLAIM + i]);
-        h->sql[PG_CLAIM + i] = outbox_buf_steal(&b[i]);
+        h->sql[PG_CLAIM + i] = outbox_kit_buf_steal(&b[i]);
     }
     h->claim_limit = limit;
     return OUTBOX_OK;
@@ -1014,16 +1014,16 @@ static int listen_once(pg_handle_t *h, outbox_diag_t *d)
 {
     if (h->listening)
         return OUTBOX_OK;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_puts(&b, "LISTEN ");
-    outbox_buf_ident(&b, h->channel, '"');
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_puts(&b, "LISTEN ");
+    outbox_kit_buf_ident(&b, h->channel, '"');
     if (b.failed) {
-        outbox_buf_free(&b);
+        outbox_kit_buf_free(&b);
         return outbox_pg_nomem(d);
     }
     int rc = outbox_pg_command(h, b.data, d, "listening for new rows");
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
     if (rc == OUTBOX_OK)
         h->listening = 1;
     return rc;

@@ -244,8 +244,8 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
 /* ----------------------------------------------------------------- DDL */
 
 typedef struct ddl_target {
-    outbox_relname_t rel;
-    outbox_relname_t ckpt;
+    outbox_kit_relname_t rel;
+    outbox_kit_relname_t ckpt;
     uint32_t flags;
 } ddl_target_t;
 
@@ -266,36 +266,36 @@ static int target_parse(const outbox_schema_opts_t *opts, const pg_handle_t *h, 
     return rc;
 }
 
-static void ddl_table(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_table(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_buf_relname(b, &t->rel, '"');
-    outbox_buf_puts(b, " (\n");
+    outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_kit_buf_relname(b, &t->rel, '"');
+    outbox_kit_buf_puts(b, " (\n");
     for (size_t i = 0; i < N_OUTBOX_COLS; i++)
-        outbox_buf_printf(b, "    %-15s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
-    outbox_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
+        outbox_kit_buf_printf(b, "    %-15s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
+    outbox_kit_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
 }
 
-static void ddl_add_columns(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_add_columns(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "-- Tables made before these columns existed gain them; on a new table "
+    outbox_kit_buf_puts(b, "-- Tables made before these columns existed gain them; on a new table "
                        "this does nothing.\nALTER TABLE ");
-    outbox_buf_relname(b, &t->rel, '"');
+    outbox_kit_buf_relname(b, &t->rel, '"');
     for (size_t i = FIRST_MIGRATED_COL; i < N_OUTBOX_COLS; i++)
-        outbox_buf_printf(b, "%s\n    ADD COLUMN IF NOT EXISTS %s %s", i > FIRST_MIGRATED_COL ? "," : "",
+        outbox_kit_buf_printf(b, "%s\n    ADD COLUMN IF NOT EXISTS %s %s", i > FIRST_MIGRATED_COL ? "," : "",
                           outbox_cols[i].name, outbox_cols[i].decl);
     if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-        outbox_buf_printf(b, ",\n    -- W3C trace context, forwarded as a header\n"
+        outbox_kit_buf_printf(b, ",\n    -- W3C trace context, forwarded as a header\n"
                              "    ADD COLUMN IF NOT EXISTS %s %s",
                           traceparent_col.name, traceparent_col.decl);
     if (t->flags & OUTBOX_SCHEMA_HLC)
-        outbox_buf_printf(b, ",\n    -- causal order: physical_ms << 16 | logical (SPEC 6)\n"
+        outbox_kit_buf_printf(b, ",\n    -- causal order: physical_ms << 16 | logical (SPEC 6)\n"
                              "    ADD COLUMN IF NOT EXISTS %s %s",
                           hlc_col.name, hlc_col.decl);
-    outbox_buf_puts(b, ";\n");
+    outbox_kit_buf_puts(b, ";\n");
 }
 
-static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_indexes(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
     for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
         const idx_spec_t *x = &outbox_idx[i];
@@ -303,37 +303,37 @@ static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
             continue;
         char name[64];
         index_name(t->rel.table, x->suffix, name);
-        outbox_buf_printf(b, "-- %s\nCREATE INDEX IF NOT EXISTS ", x->why);
-        outbox_buf_ident(b, name, '"');
-        outbox_buf_puts(b, " ON ");
-        outbox_buf_relname(b, &t->rel, '"');
-        outbox_buf_printf(b, " (%s)%s%s;\n", x->cols, x->where ? "\n    WHERE " : "",
+        outbox_kit_buf_printf(b, "-- %s\nCREATE INDEX IF NOT EXISTS ", x->why);
+        outbox_kit_buf_ident(b, name, '"');
+        outbox_kit_buf_puts(b, " ON ");
+        outbox_kit_buf_relname(b, &t->rel, '"');
+        outbox_kit_buf_printf(b, " (%s)%s%s;\n", x->cols, x->where ? "\n    WHERE " : "",
                           x->where ? x->where : "");
     }
 }
 
-static void ddl_checkpoint(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_checkpoint(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "-- The node-global clock high-water mark (SPEC 6).\n");
+    outbox_kit_buf_puts(b, "-- The node-global clock high-water mark (SPEC 6).\n");
     if (t->ckpt.schema[0] && strcmp(t->ckpt.schema, t->rel.schema) != 0) {
-        outbox_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
-        outbox_buf_ident(b, t->ckpt.schema, '"');
-        outbox_buf_puts(b, ";\n");
+        outbox_kit_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
+        outbox_kit_buf_ident(b, t->ckpt.schema, '"');
+        outbox_kit_buf_puts(b, ";\n");
     }
-    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_buf_relname(b, &t->ckpt, '"');
-    outbox_buf_puts(b, " (node_key TEXT NOT NULL, hlc BIGINT NOT NULL, PRIMARY KEY (node_key));\n");
+    outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_kit_buf_relname(b, &t->ckpt, '"');
+    outbox_kit_buf_puts(b, " (node_key TEXT NOT NULL, hlc BIGINT NOT NULL, PRIMARY KEY (node_key));\n");
 }
 
-static void ddl_all(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_all(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "-- liboutbox outbox schema for PostgreSQL. Idempotent: run it again "
+    outbox_kit_buf_puts(b, "-- liboutbox outbox schema for PostgreSQL. Idempotent: run it again "
                        "to add what is missing.\n-- On a large live table, create the indexes "
                        "by hand with CREATE INDEX CONCURRENTLY first.\n");
     if (t->rel.schema[0]) {
-        outbox_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
-        outbox_buf_ident(b, t->rel.schema, '"');
-        outbox_buf_puts(b, ";\n");
+        outbox_kit_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
+        outbox_kit_buf_ident(b, t->rel.schema, '"');
+        outbox_kit_buf_puts(b, ";\n");
     }
     ddl_table(t, b);
     ddl_add_columns(t, b);
@@ -351,10 +351,10 @@ int outbox_pg_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_di
     int rc = target_parse(opts, NULL, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
     ddl_all(&t, &b);
-    *out = outbox_buf_steal(&b);
+    *out = outbox_kit_buf_steal(&b);
     return *out ? OUTBOX_OK : outbox_pg_nomem(d);
 }
 
@@ -363,7 +363,7 @@ int outbox_pg_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_di
 /* Runs the script that build writes for opts as one transaction: all of
  * it or, on any error, none. */
 static int run_script(pg_handle_t *h, const outbox_schema_opts_t *opts,
-                      void (*build)(const ddl_target_t *t, outbox_buf_t *b), const char *what,
+                      void (*build)(const ddl_target_t *t, outbox_kit_buf_t *b), const char *what,
                       outbox_diag_t *d)
 {
     int rc = outbox_pg_no_open_tx(h, what, d);
@@ -373,12 +373,12 @@ static int run_script(pg_handle_t *h, const outbox_schema_opts_t *opts,
     rc = target_parse(opts, h, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
     /* Quiet the NOTICEs of IF [NOT] EXISTS for this transaction only. */
-    outbox_buf_puts(&b, "BEGIN;\nSET LOCAL client_min_messages = warning;\n");
+    outbox_kit_buf_puts(&b, "BEGIN;\nSET LOCAL client_min_messages = warning;\n");
     build(&t, &b);
-    outbox_buf_puts(&b, "\nCOMMIT;");
+    outbox_kit_buf_puts(&b, "\nCOMMIT;");
     rc = b.failed ? outbox_pg_nomem(d) : outbox_pg_connected(h, d);
     if (rc == OUTBOX_OK) {
         rc = outbox_pg_simple(h->conn, b.data, d, what);
@@ -386,19 +386,19 @@ static int run_script(pg_handle_t *h, const outbox_schema_opts_t *opts,
         if (PQstatus(h->conn) == CONNECTION_OK && PQtransactionStatus(h->conn) != PQTRANS_IDLE)
             PQclear(PQexec(h->conn, "ROLLBACK"));
     }
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
     return rc;
 }
 
-static void ddl_drop(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_drop(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "DROP TABLE IF EXISTS ");
-    outbox_buf_relname(b, &t->rel, '"');
-    outbox_buf_puts(b, ";\n");
+    outbox_kit_buf_puts(b, "DROP TABLE IF EXISTS ");
+    outbox_kit_buf_relname(b, &t->rel, '"');
+    outbox_kit_buf_puts(b, ";\n");
     if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_buf_puts(b, "DROP TABLE IF EXISTS ");
-        outbox_buf_relname(b, &t->ckpt, '"');
-        outbox_buf_puts(b, ";\n");
+        outbox_kit_buf_puts(b, "DROP TABLE IF EXISTS ");
+        outbox_kit_buf_relname(b, &t->ckpt, '"');
+        outbox_kit_buf_puts(b, ";\n");
     }
 }
 
@@ -541,20 +541,20 @@ static void check_unique(checker_t *c, const PGresult *idx, const char *const *s
     problem(c, "missing unique index on (%s%s%s)", shown, set[1] ? ", " : "", set[1] ? set[1] : "");
 }
 
-static int read_indexes(pg_handle_t *h, const outbox_relname_t *rel, PGresult **res,
+static int read_indexes(pg_handle_t *h, const outbox_kit_relname_t *rel, PGresult **res,
                         outbox_diag_t *d)
 {
-    outbox_buf_t name;
-    outbox_buf_init(&name, outbox_pg_host);
-    outbox_buf_relname(&name, rel, '"');
+    outbox_kit_buf_t name;
+    outbox_kit_buf_init(&name, outbox_pg_host);
+    outbox_kit_buf_relname(&name, rel, '"');
     if (name.failed) {
-        outbox_buf_free(&name);
+        outbox_kit_buf_free(&name);
         return outbox_pg_nomem(d);
     }
     const char *vals[1] = {name.data};
     int rc = outbox_pg_exec_on(h->conn, INDEX_SQL, 1, vals, NULL, NULL, 0, res, d,
                                "reading the table's indexes");
-    outbox_buf_free(&name);
+    outbox_kit_buf_free(&name);
     return rc;
 }
 
@@ -607,7 +607,7 @@ static int check_checkpoint(pg_handle_t *h, const ddl_target_t *t, const PGresul
                             checker_t *c, outbox_diag_t *d)
 {
     char shown[160];
-    outbox_relname_show(&t->ckpt, shown, sizeof shown);
+    outbox_kit_relname_show(&t->ckpt, shown, sizeof shown);
     if (relation_row(cols, 2) < 0) {
         problem(c, "missing table %s", shown);
         return OUTBOX_OK;
@@ -635,23 +635,23 @@ int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
     int rc = target_parse(opts, h, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t rel, ck;
-    outbox_buf_init(&rel, outbox_pg_host);
-    outbox_buf_init(&ck, outbox_pg_host);
-    outbox_buf_relname(&rel, &t.rel, '"');
-    outbox_buf_relname(&ck, &t.ckpt, '"');
+    outbox_kit_buf_t rel, ck;
+    outbox_kit_buf_init(&rel, outbox_pg_host);
+    outbox_kit_buf_init(&ck, outbox_pg_host);
+    outbox_kit_buf_relname(&rel, &t.rel, '"');
+    outbox_kit_buf_relname(&ck, &t.ckpt, '"');
     PGresult *cols = NULL;
     if (rel.failed || ck.failed)
         rc = outbox_pg_nomem(d);
     else
         rc = read_columns(h, rel.data, ck.data, &cols, d);
-    outbox_buf_free(&rel);
-    outbox_buf_free(&ck);
+    outbox_kit_buf_free(&rel);
+    outbox_kit_buf_free(&ck);
     checker_t c = {report, ctx, 0};
     if (rc == OUTBOX_OK) {
         if (relation_row(cols, 1) < 0) {
             char shown[160];
-            outbox_relname_show(&t.rel, shown, sizeof shown);
+            outbox_kit_relname_show(&t.rel, shown, sizeof shown);
             problem(&c, "missing table %s", shown);
         } else {
             rc = check_outbox(h, &t, cols, &c, d);

@@ -82,7 +82,7 @@ int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, c
         snprintf(msg, sizeof msg, "%s", conn ? PQerrorMessage(conn) : "no connection");
     /* libpq messages end with a newline and may span lines; a diagnostic is one. */
     char line[OUTBOX_MESSAGE_MAX];
-    outbox_text_line(msg, line, sizeof line);
+    outbox_kit_text_line(msg, line, sizeof line);
     int code;
     if (!conn || PQstatus(conn) != CONNECTION_OK)
         code = OUTBOX_ETRANSIENT; /* whatever the statement was, the server is gone */
@@ -101,35 +101,35 @@ int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_diag_t *d, c
 
 /* The host validates relation names already; checking again keeps the
  * driver safe when it is driven directly (tests, third-party hosts). */
-int outbox_pg_relname(const char *name, outbox_relname_t *out, outbox_diag_t *d)
+int outbox_pg_relname(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d)
 {
     if (!name || !*name) {
         out->schema[0] = out->table[0] = '\0';
         return outbox_pg_fail(d, OUTBOX_EINVAL, "empty relation name");
     }
-    if (outbox_relname_parse(name, out) != 0)
+    if (outbox_kit_relname_parse(name, out) != 0)
         return outbox_pg_fail(d, OUTBOX_EINVAL,
                               "invalid relation name \"%.160s\": expected table or schema.table",
                               name);
     return OUTBOX_OK;
 }
 
-int outbox_pg_relname_ckpt(const char *name, const outbox_relname_t *base, outbox_relname_t *out,
+int outbox_pg_relname_ckpt(const char *name, const outbox_kit_relname_t *base, outbox_kit_relname_t *out,
                            outbox_diag_t *d)
 {
     if (name)
         return outbox_pg_relname(name, out, d);
-    outbox_relname_beside(base, "hlc_checkpoint", out);
+    outbox_kit_relname_beside(base, "hlc_checkpoint", out);
     return OUTBOX_OK;
 }
 
 /* ------------------------------------------------------------ scalars */
 
-static void put_u32(outbox_buf_t *b, uint32_t v)
+static void put_u32(outbox_kit_buf_t *b, uint32_t v)
 {
     unsigned char c[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
-    outbox_buf_put(b, c, 4);
+    outbox_kit_buf_put(b, c, 4);
 }
 
 void outbox_pg_put_int8(char out[8], int64_t v)
@@ -207,10 +207,10 @@ static int uuid_parse(const char *s, unsigned char out[16])
 
 /* ------------------------------------------------------------- arrays */
 
-void outbox_pg_array_begin(pg_array_t *a, outbox_buf_t *b, uint32_t elem_oid, size_t n)
+void outbox_pg_array_begin(pg_array_t *a, outbox_kit_buf_t *b, uint32_t elem_oid, size_t n)
 {
     a->b = b;
-    outbox_buf_reset(b);
+    outbox_kit_buf_reset(b);
     put_u32(b, 1); /* dimensions */
     a->flags_at = b->len;
     put_u32(b, 0); /* has nulls, patched by the first NULL */
@@ -229,7 +229,7 @@ void outbox_pg_array_null(pg_array_t *a)
 void outbox_pg_array_text(pg_array_t *a, const char *s, size_t len)
 {
     put_u32(a->b, (uint32_t)len);
-    outbox_buf_put(a->b, s, len);
+    outbox_kit_buf_put(a->b, s, len);
 }
 
 void outbox_pg_array_text0(pg_array_t *a, const char *s)
@@ -250,7 +250,7 @@ int outbox_pg_array_uuid(pg_array_t *a, const char *s)
     if (!uuid_parse(s, bin))
         return 0;
     put_u32(a->b, 16);
-    outbox_buf_put(a->b, bin, 16);
+    outbox_kit_buf_put(a->b, bin, 16);
     return 1;
 }
 
@@ -263,7 +263,7 @@ void outbox_pg_array_int8(pg_array_t *a, int64_t v, int zero_is_null)
     char c[8];
     outbox_pg_put_int8(c, v);
     put_u32(a->b, 8);
-    outbox_buf_put(a->b, c, 8);
+    outbox_kit_buf_put(a->b, c, 8);
 }
 
 void outbox_pg_array_stamp(pg_array_t *a, int64_t us, int zero_is_null)
@@ -284,19 +284,19 @@ void outbox_pg_array_jsonb(pg_array_t *a, const char *s, size_t len)
 {
     /* jsonb's binary form is a version byte (1) and the JSON text. */
     put_u32(a->b, (uint32_t)(len + 1));
-    outbox_buf_put(a->b, "\1", 1);
-    outbox_buf_put(a->b, s, len);
+    outbox_kit_buf_put(a->b, "\1", 1);
+    outbox_kit_buf_put(a->b, s, len);
 }
 
 void outbox_pg_array_line(pg_array_t *a, const char *s, size_t max)
 {
     /* Cleaned straight into the parameter, the length written after. */
-    outbox_buf_t *b = a->b;
+    outbox_kit_buf_t *b = a->b;
     size_t at = b->len;
     put_u32(b, 0);
-    if (outbox_buf_reserve(b, max) != 0)
+    if (outbox_kit_buf_reserve(b, max) != 0)
         return;
-    outbox_text_line(s, b->data + b->len, max + 1);
+    outbox_kit_text_line(s, b->data + b->len, max + 1);
     size_t n = strlen(b->data + b->len);
     b->len += n;
     for (int i = 0; i < 4; i++)

@@ -39,12 +39,12 @@ static int parse_params(const outbox_uri_t *uri, int *busy_ms, outbox_diag_t *d)
 {
     static const char *const known[] = {"busy_timeout", NULL};
     *busy_ms = SQ_DEFAULT_BUSY_MS;
-    const char *unknown = outbox_uri_unknown(uri, known);
+    const char *unknown = outbox_kit_uri_unknown(uri, known);
     if (unknown)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "unknown sqlite URI parameter \"%s\" (known: busy_timeout)",
                                   unknown);
-    const char *v = outbox_uri_get(uri, "busy_timeout");
+    const char *v = outbox_kit_uri_get(uri, "busy_timeout");
     if (!v)
         return OUTBOX_OK;
     char *end = NULL;
@@ -63,7 +63,7 @@ static int check_uri(const outbox_uri_t *uri, outbox_diag_t *d)
     if (!uri)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL, "no URI given");
     char shown[OUTBOX_MESSAGE_MAX / 2];
-    outbox_uri_show(uri, shown, sizeof shown);
+    outbox_kit_uri_show(outbox_sqlite_host, uri, shown, sizeof shown);
     if ((uri->host && *uri->host) || uri->user || uri->password || uri->port)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "sqlite URI \"%s\" has a host part; use sqlite:///abs/path.db "

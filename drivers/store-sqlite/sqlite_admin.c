@@ -33,11 +33,11 @@ int outbox_sqlite_stats(void *handle, const char *route, outbox_stats_t *out, ou
     memset(out, 0, sizeof *out);
     /* One scan: with a route it reads the ordered index (route, status,
      * created_at, id) alone. */
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "SELECT status, count(*), min(created_at) FROM ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_printf(&b, "%s GROUP BY status", route ? " WHERE outbox_route = ?1" : "");
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "SELECT status, count(*), min(created_at) FROM ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_printf(&b, "%s GROUP BY status", route ? " WHERE outbox_route = ?1" : "");
     sqlite3_stmt *st;
     int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
@@ -71,11 +71,11 @@ int outbox_sqlite_replay(void *handle, const char *route, const char *event_id, 
         rc = outbox_sqlite_sync(h, 1, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "UPDATE ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_printf(&b, " SET status = 'pending', attempts = 0, available_at = NULL, "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "UPDATE ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_printf(&b, " SET status = 'pending', attempts = 0, available_at = NULL, "
                           "processing_at = NULL WHERE status = 'dead'%s%s",
                       route ? " AND outbox_route = ?1" : "", event_id ? " AND event_id = ?2" : "");
     sqlite3_stmt *st;
@@ -109,13 +109,13 @@ int outbox_sqlite_purge(void *handle, const char *route, int64_t before, uint64_
         rc = outbox_sqlite_sync(h, 1, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "DELETE FROM ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_puts(&b, " WHERE id IN (SELECT id FROM ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_printf(&b, " WHERE status = 'published' AND published_at < ?1%s LIMIT %d)",
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "DELETE FROM ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_puts(&b, " WHERE id IN (SELECT id FROM ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_printf(&b, " WHERE status = 'published' AND published_at < ?1%s LIMIT %d)",
                       route ? " AND outbox_route = ?2" : "", SQ_PURGE_BATCH);
     sqlite3_stmt *st;
     rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
@@ -148,17 +148,17 @@ int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_dia
     sq_handle_t *h = handle;
     /* Grouped rows come route by route (the index leads with the route), so
      * one route's counts are complete when the next route starts. */
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "SELECT outbox_route, status, count(*), min(created_at) FROM ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_puts(&b, " GROUP BY outbox_route, status ORDER BY outbox_route");
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "SELECT outbox_route, status, count(*), min(created_at) FROM ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_puts(&b, " GROUP BY outbox_route, status ORDER BY outbox_route");
     sqlite3_stmt *st;
     int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t cur;
-    outbox_buf_init(&cur, outbox_sqlite_host);
+    outbox_kit_buf_t cur;
+    outbox_kit_buf_init(&cur, outbox_sqlite_host);
     int have = 0;
     outbox_stats_t stats = {0};
     int src;
@@ -174,8 +174,8 @@ int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_dia
             have = 0;
         }
         if (!have) {
-            outbox_buf_reset(&cur);
-            outbox_buf_puts(&cur, route);
+            outbox_kit_buf_reset(&cur);
+            outbox_kit_buf_puts(&cur, route);
             if (cur.failed) {
                 rc = outbox_sqlite_fail(d, OUTBOX_ENOMEM, "listing routes: out of memory");
                 break;
@@ -191,7 +191,7 @@ int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, outbox_dia
     else if (rc == OUTBOX_OK && have)
         rc = fn(ctx, cur.data, &stats);
     sqlite3_finalize(st);
-    outbox_buf_free(&cur);
+    outbox_kit_buf_free(&cur);
     return rc;
 }
 
@@ -202,11 +202,11 @@ int outbox_sqlite_dead_list(void *handle, const char *route, const char *after_i
     int rc;
     int64_t after_at = 0;
     if (after_id) {
-        outbox_buf_t q;
-        outbox_buf_init(&q, outbox_sqlite_host);
-        outbox_buf_puts(&q, "SELECT created_at FROM ");
-        outbox_buf_relname(&q, &h->rel, '"');
-        outbox_buf_puts(&q, " WHERE id = ?1 AND outbox_route = ?2");
+        outbox_kit_buf_t q;
+        outbox_kit_buf_init(&q, outbox_sqlite_host);
+        outbox_kit_buf_puts(&q, "SELECT created_at FROM ");
+        outbox_kit_buf_relname(&q, &h->rel, '"');
+        outbox_kit_buf_puts(&q, " WHERE id = ?1 AND outbox_route = ?2");
         sqlite3_stmt *st;
         rc = outbox_sqlite_prepare_built(h->db, &q, &st, d);
         if (rc != OUTBOX_OK)
@@ -227,12 +227,12 @@ int outbox_sqlite_dead_list(void *handle, const char *route, const char *after_i
     }
     /* Reads the ordered index (route, status, created_at, id) from where
      * the last page ended. */
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "SELECT id, event_id, event_type, ordering_key, attempts, created_at, "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "SELECT id, event_id, event_type, ordering_key, attempts, created_at, "
                         "last_error FROM ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_printf(&b, " WHERE outbox_route = ?1 AND status = 'dead'%s ORDER BY created_at, "
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_printf(&b, " WHERE outbox_route = ?1 AND status = 'dead'%s ORDER BY created_at, "
                           "id LIMIT ?4",
                       after_id ? " AND (created_at > ?2 OR (created_at = ?2 AND id > ?3))" : "");
     sqlite3_stmt *st;

@@ -36,7 +36,7 @@ static int step_fail(sqlite3 *db, sqlite3_stmt *st, int rc, outbox_diag_t *d, co
     return code;
 }
 
-int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_relname_t *rel, int *attached,
+int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_kit_relname_t *rel, int *attached,
                                   outbox_diag_t *d)
 {
     *attached = 1;
@@ -66,7 +66,7 @@ void outbox_sqlite_columns_free(sq_columns_t *c)
     c->n = 0;
 }
 
-int outbox_sqlite_columns(sqlite3 *db, const outbox_relname_t *rel, sq_columns_t *out,
+int outbox_sqlite_columns(sqlite3 *db, const outbox_kit_relname_t *rel, sq_columns_t *out,
                           outbox_diag_t *d)
 {
     out->v = NULL;
@@ -153,7 +153,7 @@ static int index_columns(sqlite3 *db, const char *schema, const char *index, sq_
     return OUTBOX_OK;
 }
 
-int outbox_sqlite_indexes(sqlite3 *db, const outbox_relname_t *rel, sq_indexes_t *out,
+int outbox_sqlite_indexes(sqlite3 *db, const outbox_kit_relname_t *rel, sq_indexes_t *out,
                           outbox_diag_t *d)
 {
     out->v = NULL;
@@ -217,7 +217,7 @@ const sq_index_t *outbox_sqlite_index_find(const sq_indexes_t *x, const char *co
     return NULL;
 }
 
-int outbox_sqlite_require_attached(sqlite3 *db, const outbox_relname_t *rel, outbox_diag_t *d)
+int outbox_sqlite_require_attached(sqlite3 *db, const outbox_kit_relname_t *rel, outbox_diag_t *d)
 {
     int attached = 0;
     int rc = outbox_sqlite_schema_attached(db, rel, &attached, d);

@@ -66,25 +66,25 @@ static int busy_wait(void *arg, int count)
  * write the file and the handle never writes. */
 static int reopen_immutable(sq_handle_t *h, const char *path, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "file:");
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "file:");
     for (const char *p = path; *p; p++) {
         if (*p == '%' || *p == '?' || *p == '#')
-            outbox_buf_printf(&b, "%%%02X", (unsigned char)*p);
+            outbox_kit_buf_printf(&b, "%%%02X", (unsigned char)*p);
         else
-            outbox_buf_putc(&b, *p);
+            outbox_kit_buf_putc(&b, *p);
     }
-    outbox_buf_puts(&b, "?immutable=1");
+    outbox_kit_buf_puts(&b, "?immutable=1");
     if (b.failed) {
-        outbox_buf_free(&b);
+        outbox_kit_buf_free(&b);
         return outbox_sqlite_nomem(d);
     }
     sqlite3_close_v2(h->db);
     h->db = NULL;
     int rc = sqlite3_open_v2(b.data, &h->db,
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
     if (rc != SQLITE_OK) {
         char what[OUTBOX_MESSAGE_MAX / 2];
         snprintf(what, sizeof what, "cannot open database \"%s\" read-only", path);
@@ -227,13 +227,13 @@ static int prepare_flags(sqlite3 *db, const char *sql, unsigned flags, const cha
     return OUTBOX_OK;
 }
 
-static int prepare_built(sqlite3 *db, outbox_buf_t *b, unsigned flags, sqlite3_stmt **st,
+static int prepare_built(sqlite3 *db, outbox_kit_buf_t *b, unsigned flags, sqlite3_stmt **st,
                          outbox_diag_t *d)
 {
     *st = NULL;
     int rc = b->failed ? outbox_sqlite_nomem(d)
                        : prepare_flags(db, b->data, flags, "preparing a statement", st, d);
-    outbox_buf_free(b);
+    outbox_kit_buf_free(b);
     return rc;
 }
 
@@ -243,7 +243,7 @@ int outbox_sqlite_prepare(sqlite3 *db, const char *sql, const char *what, sqlite
     return prepare_flags(db, sql, 0, what, st, d);
 }
 
-int outbox_sqlite_prepare_built(sqlite3 *db, outbox_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
+int outbox_sqlite_prepare_built(sqlite3 *db, outbox_kit_buf_t *b, sqlite3_stmt **st, outbox_diag_t *d)
 {
     return prepare_built(db, b, 0, st, d);
 }
@@ -254,8 +254,8 @@ int outbox_sqlite_stmt(sq_handle_t *h, int slot, sq_sql_fn build, sqlite3_stmt *
     *out = NULL;
     sqlite3_stmt *st = h->stmt[slot];
     if (!st) {
-        outbox_buf_t b;
-        outbox_buf_init(&b, outbox_sqlite_host);
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, outbox_sqlite_host);
         build(h, &b);
         int rc = prepare_built(h->db, &b, SQLITE_PREPARE_PERSISTENT, &st, d);
         if (rc != OUTBOX_OK)
@@ -292,22 +292,22 @@ int outbox_sqlite_run(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d, const 
 
 /* --------------------------------------------------------- transactions */
 
-static void sql_begin(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_begin(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     (void)h;
-    outbox_buf_puts(b, "BEGIN IMMEDIATE");
+    outbox_kit_buf_puts(b, "BEGIN IMMEDIATE");
 }
 
-static void sql_commit(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_commit(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     (void)h;
-    outbox_buf_puts(b, "COMMIT");
+    outbox_kit_buf_puts(b, "COMMIT");
 }
 
-static void sql_rollback(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_rollback(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     (void)h;
-    outbox_buf_puts(b, "ROLLBACK");
+    outbox_kit_buf_puts(b, "ROLLBACK");
 }
 
 /* Prepares (on first use) and runs the statement cached in slot. */

@@ -49,10 +49,10 @@ SQ_HIDDEN int outbox_sqlite_nomem(outbox_diag_t *d);
 
 /* Splits and validates "table" or "schema.table" (schema "" when
  * unqualified), reporting a bad name in d. */
-SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, outbox_relname_t *out, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d);
 /* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
-SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const outbox_relname_t *base,
-                                           outbox_relname_t *out, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const outbox_kit_relname_t *base,
+                                           outbox_kit_relname_t *out, outbox_diag_t *d);
 
 /* ------------------------------------------------------------- the handle */
 
@@ -79,8 +79,8 @@ typedef struct sq_chunk sq_chunk_t;
 
 typedef struct sq_handle {
     sqlite3 *db;
-    outbox_relname_t rel;
-    outbox_relname_t ckpt;
+    outbox_kit_relname_t rel;
+    outbox_kit_relname_t ckpt;
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
@@ -126,11 +126,11 @@ SQ_HIDDEN int outbox_sqlite_prepare(sqlite3 *db, const char *sql, const char *wh
                                     sqlite3_stmt **st, outbox_diag_t *d);
 /* Prepares the text built in b and frees b; a build that ran out of memory
  * is OUTBOX_ENOMEM. */
-SQ_HIDDEN int outbox_sqlite_prepare_built(sqlite3 *db, outbox_buf_t *b, sqlite3_stmt **st,
+SQ_HIDDEN int outbox_sqlite_prepare_built(sqlite3 *db, outbox_kit_buf_t *b, sqlite3_stmt **st,
                                           outbox_diag_t *d);
 
 /* Builds the SQL text of a cached statement. */
-typedef void (*sq_sql_fn)(const sq_handle_t *h, outbox_buf_t *b);
+typedef void (*sq_sql_fn)(const sq_handle_t *h, outbox_kit_buf_t *b);
 
 /* The cached statement in slot, prepared from build() on first use, reset
  * and with its bindings cleared. */
@@ -202,13 +202,13 @@ typedef struct sq_indexes {
 } sq_indexes_t;
 
 /* The columns of schema.table; n = 0 when it does not exist. */
-SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const outbox_relname_t *rel, sq_columns_t *out,
+SQ_HIDDEN int outbox_sqlite_columns(sqlite3 *db, const outbox_kit_relname_t *rel, sq_columns_t *out,
                                     outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_columns_free(sq_columns_t *c);
 SQ_HIDDEN const sq_column_t *outbox_sqlite_column_find(const sq_columns_t *c, const char *name);
 
 /* The indexes of schema.table with their key columns. */
-SQ_HIDDEN int outbox_sqlite_indexes(sqlite3 *db, const outbox_relname_t *rel, sq_indexes_t *out,
+SQ_HIDDEN int outbox_sqlite_indexes(sqlite3 *db, const outbox_kit_relname_t *rel, sq_indexes_t *out,
                                     outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_indexes_free(sq_indexes_t *x);
 /* The first ordinary index whose leading key columns are cols
@@ -219,10 +219,10 @@ SQ_HIDDEN const sq_index_t *outbox_sqlite_index_find(const sq_indexes_t *x,
 
 /* *attached = 1 when rel is unqualified or its schema names an attached
  * database. */
-SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_relname_t *rel,
+SQ_HIDDEN int outbox_sqlite_schema_attached(sqlite3 *db, const outbox_kit_relname_t *rel,
                                             int *attached, outbox_diag_t *d);
 /* OUTBOX_EINVAL naming the schema when rel's schema is not attached. */
-SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const outbox_relname_t *rel,
+SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const outbox_kit_relname_t *rel,
                                              outbox_diag_t *d);
 
 /* Looks at h's table: the optional columns, the claim's indexes and the
@@ -242,7 +242,7 @@ SQ_HIDDEN int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d);
 /* The claimed rows' format, for claims written elsewhere (the broken
  * variants of tests/conformance): appends " RETURNING" and the
  * columns keep_row reads; keep_row copies the row st is on into the arena. */
-SQ_HIDDEN void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_buf_t *b);
+SQ_HIDDEN void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_kit_buf_t *b);
 SQ_HIDDEN int outbox_sqlite_keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d);
 
 SQ_HIDDEN int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx,

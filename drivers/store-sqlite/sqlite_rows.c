@@ -46,9 +46,9 @@ static int checkpoint_missing(const sq_handle_t *h, outbox_diag_t *d)
 }
 
 /* Replaces *sql with the text built in b. */
-static int keep_sql(char **sql, outbox_buf_t *b, outbox_diag_t *d)
+static int keep_sql(char **sql, outbox_kit_buf_t *b, outbox_diag_t *d)
 {
-    char *text = outbox_buf_steal(b);
+    char *text = outbox_kit_buf_steal(b);
     if (!text)
         return outbox_sqlite_nomem(d);
     outbox_sqlite_host->free(*sql);
@@ -58,14 +58,14 @@ static int keep_sql(char **sql, outbox_buf_t *b, outbox_diag_t *d)
 
 int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "INSERT INTO ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_puts(&b, " (id, outbox_route, event_id, event_type, tenant_id, execution_id, "
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "INSERT INTO ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_puts(&b, " (id, outbox_route, event_id, event_type, tenant_id, execution_id, "
                         "correlation_id, causation_id, occurred_at, payload, status, "
                         "created_at, attempts, available_at, ordering_key");
-    outbox_buf_printf(&b, "%s%s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', "
+    outbox_kit_buf_printf(&b, "%s%s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', "
                           "?11, 0, ?12, ?13%s%s) ON CONFLICT (outbox_route, event_id) DO NOTHING",
                       h->has_hlc ? ", hlc" : "", h->has_traceparent ? ", traceparent" : "",
                       h->has_hlc ? ", ?14" : "", h->has_traceparent ? ", ?15" : "");
@@ -75,9 +75,9 @@ int outbox_sqlite_rows_prepare_sql(sq_handle_t *h, outbox_diag_t *d)
 
     /* One statement, so the max is taken by the database under its write
      * lock: a slower writer with a smaller mark can never lower it. */
-    outbox_buf_puts(&b, "INSERT INTO ");
-    outbox_buf_relname(&b, &h->ckpt, '"');
-    outbox_buf_puts(&b, " (node_key, hlc) VALUES (?1, ?2) ON CONFLICT (node_key) DO UPDATE "
+    outbox_kit_buf_puts(&b, "INSERT INTO ");
+    outbox_kit_buf_relname(&b, &h->ckpt, '"');
+    outbox_kit_buf_puts(&b, " (node_key, hlc) VALUES (?1, ?2) ON CONFLICT (node_key) DO UPDATE "
                         "SET hlc = max(hlc, excluded.hlc)");
     return keep_sql(&h->ckpt_sql, &b, d);
 }
@@ -225,14 +225,14 @@ static int prepare_on(sqlite3 *db, const char *sql, sqlite3_stmt **st, outbox_di
     return outbox_sqlite_prepare(db, sql, "preparing on the native connection", st, d);
 }
 
-static void sql_insert(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_insert(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, h->insert_sql);
+    outbox_kit_buf_puts(b, h->insert_sql);
 }
 
-static void sql_ckpt_advance(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_ckpt_advance(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, h->ckpt_sql);
+    outbox_kit_buf_puts(b, h->ckpt_sql);
 }
 
 /* Inserts and advances on db, which is already inside a transaction. */
@@ -329,13 +329,13 @@ int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbo
 /* ------------------------------------------------------------------ claim */
 
 /* "e comes before o" in claim order, as one row-value comparison. */
-static void claim_earlier(outbox_buf_t *b, int hlc)
+static void claim_earlier(outbox_kit_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+        outbox_kit_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
                            "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
     else
-        outbox_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+        outbox_kit_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
 }
 
 /* The per-key rule: a keyed row is claimable only when no earlier row of its
@@ -345,42 +345,42 @@ static void claim_earlier(outbox_buf_t *b, int hlc)
  * cost is the key's blockers, not its backlog. An earlier row that is
  * claimable is no obstacle: claim order and LIMIT put it in this batch
  * ahead of o. */
-static void add_rel_as(const sq_handle_t *h, outbox_buf_t *b, const char *alias, const char *index)
+static void add_rel_as(const sq_handle_t *h, outbox_kit_buf_t *b, const char *alias, const char *index)
 {
-    outbox_buf_relname(b, &h->rel, '"');
-    outbox_buf_printf(b, " AS %s", alias);
+    outbox_kit_buf_relname(b, &h->rel, '"');
+    outbox_kit_buf_printf(b, " AS %s", alias);
     if (index) {
-        outbox_buf_puts(b, " INDEXED BY ");
-        outbox_buf_ident(b, index, '"');
+        outbox_kit_buf_puts(b, " INDEXED BY ");
+        outbox_kit_buf_ident(b, index, '"');
     }
 }
 
-static void claim_key_rule(const sq_handle_t *h, outbox_buf_t *b, int hlc)
+static void claim_key_rule(const sq_handle_t *h, outbox_kit_buf_t *b, int hlc)
 {
-    outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM ");
+    outbox_kit_buf_puts(b, " AND (o.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM ");
     add_rel_as(h, b, "e", h->idx_key);
-    outbox_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
+    outbox_kit_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
                        "AND e.status = 'processing' AND e.processing_at > ?3 AND ");
     claim_earlier(b, hlc);
-    outbox_buf_puts(b, ") AND NOT EXISTS (SELECT 1 FROM ");
+    outbox_kit_buf_puts(b, ") AND NOT EXISTS (SELECT 1 FROM ");
     add_rel_as(h, b, "e", h->idx_key);
-    outbox_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
+    outbox_kit_buf_puts(b, " WHERE e.outbox_route = ?1 AND e.ordering_key = o.ordering_key "
                        "AND e.status = 'pending' AND e.available_at > ?2 AND ");
     claim_earlier(b, hlc);
-    outbox_buf_puts(b, ")))");
+    outbox_kit_buf_puts(b, ")))");
 }
 
 /* One arm of the candidate union: the first ?4 claimable rows of one kind,
  * read off an index already in claim order. */
-static void claim_arm(const sq_handle_t *h, outbox_buf_t *b, int hlc, const char *index,
+static void claim_arm(const sq_handle_t *h, outbox_kit_buf_t *b, int hlc, const char *index,
                       const char *where, const char *order)
 {
-    outbox_buf_printf(b, "SELECT * FROM (SELECT o.id AS id, o.created_at AS created_at%s FROM ",
+    outbox_kit_buf_printf(b, "SELECT * FROM (SELECT o.id AS id, o.created_at AS created_at%s FROM ",
                       hlc ? ", o.hlc AS hlc" : "");
     add_rel_as(h, b, "o", index);
-    outbox_buf_printf(b, " WHERE o.outbox_route = ?1 AND %s", where);
+    outbox_kit_buf_printf(b, " WHERE o.outbox_route = ?1 AND %s", where);
     claim_key_rule(h, b, hlc);
-    outbox_buf_printf(b, " ORDER BY %s LIMIT ?4)", order);
+    outbox_kit_buf_printf(b, " ORDER BY %s LIMIT ?4)", order);
 }
 
 #define SQ_RIPE "(o.available_at IS NULL OR o.available_at <= ?2)"
@@ -396,45 +396,45 @@ static void claim_arm(const sq_handle_t *h, outbox_buf_t *b, int hlc, const char
  * union of those (at most 2 or 3 times ?4 rows) is sorted for the final cut.
  * With hlc order the pending rows split once more, because an index stores
  * NULL hlc first and the claim wants them last. */
-static void build_claim(const sq_handle_t *h, outbox_buf_t *b, int hlc)
+static void build_claim(const sq_handle_t *h, outbox_kit_buf_t *b, int hlc)
 {
-    outbox_buf_puts(b, "UPDATE ");
-    outbox_buf_relname(b, &h->rel, '"');
-    outbox_buf_puts(b, " SET status = 'processing', processing_at = ?5, attempts = attempts "
+    outbox_kit_buf_puts(b, "UPDATE ");
+    outbox_kit_buf_relname(b, &h->rel, '"');
+    outbox_kit_buf_puts(b, " SET status = 'processing', processing_at = ?5, attempts = attempts "
                        "+ 1 WHERE id IN (SELECT id FROM (");
     if (hlc) {
         claim_arm(h, b, 1, h->idx_hlc, "o.status = 'pending' AND o.hlc IS NOT NULL AND " SQ_RIPE,
                   "o.hlc, o.created_at, o.id");
-        outbox_buf_puts(b, " UNION ALL ");
+        outbox_kit_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 1, h->idx_hlc, "o.status = 'pending' AND o.hlc IS NULL AND " SQ_RIPE,
                   "o.created_at, o.id");
-        outbox_buf_puts(b, " UNION ALL ");
+        outbox_kit_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 1, NULL, SQ_EXPIRED, "o.hlc IS NULL, o.hlc, o.created_at, o.id");
-        outbox_buf_puts(b, ") ORDER BY hlc IS NULL, hlc, created_at, id LIMIT ?4)");
+        outbox_kit_buf_puts(b, ") ORDER BY hlc IS NULL, hlc, created_at, id LIMIT ?4)");
     } else {
         claim_arm(h, b, 0, h->idx_order, "o.status = 'pending' AND " SQ_RIPE, "o.created_at, o.id");
-        outbox_buf_puts(b, " UNION ALL ");
+        outbox_kit_buf_puts(b, " UNION ALL ");
         claim_arm(h, b, 0, NULL, SQ_EXPIRED, "o.created_at, o.id");
-        outbox_buf_puts(b, ") ORDER BY created_at, id LIMIT ?4)");
+        outbox_kit_buf_puts(b, ") ORDER BY created_at, id LIMIT ?4)");
     }
     outbox_sqlite_add_returning(h, b);
 }
 
-static void sql_claim(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_claim(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     build_claim(h, b, 0);
 }
 
-static void sql_claim_hlc(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_claim_hlc(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     build_claim(h, b, 1);
 }
 
-static void sql_max_processing(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_max_processing(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "SELECT max(processing_at) FROM ");
-    outbox_buf_relname(b, &h->rel, '"');
-    outbox_buf_puts(b, " WHERE outbox_route = ?1 AND status = 'processing'");
+    outbox_kit_buf_puts(b, "SELECT max(processing_at) FROM ");
+    outbox_kit_buf_relname(b, &h->rel, '"');
+    outbox_kit_buf_puts(b, " WHERE outbox_route = ?1 AND status = 'processing'");
 }
 
 /* The fence this claim writes: now, unless a row of the route already
@@ -464,13 +464,13 @@ static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *
     return OUTBOX_OK;
 }
 
-void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_buf_t *b)
+void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, " RETURNING " SQ_ROW_COLUMNS);
+    outbox_kit_buf_puts(b, " RETURNING " SQ_ROW_COLUMNS);
     if (h->has_hlc)
-        outbox_buf_puts(b, ", hlc");
+        outbox_kit_buf_puts(b, ", hlc");
     if (h->has_traceparent)
-        outbox_buf_puts(b, ", traceparent");
+        outbox_kit_buf_puts(b, ", traceparent");
 }
 
 int outbox_sqlite_keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d)
@@ -610,32 +610,32 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
 #define SQ_FENCED " WHERE id = ?1 AND status = 'processing' AND processing_at = ?2"
 
 /* UPDATE ... SET set, for a row that still holds the fence. */
-static void fenced_update(const sq_handle_t *h, outbox_buf_t *b, const char *set)
+static void fenced_update(const sq_handle_t *h, outbox_kit_buf_t *b, const char *set)
 {
-    outbox_buf_puts(b, "UPDATE ");
-    outbox_buf_relname(b, &h->rel, '"');
-    outbox_buf_puts(b, set);
-    outbox_buf_puts(b, SQ_FENCED);
+    outbox_kit_buf_puts(b, "UPDATE ");
+    outbox_kit_buf_relname(b, &h->rel, '"');
+    outbox_kit_buf_puts(b, set);
+    outbox_kit_buf_puts(b, SQ_FENCED);
 }
 
-static void sql_set_published(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_set_published(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     fenced_update(h, b, " SET status = 'published', published_at = ?3");
 }
 
-static void sql_set_reschedule(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_set_reschedule(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     fenced_update(h, b, " SET status = 'pending', available_at = ?3, last_error = ?4, "
                         "processing_at = NULL");
 }
 
-static void sql_set_dead(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_set_dead(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     fenced_update(h, b, " SET status = 'dead', last_error = ?4");
 }
 
 /* The attempt claim charged never happened: give it back. */
-static void sql_set_release(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_set_release(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     fenced_update(h, b, " SET status = 'pending', attempts = max(attempts - 1, 0), "
                         "processing_at = NULL");
@@ -749,10 +749,10 @@ int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx
     return rc;
 }
 
-static void sql_ckpt_recover(const sq_handle_t *h, outbox_buf_t *b)
+static void sql_ckpt_recover(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "SELECT coalesce(max(hlc), 0) FROM ");
-    outbox_buf_relname(b, &h->ckpt, '"');
+    outbox_kit_buf_puts(b, "SELECT coalesce(max(hlc), 0) FROM ");
+    outbox_kit_buf_relname(b, &h->ckpt, '"');
 }
 
 int outbox_sqlite_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d)

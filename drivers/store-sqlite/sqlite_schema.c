@@ -72,8 +72,8 @@ static const idx_spec_t outbox_idx[] = {
 /* --------------------------------------------------------------------- DDL */
 
 typedef struct ddl_target {
-    outbox_relname_t rel;
-    outbox_relname_t ckpt;
+    outbox_kit_relname_t rel;
+    outbox_kit_relname_t ckpt;
     uint32_t flags;
 } ddl_target_t;
 
@@ -94,21 +94,21 @@ static int target_parse(const outbox_schema_opts_t *opts, const sq_handle_t *h, 
     return rc;
 }
 
-static void ddl_table(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_table(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_buf_relname(b, &t->rel, '"');
-    outbox_buf_puts(b, " (\n");
+    outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_kit_buf_relname(b, &t->rel, '"');
+    outbox_kit_buf_puts(b, " (\n");
     for (size_t i = 0; i < N_OUTBOX_COLS; i++)
-        outbox_buf_printf(b, "    %-14s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
+        outbox_kit_buf_printf(b, "    %-14s %s,\n", outbox_cols[i].name, outbox_cols[i].decl);
     if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
-        outbox_buf_printf(b, "    %-14s %s,\n", traceparent_col.name, traceparent_col.decl);
+        outbox_kit_buf_printf(b, "    %-14s %s,\n", traceparent_col.name, traceparent_col.decl);
     if (t->flags & OUTBOX_SCHEMA_HLC)
-        outbox_buf_printf(b, "    %-14s %s,\n", hlc_col.name, hlc_col.decl);
-    outbox_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
+        outbox_kit_buf_printf(b, "    %-14s %s,\n", hlc_col.name, hlc_col.decl);
+    outbox_kit_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
 }
 
-static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_indexes(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
     for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
         const idx_spec_t *x = &outbox_idx[i];
@@ -116,45 +116,45 @@ static void ddl_indexes(const ddl_target_t *t, outbox_buf_t *b)
             continue;
         char name[256];
         snprintf(name, sizeof name, "%s_%s", t->rel.table, x->suffix);
-        outbox_buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
+        outbox_kit_buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
         /* SQLite qualifies the index name, never the table it is on. */
         if (t->rel.schema[0]) {
-            outbox_buf_ident(b, t->rel.schema, '"');
-            outbox_buf_putc(b, '.');
+            outbox_kit_buf_ident(b, t->rel.schema, '"');
+            outbox_kit_buf_putc(b, '.');
         }
-        outbox_buf_ident(b, name, '"');
-        outbox_buf_puts(b, " ON ");
-        outbox_buf_ident(b, t->rel.table, '"');
-        outbox_buf_puts(b, " (");
+        outbox_kit_buf_ident(b, name, '"');
+        outbox_kit_buf_puts(b, " ON ");
+        outbox_kit_buf_ident(b, t->rel.table, '"');
+        outbox_kit_buf_puts(b, " (");
         for (size_t j = 0; x->cols[j]; j++)
-            outbox_buf_printf(b, "%s%s", j ? ", " : "", x->cols[j]);
-        outbox_buf_puts(b, ");\n");
+            outbox_kit_buf_printf(b, "%s%s", j ? ", " : "", x->cols[j]);
+        outbox_kit_buf_puts(b, ");\n");
     }
 }
 
-static void ddl_checkpoint(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_checkpoint(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
-    outbox_buf_relname(b, &t->ckpt, '"');
-    outbox_buf_puts(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
+    outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_kit_buf_relname(b, &t->ckpt, '"');
+    outbox_kit_buf_puts(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
                        "    hlc      INTEGER NOT NULL -- physical_ms << 16 | logical\n);\n");
 }
 
-static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, outbox_buf_t *b)
+static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "--   ALTER TABLE ");
-    outbox_buf_relname(b, &t->rel, '"');
-    outbox_buf_printf(b, " ADD COLUMN %s %s;\n", c->name, c->decl);
+    outbox_kit_buf_puts(b, "--   ALTER TABLE ");
+    outbox_kit_buf_relname(b, &t->rel, '"');
+    outbox_kit_buf_printf(b, " ADD COLUMN %s %s;\n", c->name, c->decl);
 }
 
-static void ddl_all(const ddl_target_t *t, outbox_buf_t *b)
+static void ddl_all(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, "-- liboutbox outbox schema for SQLite: UUIDs as TEXT, timestamps as "
+    outbox_kit_buf_puts(b, "-- liboutbox outbox schema for SQLite: UUIDs as TEXT, timestamps as "
                        "INTEGER microseconds\n-- since the Unix epoch, payload as TEXT "
                        "holding JSON. Use it in WAL mode.\n");
     ddl_table(t, b);
     if (t->flags & (OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT)) {
-        outbox_buf_puts(b, "-- On a table created without them, add the optional columns "
+        outbox_kit_buf_puts(b, "-- On a table created without them, add the optional columns "
                            "first (schema apply does):\n");
         if (t->flags & OUTBOX_SCHEMA_TRACEPARENT)
             ddl_alter_hint(t, &traceparent_col, b);
@@ -175,10 +175,10 @@ int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbo
     int rc = target_parse(opts, NULL, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
     ddl_all(&t, &b);
-    if (!(*out = outbox_buf_steal(&b)))
+    if (!(*out = outbox_kit_buf_steal(&b)))
         return outbox_sqlite_nomem(d);
     return OUTBOX_OK;
 }
@@ -186,7 +186,7 @@ int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbo
 /* ------------------------------------------------------------------- apply */
 
 /* Runs the DDL built in b (one statement or several) and frees b. */
-static int exec_built(sqlite3 *db, outbox_buf_t *b, const char *what, outbox_diag_t *d)
+static int exec_built(sqlite3 *db, outbox_kit_buf_t *b, const char *what, outbox_diag_t *d)
 {
     int rc = OUTBOX_OK;
     if (b->failed) {
@@ -198,7 +198,7 @@ static int exec_built(sqlite3 *db, outbox_buf_t *b, const char *what, outbox_dia
             rc = outbox_sqlite_msgfail(d, src, what, err);
         sqlite3_free(err);
     }
-    outbox_buf_free(b);
+    outbox_kit_buf_free(b);
     return rc;
 }
 
@@ -227,11 +227,11 @@ static int add_missing_columns(sq_handle_t *h, const ddl_target_t *t, outbox_dia
                                     want[i]->name, t->rel.table);
             break;
         }
-        outbox_buf_t b;
-        outbox_buf_init(&b, outbox_sqlite_host);
-        outbox_buf_puts(&b, "ALTER TABLE ");
-        outbox_buf_relname(&b, &t->rel, '"');
-        outbox_buf_printf(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, outbox_sqlite_host);
+        outbox_kit_buf_puts(&b, "ALTER TABLE ");
+        outbox_kit_buf_relname(&b, &t->rel, '"');
+        outbox_kit_buf_printf(&b, " ADD COLUMN %s %s", want[i]->name, want[i]->decl);
         rc = exec_built(h->db, &b, "adding a column", d);
     }
     outbox_sqlite_columns_free(&cols);
@@ -268,8 +268,8 @@ static int ddl_run(sq_handle_t *h, const outbox_schema_opts_t *opts, const char 
 
 static int apply_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
     ddl_table(t, &b);
     int rc = exec_built(h->db, &b, "creating the outbox table", d);
     if (rc == OUTBOX_OK)
@@ -288,13 +288,13 @@ static int apply_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
 /* Dropping the table drops its indexes with it. */
 static int drop_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, "DROP TABLE IF EXISTS ");
-    outbox_buf_relname(&b, &t->rel, '"');
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, "DROP TABLE IF EXISTS ");
+    outbox_kit_buf_relname(&b, &t->rel, '"');
     if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        outbox_buf_puts(&b, "; DROP TABLE IF EXISTS ");
-        outbox_buf_relname(&b, &t->ckpt, '"');
+        outbox_kit_buf_puts(&b, "; DROP TABLE IF EXISTS ");
+        outbox_kit_buf_relname(&b, &t->ckpt, '"');
     }
     return exec_built(h->db, &b, "dropping the outbox schema", d);
 }
@@ -475,8 +475,8 @@ static int check_checkpoint(sq_handle_t *h, const ddl_target_t *t, checker_t *c,
     if (attached && (rc = outbox_sqlite_columns(h->db, &t->ckpt, &cols, d)) != OUTBOX_OK)
         return rc;
     if (cols.n == 0) {
-        char shown[2 * OUTBOX_IDENT_MAX + 2];
-        outbox_relname_show(&t->ckpt, shown, sizeof shown);
+        char shown[2 * OUTBOX_KIT_IDENT_MAX + 2];
+        outbox_kit_relname_show(&t->ckpt, shown, sizeof shown);
         problem(c, "missing table %s", shown);
         return OUTBOX_OK;
     }
@@ -505,8 +505,8 @@ int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
     if (rc != OUTBOX_OK)
         return rc;
     checker_t c = {report, ctx, 0};
-    char shown[2 * OUTBOX_IDENT_MAX + 2];
-    outbox_relname_show(&t.rel, shown, sizeof shown);
+    char shown[2 * OUTBOX_KIT_IDENT_MAX + 2];
+    outbox_kit_relname_show(&t.rel, shown, sizeof shown);
 
     int attached = 0;
     rc = outbox_sqlite_schema_attached(h->db, &t.rel, &attached, d);

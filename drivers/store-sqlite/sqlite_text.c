@@ -63,9 +63,9 @@ int outbox_sqlite_nomem(outbox_diag_t *d)
 
 /* The host validates relation names already; checking again keeps the
  * driver safe when it is driven directly (tests, third-party hosts). */
-int outbox_sqlite_rel_parse(const char *name, outbox_relname_t *out, outbox_diag_t *d)
+int outbox_sqlite_rel_parse(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d)
 {
-    if (outbox_relname_parse(name, out) == 0)
+    if (outbox_kit_relname_parse(name, out) == 0)
         return OUTBOX_OK;
     if (!name || !*name)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL, "empty relation name");
@@ -73,11 +73,11 @@ int outbox_sqlite_rel_parse(const char *name, outbox_relname_t *out, outbox_diag
                               "invalid relation name \"%s\": expected table or schema.table", name);
 }
 
-int outbox_sqlite_rel_checkpoint(const char *name, const outbox_relname_t *base,
-                                 outbox_relname_t *out, outbox_diag_t *d)
+int outbox_sqlite_rel_checkpoint(const char *name, const outbox_kit_relname_t *base,
+                                 outbox_kit_relname_t *out, outbox_diag_t *d)
 {
     if (name)
         return outbox_sqlite_rel_parse(name, out, d);
-    outbox_relname_beside(base, "hlc_checkpoint", out);
+    outbox_kit_relname_beside(base, "hlc_checkpoint", out);
     return OUTBOX_OK;
 }

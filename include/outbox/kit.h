@@ -2,13 +2,21 @@
  * again. Header-only (every function is static inline), so a driver that
  * includes it still links nothing of the core.
  *
- *  - outbox_buf_t: a growable byte string that allocates through the host
+ *  - outbox_kit_buf_t: a growable byte string that allocates through the host
  *    table and stays NUL-terminated;
  *  - identifiers: validation, quoting and the "schema.table" split;
  *  - JSON string escaping;
  *  - UTF-8: sequence checks, and one-line, valid-UTF-8 text for messages;
  *  - URIs: parameter lookup, a check for names the driver does not know,
- *    and the URI or a client library's text for messages without secrets.
+ *    the one option grammar (durations, numbers, booleans, secrets), and
+ *    the URI or a client library's text for messages without secrets;
+ *  - sinks: publish results, destination templates, per-key rounds, and a
+ *    holder for what a reader hands out.
+ *
+ * Every name starts with outbox_kit_ (OUTBOX_KIT_ for macros), so a reader
+ * can tell the kit, compiled into the driver, from the library; names
+ * ending in _ are internal, and _builtin ones are the rules the host
+ * applies, for a host older than 1.4.
  *
  * Nothing here keeps state between calls; the functions are safe from any
  * thread as long as each buffer is used by one thread at a time.
@@ -35,15 +43,15 @@ extern "C" {
  * and every later append is a no-op, so a caller builds a whole statement
  * and checks `failed` once. While not failed, data[len] is '\0' (data is
  * NULL until the first append). */
-typedef struct outbox_buf {
+typedef struct outbox_kit_buf {
     char *data;
     size_t len;
     size_t cap;
     int failed;
     const outbox_host_t *host; /* allocates and frees data */
-} outbox_buf_t;
+} outbox_kit_buf_t;
 
-static inline void outbox_buf_init(outbox_buf_t *b, const outbox_host_t *host)
+static inline void outbox_kit_buf_init(outbox_kit_buf_t *b, const outbox_host_t *host)
 {
     b->data = NULL;
     b->len = b->cap = 0;
@@ -53,7 +61,7 @@ static inline void outbox_buf_init(outbox_buf_t *b, const outbox_host_t *host)
 
 /* Room for extra more bytes plus the terminator. 0 on success, -1 when the
  * buffer is (now) failed. */
-static inline int outbox_buf_reserve(outbox_buf_t *b, size_t extra)
+static inline int outbox_kit_buf_reserve(outbox_kit_buf_t *b, size_t extra)
 {
     if (b->failed)
         return -1;
@@ -76,9 +84,9 @@ static inline int outbox_buf_reserve(outbox_buf_t *b, size_t extra)
     return 0;
 }
 
-static inline void outbox_buf_put(outbox_buf_t *b, const void *p, size_t n)
+static inline void outbox_kit_buf_put(outbox_kit_buf_t *b, const void *p, size_t n)
 {
-    if (outbox_buf_reserve(b, n) != 0)
+    if (outbox_kit_buf_reserve(b, n) != 0)
         return;
     if (n > 0)
         memcpy(b->data + b->len, p, n);
@@ -86,17 +94,17 @@ static inline void outbox_buf_put(outbox_buf_t *b, const void *p, size_t n)
     b->data[b->len] = '\0';
 }
 
-static inline void outbox_buf_puts(outbox_buf_t *b, const char *s)
+static inline void outbox_kit_buf_puts(outbox_kit_buf_t *b, const char *s)
 {
-    outbox_buf_put(b, s, strlen(s));
+    outbox_kit_buf_put(b, s, strlen(s));
 }
 
-static inline void outbox_buf_putc(outbox_buf_t *b, char c)
+static inline void outbox_kit_buf_putc(outbox_kit_buf_t *b, char c)
 {
-    outbox_buf_put(b, &c, 1);
+    outbox_kit_buf_put(b, &c, 1);
 }
 
-static inline void outbox_buf_vprintf(outbox_buf_t *b, const char *fmt, va_list ap)
+static inline void outbox_kit_buf_vprintf(outbox_kit_buf_t *b, const char *fmt, va_list ap)
 {
     if (b->failed)
         return;
@@ -107,24 +115,24 @@ static inline void outbox_buf_vprintf(outbox_buf_t *b, const char *fmt, va_list 
     int n = vsnprintf(NULL, 0, fmt, ap);
     if (n < 0) {
         b->failed = 1;
-    } else if (outbox_buf_reserve(b, (size_t)n) == 0) {
+    } else if (outbox_kit_buf_reserve(b, (size_t)n) == 0) {
         vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
         b->len += (size_t)n;
     }
     va_end(again);
 }
 
-static inline void outbox_buf_printf(outbox_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
-static inline void outbox_buf_printf(outbox_buf_t *b, const char *fmt, ...)
+static inline void outbox_kit_buf_printf(outbox_kit_buf_t *b, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
+static inline void outbox_kit_buf_printf(outbox_kit_buf_t *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    outbox_buf_vprintf(b, fmt, ap);
+    outbox_kit_buf_vprintf(b, fmt, ap);
     va_end(ap);
 }
 
 /* Empties the buffer and clears a failure; keeps the memory. */
-static inline void outbox_buf_reset(outbox_buf_t *b)
+static inline void outbox_kit_buf_reset(outbox_kit_buf_t *b)
 {
     b->len = 0;
     b->failed = 0;
@@ -134,9 +142,9 @@ static inline void outbox_buf_reset(outbox_buf_t *b)
 
 /* Hands the text to the caller (free it with host->free) and leaves the
  * buffer empty. NULL when the buffer failed; "" when nothing was added. */
-static inline char *outbox_buf_steal(outbox_buf_t *b)
+static inline char *outbox_kit_buf_steal(outbox_kit_buf_t *b)
 {
-    if (b->data == NULL && outbox_buf_reserve(b, 0) == 0)
+    if (b->data == NULL && outbox_kit_buf_reserve(b, 0) == 0)
         b->data[0] = '\0';
     char *p = b->failed ? NULL : b->data;
     if (p == NULL)
@@ -147,7 +155,7 @@ static inline char *outbox_buf_steal(outbox_buf_t *b)
     return p;
 }
 
-static inline void outbox_buf_free(outbox_buf_t *b)
+static inline void outbox_kit_buf_free(outbox_kit_buf_t *b)
 {
     if (b->host != NULL)
         b->host->free(b->data);
@@ -175,12 +183,12 @@ static inline char *outbox_kit_strdup(const outbox_host_t *host, const char *s)
 /* ------------------------------------------------------- identifiers */
 
 /* The longest identifier part the host accepts (PostgreSQL's limit). */
-#define OUTBOX_IDENT_MAX 63
+#define OUTBOX_KIT_IDENT_MAX 63
 
 /* 1 when s[0..n) matches [A-Za-z_][A-Za-z0-9_]* and is 1..63 bytes. */
-static inline int outbox_ident_valid(const char *s, size_t n)
+static inline int outbox_kit_ident_valid(const char *s, size_t n)
 {
-    if (n == 0 || n > OUTBOX_IDENT_MAX)
+    if (n == 0 || n > OUTBOX_KIT_IDENT_MAX)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
@@ -193,14 +201,14 @@ static inline int outbox_ident_valid(const char *s, size_t n)
 }
 
 /* A relation name split into its parts; schema is "" when unqualified. */
-typedef struct outbox_relname {
-    char schema[OUTBOX_IDENT_MAX + 1];
-    char table[OUTBOX_IDENT_MAX + 1];
-} outbox_relname_t;
+typedef struct outbox_kit_relname {
+    char schema[OUTBOX_KIT_IDENT_MAX + 1];
+    char table[OUTBOX_KIT_IDENT_MAX + 1];
+} outbox_kit_relname_t;
 
 /* Splits and validates "table" or "schema.table". 0 on success, -1 when
  * the name is not one of those (out is then all empty). */
-static inline int outbox_relname_parse(const char *name, outbox_relname_t *out)
+static inline int outbox_kit_relname_parse(const char *name, outbox_kit_relname_t *out)
 {
     out->schema[0] = out->table[0] = '\0';
     if (name == NULL)
@@ -208,7 +216,7 @@ static inline int outbox_relname_parse(const char *name, outbox_relname_t *out)
     const char *dot = strchr(name, '.');
     const char *table = dot ? dot + 1 : name;
     size_t schema_len = dot ? (size_t)(dot - name) : 0;
-    if ((dot && !outbox_ident_valid(name, schema_len)) || !outbox_ident_valid(table, strlen(table)))
+    if ((dot && !outbox_kit_ident_valid(name, schema_len)) || !outbox_kit_ident_valid(table, strlen(table)))
         return -1;
     memcpy(out->schema, name, schema_len);
     out->schema[schema_len] = '\0';
@@ -217,46 +225,46 @@ static inline int outbox_relname_parse(const char *name, outbox_relname_t *out)
 }
 
 /* A relation beside base: same schema, the given table name. */
-static inline void outbox_relname_beside(const outbox_relname_t *base, const char *table,
-                                         outbox_relname_t *out)
+static inline void outbox_kit_relname_beside(const outbox_kit_relname_t *base, const char *table,
+                                         outbox_kit_relname_t *out)
 {
     memcpy(out->schema, base->schema, sizeof out->schema);
     snprintf(out->table, sizeof out->table, "%s", table);
 }
 
 /* "schema.table" or "table", for messages. */
-static inline void outbox_relname_show(const outbox_relname_t *r, char *out, size_t size)
+static inline void outbox_kit_relname_show(const outbox_kit_relname_t *r, char *out, size_t size)
 {
     snprintf(out, size, "%s%s%s", r->schema, r->schema[0] ? "." : "", r->table);
 }
 
 /* Appends ident quoted with q (SQL: '"', MySQL: '`'), doubling any q inside. */
-static inline void outbox_buf_ident(outbox_buf_t *b, const char *ident, char q)
+static inline void outbox_kit_buf_ident(outbox_kit_buf_t *b, const char *ident, char q)
 {
-    outbox_buf_putc(b, q);
+    outbox_kit_buf_putc(b, q);
     for (const char *p = ident; *p; p++) {
         if (*p == q)
-            outbox_buf_putc(b, q);
-        outbox_buf_putc(b, *p);
+            outbox_kit_buf_putc(b, q);
+        outbox_kit_buf_putc(b, *p);
     }
-    outbox_buf_putc(b, q);
+    outbox_kit_buf_putc(b, q);
 }
 
 /* Appends the relation quoted: "schema"."table", or "table". */
-static inline void outbox_buf_relname(outbox_buf_t *b, const outbox_relname_t *r, char q)
+static inline void outbox_kit_buf_relname(outbox_kit_buf_t *b, const outbox_kit_relname_t *r, char q)
 {
     if (r->schema[0]) {
-        outbox_buf_ident(b, r->schema, q);
-        outbox_buf_putc(b, '.');
+        outbox_kit_buf_ident(b, r->schema, q);
+        outbox_kit_buf_putc(b, '.');
     }
-    outbox_buf_ident(b, r->table, q);
+    outbox_kit_buf_ident(b, r->table, q);
 }
 
 /* Appends s as a single-quoted SQL literal, doubling quotes (for DDL text
  * only; values travel as bound parameters). */
-static inline void outbox_buf_literal(outbox_buf_t *b, const char *s)
+static inline void outbox_kit_buf_literal(outbox_kit_buf_t *b, const char *s)
 {
-    outbox_buf_ident(b, s, '\'');
+    outbox_kit_buf_ident(b, s, '\'');
 }
 
 /* -------------------------------------------------------------- UTF-8 */
@@ -264,7 +272,7 @@ static inline void outbox_buf_literal(outbox_buf_t *b, const char *s)
 /* Length (1..4) of the well-formed UTF-8 sequence at s, which has avail
  * bytes, or 0 when the bytes there are not one (a stray continuation byte,
  * an overlong form, a surrogate, beyond U+10FFFF, or cut short). */
-static inline size_t outbox_utf8_seq(const unsigned char *s, size_t avail)
+static inline size_t outbox_kit_utf8_seq(const unsigned char *s, size_t avail)
 {
     if (avail == 0)
         return 0;
@@ -299,11 +307,11 @@ static inline size_t outbox_utf8_seq(const unsigned char *s, size_t avail)
 }
 
 /* 1 when s[0..n) is valid UTF-8 without NUL bytes. */
-static inline int outbox_utf8_valid(const char *s, size_t n)
+static inline int outbox_kit_utf8_valid(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = p[i] ? outbox_utf8_seq(p + i, n - i) : 0;
+        size_t k = p[i] ? outbox_kit_utf8_seq(p + i, n - i) : 0;
         if (k == 0)
             return 0;
         i += k;
@@ -315,7 +323,7 @@ static inline int outbox_utf8_valid(const char *s, size_t n)
  * a stored error text: line breaks and tabs become one space, other
  * control bytes and bytes that are not UTF-8 become '?', and the text is
  * cut at a character boundary to fit size - 1 bytes. */
-static inline void outbox_text_line(const char *in, char *out, size_t size)
+static inline void outbox_kit_text_line(const char *in, char *out, size_t size)
 {
     const unsigned char *p = (const unsigned char *)(in ? in : "");
     size_t w = 0, avail = strlen((const char *)p);
@@ -333,7 +341,7 @@ static inline void outbox_text_line(const char *in, char *out, size_t size)
             if (w + 1 >= size)
                 break;
         }
-        size_t n = outbox_utf8_seq(p, avail);
+        size_t n = outbox_kit_utf8_seq(p, avail);
         if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f))) {
             out[w++] = '?';
             n = n ? n : 1;
@@ -353,41 +361,41 @@ static inline void outbox_text_line(const char *in, char *out, size_t size)
 /* Appends s[0..n) as a JSON string literal (with the quotes). Bytes that
  * are not UTF-8 become U+FFFD, so the output is valid JSON whatever the
  * input holds. */
-static inline void outbox_buf_json_string(outbox_buf_t *b, const char *s, size_t n)
+static inline void outbox_kit_buf_json_string(outbox_kit_buf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
-    outbox_buf_putc(b, '"');
+    outbox_kit_buf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
         size_t k = 1;
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
-            outbox_buf_put(b, esc, 2);
+            outbox_kit_buf_put(b, esc, 2);
         } else if (c == '\n') {
-            outbox_buf_put(b, "\\n", 2);
+            outbox_kit_buf_put(b, "\\n", 2);
         } else if (c == '\r') {
-            outbox_buf_put(b, "\\r", 2);
+            outbox_kit_buf_put(b, "\\r", 2);
         } else if (c == '\t') {
-            outbox_buf_put(b, "\\t", 2);
+            outbox_kit_buf_put(b, "\\t", 2);
         } else if (c < 0x20) {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            outbox_buf_put(b, esc, 6);
-        } else if ((k = outbox_utf8_seq(p + i, n - i)) != 0) {
-            outbox_buf_put(b, p + i, k);
+            outbox_kit_buf_put(b, esc, 6);
+        } else if ((k = outbox_kit_utf8_seq(p + i, n - i)) != 0) {
+            outbox_kit_buf_put(b, p + i, k);
         } else {
-            outbox_buf_puts(b, "\\ufffd");
+            outbox_kit_buf_puts(b, "\\ufffd");
             k = 1;
         }
         i += k;
     }
-    outbox_buf_putc(b, '"');
+    outbox_kit_buf_putc(b, '"');
 }
 
 /* ---------------------------------------------------------------- URI */
 
 /* The value of the first parameter named key, or NULL. */
-static inline const char *outbox_uri_get(const outbox_uri_t *uri, const char *key)
+static inline const char *outbox_kit_uri_get(const outbox_uri_t *uri, const char *key)
 {
     for (size_t i = 0; uri != NULL && i < uri->n_params; i++)
         if (strcmp(uri->params[i].key, key) == 0)
@@ -398,7 +406,7 @@ static inline const char *outbox_uri_get(const outbox_uri_t *uri, const char *ke
 /* The first parameter whose name is not in known (NULL-terminated), or
  * NULL when every one is known: a driver refuses a misspelt option
  * instead of ignoring it. */
-static inline const char *outbox_uri_unknown(const outbox_uri_t *uri, const char *const *known)
+static inline const char *outbox_kit_uri_unknown(const outbox_uri_t *uri, const char *const *known)
 {
     for (size_t i = 0; uri != NULL && i < uri->n_params; i++) {
         const char *const *k = known;
@@ -415,7 +423,7 @@ static inline const char *outbox_uri_unknown(const outbox_uri_t *uri, const char
  * sslpassword, sasl_password, client_secret, auth_token, ...), or it is
  * "pass" or "pwd". The core's messages and the outbox CLI mask by this same
  * rule. */
-static inline int outbox_uri_secret_name(const char *name, size_t n)
+static inline int outbox_kit_secret_name(const char *name, size_t n)
 {
     static const char *const words[] = {"password", "passwd", "secret", "token"};
     for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
@@ -439,9 +447,9 @@ static inline int outbox_uri_secret_name(const char *name, size_t n)
 }
 
 /* The same for a NUL-terminated key; NULL is no secret. */
-static inline int outbox_uri_secret_key(const char *key)
+static inline int outbox_kit_secret_key(const char *key)
 {
-    return key != NULL && outbox_uri_secret_name(key, strlen(key));
+    return key != NULL && outbox_kit_secret_name(key, strlen(key));
 }
 
 static inline void outbox_kit_append_(char *out, size_t size, size_t *w, const char *s)
@@ -457,12 +465,12 @@ static inline void outbox_kit_append_(char *out, size_t size, size_t *w, const c
 }
 
 /* The URI for a message (size > 0), rebuilt from its parts with the
- * password and the values of secret parameters (outbox_uri_secret_key)
+ * password and the values of secret parameters (outbox_kit_secret_key)
  * shown as "***", as one line of valid UTF-8: drivers name the URI a
  * problem is about with this, never with uri->raw, which holds the
  * password as the user typed it. The path and parameters appear
  * percent-decoded. */
-static inline void outbox_uri_show(const outbox_uri_t *uri, char *out, size_t size)
+static inline void outbox_kit_uri_show_builtin(const outbox_uri_t *uri, char *out, size_t size)
 {
     size_t w = 0;
     out[0] = '\0';
@@ -499,16 +507,16 @@ static inline void outbox_uri_show(const outbox_uri_t *uri, char *out, size_t si
         outbox_kit_append_(text, sizeof text, &w, p->key ? p->key : "");
         outbox_kit_append_(text, sizeof text, &w, "=");
         outbox_kit_append_(text, sizeof text, &w,
-                           outbox_uri_secret_key(p->key) ? "***" : (p->value ? p->value : ""));
+                           outbox_kit_secret_key(p->key) ? "***" : (p->value ? p->value : ""));
     }
-    outbox_text_line(text, out, size);
+    outbox_kit_text_line(text, out, size);
 }
 
 /* Where the password sits in uri->raw as typed (percent-encoded): the
  * text between the first ':' after "//" and the last '@' of the authority,
  * or of the whole URI when the user wrote a '/' or '?' into the password.
  * 0 when there is none; else its length, its start in *at. */
-static inline size_t outbox_uri_raw_password_(const char *raw, const char **at)
+static inline size_t outbox_kit_raw_password_(const char *raw, const char **at)
 {
     const char *a = raw != NULL ? strstr(raw, "//") : NULL;
     if (a == NULL)
@@ -552,7 +560,7 @@ static inline int outbox_kit_secret_at_(const char *text, const char *p, const c
  * decoded and as typed in rawpw[0..rawlen), then the values of secret
  * parameters), or 0. Looked up in place, so no secret is left out however
  * many parameters the URI has. */
-static inline size_t outbox_uri_secret_at_(const outbox_uri_t *uri, const char *rawpw,
+static inline size_t outbox_kit_uri_secret_at_(const outbox_uri_t *uri, const char *rawpw,
                                            size_t rawlen, const char *text, const char *p)
 {
     if (uri == NULL)
@@ -564,7 +572,7 @@ static inline size_t outbox_uri_secret_at_(const outbox_uri_t *uri, const char *
         return rawlen;
     for (size_t i = 0; i < uri->n_params; i++) {
         const char *v = uri->params[i].value;
-        if (outbox_uri_secret_key(uri->params[i].key) && v != NULL && v[0] != '\0' &&
+        if (outbox_kit_secret_key(uri->params[i].key) && v != NULL && v[0] != '\0' &&
             outbox_kit_secret_at_(text, p, v, strlen(v)))
             return strlen(v);
     }
@@ -572,7 +580,7 @@ static inline size_t outbox_uri_secret_at_(const outbox_uri_t *uri, const char *
 }
 
 /* in to out (size > 0) with uri's secrets and the password as typed,
- * rawpw[0..rawlen), replaced: outbox_uri_redact and the redactor share it. */
+ * rawpw[0..rawlen), replaced: outbox_kit_uri_redact_builtin and the redactor share it. */
 static inline void outbox_kit_redact_(const outbox_uri_t *uri, const char *rawpw, size_t rawlen,
                                       const char *in, char *out, size_t size)
 {
@@ -581,7 +589,7 @@ static inline void outbox_kit_redact_(const outbox_uri_t *uri, const char *rawpw
     size_t w = 0;
     text[0] = '\0';
     for (const char *p = src; *p && w + 1 < sizeof text;) {
-        size_t hit = outbox_uri_secret_at_(uri, rawpw, rawlen, src, p);
+        size_t hit = outbox_kit_uri_secret_at_(uri, rawpw, rawlen, src, p);
         if (hit > 0) {
             outbox_kit_append_(text, sizeof text, &w, "***");
             p += hit;
@@ -590,7 +598,7 @@ static inline void outbox_kit_redact_(const outbox_uri_t *uri, const char *rawpw
             text[w] = '\0';
         }
     }
-    outbox_text_line(text, out, size);
+    outbox_kit_text_line(text, out, size);
 }
 
 /* Copies in to out (size > 0) as one line with every secret of uri in it
@@ -598,11 +606,11 @@ static inline void outbox_kit_redact_(const outbox_uri_t *uri, const char *rawpw
  * replaced by "***": for text a driver did not write itself, such as a
  * client library's error, which may quote the connection string. A secret
  * shorter than 4 bytes is replaced where it stands as a whole word. */
-static inline void outbox_uri_redact(const outbox_uri_t *uri, const char *in, char *out,
+static inline void outbox_kit_uri_redact_builtin(const outbox_uri_t *uri, const char *in, char *out,
                                      size_t size)
 {
     const char *rawpw = NULL;
-    size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
+    size_t rawlen = uri != NULL ? outbox_kit_raw_password_(uri->raw, &rawpw) : 0;
     outbox_kit_redact_(uri, rawpw, rawlen, in, out, size);
 }
 
@@ -740,14 +748,14 @@ static inline int outbox_kit_opt_fail_(outbox_diag_t *d, const outbox_uri_t *uri
                                        const char *label, const char *fmt, ...)
 {
     char shown[256], what[OUTBOX_MESSAGE_MAX], text[OUTBOX_MESSAGE_MAX + 300];
-    outbox_uri_show(uri, shown, sizeof shown);
+    outbox_kit_uri_show_builtin(uri, shown, sizeof shown);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     snprintf(text, sizeof text, "%s %s: %s", label != NULL ? label : "driver", shown, what);
     d->code = OUTBOX_EINVAL;
-    outbox_text_line(text, d->message, sizeof d->message);
+    outbox_kit_text_line(text, d->message, sizeof d->message);
     return OUTBOX_EINVAL;
 }
 
@@ -756,7 +764,7 @@ static inline int outbox_kit_opt_duration_builtin(const outbox_uri_t *uri, const
                                                   const char *key, int64_t min_us,
                                                   int64_t max_us, int64_t *out, outbox_diag_t *d)
 {
-    const char *v = outbox_uri_get(uri, key);
+    const char *v = outbox_kit_uri_get(uri, key);
     int64_t us = 0;
     if (v == NULL)
         return OUTBOX_OK;
@@ -777,7 +785,7 @@ static inline int outbox_kit_opt_int_builtin(const outbox_uri_t *uri, const char
                                              const char *key, int64_t min, int64_t max,
                                              int64_t *out, outbox_diag_t *d)
 {
-    const char *v = outbox_uri_get(uri, key);
+    const char *v = outbox_kit_uri_get(uri, key);
     int64_t n = 0;
     if (v == NULL)
         return OUTBOX_OK;
@@ -793,7 +801,7 @@ static inline int outbox_kit_opt_int_builtin(const outbox_uri_t *uri, const char
 static inline int outbox_kit_opt_bool_builtin(const outbox_uri_t *uri, const char *label,
                                               const char *key, int *out, outbox_diag_t *d)
 {
-    const char *v = outbox_uri_get(uri, key);
+    const char *v = outbox_kit_uri_get(uri, key);
     int b = 0;
     if (v == NULL)
         return OUTBOX_OK;
@@ -812,7 +820,7 @@ static inline int outbox_kit_opt_secret_builtin(const outbox_uri_t *uri, const c
 {
     char env_key[128];
     snprintf(env_key, sizeof env_key, "%s_env", key);
-    const char *v = outbox_uri_get(uri, key), *var = outbox_uri_get(uri, env_key);
+    const char *v = outbox_kit_uri_get(uri, key), *var = outbox_kit_uri_get(uri, env_key);
     if (v != NULL && var != NULL)
         return outbox_kit_opt_fail_(d, uri, label, "give %s or %s, not both", key, env_key);
     if (var != NULL) {
@@ -884,7 +892,7 @@ static inline void outbox_kit_uri_show(const outbox_host_t *host, const outbox_u
     if (OUTBOX_KIT_HOST_HAS_(host, uri_show))
         host->uri_show(uri, out, size);
     else
-        outbox_uri_show(uri, out, size);
+        outbox_kit_uri_show_builtin(uri, out, size);
 }
 
 /* ---------------------------------------------- redactor (ABI 1.4) */
@@ -904,7 +912,7 @@ struct outbox_redactor {
 static inline const char *outbox_kit_env_secret_(const outbox_uri_param_t *p)
 {
     size_t n = p->key != NULL ? strlen(p->key) : 0;
-    if (n < 5 || strcmp(p->key + n - 4, "_env") != 0 || !outbox_uri_secret_name(p->key, n - 4) ||
+    if (n < 5 || strcmp(p->key + n - 4, "_env") != 0 || !outbox_kit_secret_name(p->key, n - 4) ||
         p->value == NULL)
         return NULL;
     const char *e = getenv(p->value);
@@ -916,7 +924,7 @@ static inline outbox_redactor_t *outbox_kit_redactor_new_builtin(void *(*alloc)(
                                                                  const outbox_uri_t *uri)
 {
     const char *rawpw = NULL;
-    size_t rawlen = uri != NULL ? outbox_uri_raw_password_(uri->raw, &rawpw) : 0;
+    size_t rawlen = uri != NULL ? outbox_kit_raw_password_(uri->raw, &rawpw) : 0;
     size_t n_params = 0, bytes = rawlen + 1;
     if (uri != NULL && uri->password != NULL)
         bytes += strlen(uri->password) + 1;
@@ -926,7 +934,7 @@ static inline outbox_redactor_t *outbox_kit_redactor_new_builtin(void *(*alloc)(
         if (e != NULL) {
             n_params++;
             bytes += strlen(e) + 1;
-        } else if (outbox_uri_secret_key(p->key) && p->value != NULL) {
+        } else if (outbox_kit_secret_key(p->key) && p->value != NULL) {
             n_params++;
             bytes += strlen(p->value) + 1;
         }
@@ -953,7 +961,7 @@ static inline outbox_redactor_t *outbox_kit_redactor_new_builtin(void *(*alloc)(
     for (size_t i = 0; uri != NULL && i < uri->n_params; i++) {
         const outbox_uri_param_t *p = &uri->params[i];
         const char *v = outbox_kit_env_secret_(p);
-        if (v == NULL && outbox_uri_secret_key(p->key))
+        if (v == NULL && outbox_kit_secret_key(p->key))
             v = p->value;
         if (v == NULL)
             continue;
@@ -1012,6 +1020,20 @@ static inline void outbox_kit_redactor_free(const outbox_host_t *host, outbox_re
         outbox_kit_redactor_free_builtin(r);
 }
 
+/* in to out (size > 0) with uri's secrets "***", while uri is at hand (in
+ * open): a redactor made and freed for the one text. Out of memory, the
+ * builtin rule without the *_env values. */
+static inline void outbox_kit_uri_redact(const outbox_host_t *host, const outbox_uri_t *uri,
+                                         const char *in, char *out, size_t size)
+{
+    outbox_redactor_t *r = outbox_kit_redactor_new(host, uri);
+    if (r != NULL)
+        outbox_kit_redact(host, r, in, out, size);
+    else
+        outbox_kit_uri_redact_builtin(uri, in, out, size);
+    outbox_kit_redactor_free(host, r);
+}
+
 /* ------------------------------------------------------------- sinks */
 
 /* Appends what a sink's own template (typically its URI's path) makes of
@@ -1019,20 +1041,20 @@ static inline void outbox_kit_redactor_free(const outbox_host_t *host, outbox_re
  * destination; anything else is copied. NULL or "" is "{destination}".
  * For a message, outbox_kit_destination; without one (destination_create,
  * a reader, where the destination is also the route), this. */
-static inline void outbox_kit_template(outbox_buf_t *b, const char *tpl, const char *route,
+static inline void outbox_kit_template(outbox_kit_buf_t *b, const char *tpl, const char *route,
                                        const char *destination)
 {
     if (tpl == NULL || tpl[0] == '\0')
         tpl = "{destination}";
     while (*tpl != '\0') {
         if (strncmp(tpl, "{route}", 7) == 0) {
-            outbox_buf_puts(b, route ? route : "");
+            outbox_kit_buf_puts(b, route ? route : "");
             tpl += 7;
         } else if (strncmp(tpl, "{destination}", 13) == 0) {
-            outbox_buf_puts(b, destination ? destination : "");
+            outbox_kit_buf_puts(b, destination ? destination : "");
             tpl += 13;
         } else {
-            outbox_buf_putc(b, *tpl++);
+            outbox_kit_buf_putc(b, *tpl++);
         }
     }
 }
@@ -1040,7 +1062,7 @@ static inline void outbox_kit_template(outbox_buf_t *b, const char *tpl, const c
 /* Appends m's destination through a sink's own template: "{route}" is
  * the event's route, "{destination}" the relay's destination (its own
  * template, default the route). */
-static inline void outbox_kit_destination(outbox_buf_t *b, const char *tpl,
+static inline void outbox_kit_destination(outbox_kit_buf_t *b, const char *tpl,
                                           const outbox_message_t *m)
 {
     outbox_kit_template(b, tpl, m->route, m->destination);
@@ -1058,7 +1080,7 @@ static inline void outbox_kit_result(outbox_publish_result_t *r, int status, con
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     r->status = status;
-    outbox_text_line(text, r->message, sizeof r->message);
+    outbox_kit_text_line(text, r->message, sizeof r->message);
 }
 
 /* ------------------------------------------------- per-key scheduling */
@@ -1226,7 +1248,7 @@ static inline void outbox_kit_keys_free(outbox_kit_keys_t *k)
 #define OUTBOX_KIT_RECEIVED_MAX 32
 
 typedef struct outbox_kit_received {
-    outbox_buf_t text;                        /* "name\0value\0" pairs */
+    outbox_kit_buf_t text;                        /* "name\0value\0" pairs */
     size_t at[OUTBOX_KIT_RECEIVED_MAX][2];    /* offsets of each name and value in text */
     outbox_header_t headers[OUTBOX_KIT_RECEIVED_MAX];
     size_t n;
@@ -1234,13 +1256,13 @@ typedef struct outbox_kit_received {
 
 static inline void outbox_kit_received_init(outbox_kit_received_t *h, const outbox_host_t *host)
 {
-    outbox_buf_init(&h->text, host);
+    outbox_kit_buf_init(&h->text, host);
     h->n = 0;
 }
 
 static inline void outbox_kit_received_reset(outbox_kit_received_t *h)
 {
-    outbox_buf_reset(&h->text);
+    outbox_kit_buf_reset(&h->text);
     h->n = 0;
 }
 
@@ -1253,11 +1275,11 @@ static inline int outbox_kit_received_add(outbox_kit_received_t *h, const char *
     if (h->n >= OUTBOX_KIT_RECEIVED_MAX)
         return -1;
     h->at[h->n][0] = h->text.len;
-    outbox_buf_put(&h->text, name, nlen);
-    outbox_buf_putc(&h->text, '\0');
+    outbox_kit_buf_put(&h->text, name, nlen);
+    outbox_kit_buf_putc(&h->text, '\0');
     h->at[h->n][1] = h->text.len;
-    outbox_buf_put(&h->text, value, vlen);
-    outbox_buf_putc(&h->text, '\0');
+    outbox_kit_buf_put(&h->text, value, vlen);
+    outbox_kit_buf_putc(&h->text, '\0');
     if (h->text.failed)
         return -1;
     h->n++;
@@ -1276,18 +1298,58 @@ static inline void outbox_kit_received_fill(outbox_kit_received_t *h, outbox_rec
 
 static inline void outbox_kit_received_free(outbox_kit_received_t *h)
 {
-    outbox_buf_free(&h->text);
+    outbox_kit_buf_free(&h->text);
     h->n = 0;
 }
 
 /* The value of header name in m, or NULL. */
-static inline const char *outbox_message_header(const outbox_message_t *m, const char *name)
+static inline const char *outbox_kit_header(const outbox_message_t *m, const char *name)
 {
     for (size_t i = 0; i < m->n_headers; i++)
         if (strcmp(m->headers[i].name, name) == 0)
             return m->headers[i].value;
     return NULL;
 }
+
+/* ------------------------------------------------ names before 1.4
+ *
+ * Until 1.4 the kit's names shared the library's outbox_ prefix. The old
+ * names still compile, as these aliases, until ABI 2; define
+ * OUTBOX_KIT_NO_OLD_NAMES before including this header to make sure a
+ * driver uses the new ones only. */
+#ifndef OUTBOX_KIT_NO_OLD_NAMES
+#define outbox_buf_t outbox_kit_buf_t
+#define outbox_buf_init outbox_kit_buf_init
+#define outbox_buf_reserve outbox_kit_buf_reserve
+#define outbox_buf_put outbox_kit_buf_put
+#define outbox_buf_puts outbox_kit_buf_puts
+#define outbox_buf_putc outbox_kit_buf_putc
+#define outbox_buf_vprintf outbox_kit_buf_vprintf
+#define outbox_buf_printf outbox_kit_buf_printf
+#define outbox_buf_reset outbox_kit_buf_reset
+#define outbox_buf_steal outbox_kit_buf_steal
+#define outbox_buf_free outbox_kit_buf_free
+#define outbox_buf_ident outbox_kit_buf_ident
+#define outbox_buf_relname outbox_kit_buf_relname
+#define outbox_buf_literal outbox_kit_buf_literal
+#define outbox_buf_json_string outbox_kit_buf_json_string
+#define outbox_relname_t outbox_kit_relname_t
+#define outbox_relname_parse outbox_kit_relname_parse
+#define outbox_relname_beside outbox_kit_relname_beside
+#define outbox_relname_show outbox_kit_relname_show
+#define OUTBOX_IDENT_MAX OUTBOX_KIT_IDENT_MAX
+#define outbox_ident_valid outbox_kit_ident_valid
+#define outbox_utf8_seq outbox_kit_utf8_seq
+#define outbox_utf8_valid outbox_kit_utf8_valid
+#define outbox_text_line outbox_kit_text_line
+#define outbox_uri_get outbox_kit_uri_get
+#define outbox_uri_unknown outbox_kit_uri_unknown
+#define outbox_uri_secret_key outbox_kit_secret_key
+#define outbox_uri_secret_name outbox_kit_secret_name
+#define outbox_uri_show outbox_kit_uri_show_builtin
+#define outbox_uri_redact outbox_kit_uri_redact_builtin
+#define outbox_message_header outbox_kit_header
+#endif
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ const outbox_driver_t *outbox_driver_entry_sqlite_base(void);
 void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *name);
 
 /* Prepares head, the quoted relation and tail as one statement on db. */
-int broken_prepare(sqlite3 *db, const char *head, const outbox_relname_t *rel, const char *tail,
+int broken_prepare(sqlite3 *db, const char *head, const outbox_kit_relname_t *rel, const char *tail,
                    sqlite3_stmt **st, outbox_diag_t *d);
 
 /* A claim written plainly: candidates in claim order (hlc order when asked),

@@ -16,33 +16,33 @@ void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *n
     desc->store = vt;
 }
 
-int broken_prepare(sqlite3 *db, const char *head, const outbox_relname_t *rel, const char *tail,
+int broken_prepare(sqlite3 *db, const char *head, const outbox_kit_relname_t *rel, const char *tail,
                    sqlite3_stmt **st, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
-    outbox_buf_puts(&b, head);
-    outbox_buf_relname(&b, rel, '"');
-    outbox_buf_puts(&b, tail);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, head);
+    outbox_kit_buf_relname(&b, rel, '"');
+    outbox_kit_buf_puts(&b, tail);
     return outbox_sqlite_prepare_built(db, &b, st, d);
 }
 
 /* "e before o" in claim order. */
-static void earlier(outbox_buf_t *b, int hlc)
+static void earlier(outbox_kit_buf_t *b, int hlc)
 {
     if (hlc)
-        outbox_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
+        outbox_kit_buf_puts(b, "(e.hlc IS NULL, coalesce(e.hlc, 0), e.created_at, e.id) < "
                            "(o.hlc IS NULL, coalesce(o.hlc, 0), o.created_at, o.id)");
     else
-        outbox_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
+        outbox_kit_buf_puts(b, "(e.created_at, e.id) < (o.created_at, o.id)");
 }
 
 /* ?1 route, ?2 now, ?3 now - lease, ?4 limit. */
-static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, unsigned flags)
+static void candidates_sql(const sq_handle_t *h, outbox_kit_buf_t *b, int hlc, unsigned flags)
 {
-    outbox_buf_puts(b, "SELECT o.id FROM ");
-    outbox_buf_relname(b, &h->rel, '"');
-    outbox_buf_puts(b, flags & BROKEN_EXPIRED_ROUTE
+    outbox_kit_buf_puts(b, "SELECT o.id FROM ");
+    outbox_kit_buf_relname(b, &h->rel, '"');
+    outbox_kit_buf_puts(b, flags & BROKEN_EXPIRED_ROUTE
                            ? " AS o WHERE o.outbox_route = ?1 AND ((o.status = 'pending' AND "
                              "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
                              "'processing' AND o.processing_at <= ?3))"
@@ -50,21 +50,21 @@ static void candidates_sql(const sq_handle_t *h, outbox_buf_t *b, int hlc, unsig
                              "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
                              "'processing' AND o.processing_at <= ?3))");
     if (flags & BROKEN_KEY_RULE) {
-        outbox_buf_puts(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
-        outbox_buf_relname(b, &h->rel, '"');
-        outbox_buf_puts(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
+        outbox_kit_buf_puts(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
+        outbox_kit_buf_relname(b, &h->rel, '"');
+        outbox_kit_buf_puts(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
                            "o.ordering_key AND ((e.status = 'processing' AND "
                            "e.processing_at > ?3) OR (e.status = 'pending' AND "
                            "e.available_at > ?2)) AND ");
         earlier(b, hlc);
-        outbox_buf_puts(b, "))");
+        outbox_kit_buf_puts(b, "))");
     }
-    outbox_buf_puts(b, " ORDER BY ");
+    outbox_kit_buf_puts(b, " ORDER BY ");
     if (!(flags & BROKEN_ONE_ORDER))
-        outbox_buf_puts(b, "o.status = 'processing', ");
+        outbox_kit_buf_puts(b, "o.status = 'processing', ");
     if (hlc)
-        outbox_buf_puts(b, "o.hlc IS NULL, o.hlc, ");
-    outbox_buf_puts(b, flags & BROKEN_CREATED_AT ? "o.created_at, o.id LIMIT ?4" : "o.id LIMIT ?4");
+        outbox_kit_buf_puts(b, "o.hlc IS NULL, o.hlc, ");
+    outbox_kit_buf_puts(b, flags & BROKEN_CREATED_AT ? "o.created_at, o.id LIMIT ?4" : "o.id LIMIT ?4");
 }
 
 /* Candidate ids, copied out (the statement is done before any update). */
@@ -76,8 +76,8 @@ typedef struct ids {
 static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
                              unsigned flags, ids_t *out, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
     candidates_sql(h, &b, req->hlc_order, flags);
     int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
@@ -105,12 +105,12 @@ static int select_candidates(sq_handle_t *h, const outbox_claim_req_t *req, int6
 
 static int take(sq_handle_t *h, const ids_t *ids, int64_t stamp, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
     sqlite3_stmt *st = NULL;
-    outbox_buf_puts(&b, "UPDATE ");
-    outbox_buf_relname(&b, &h->rel, '"');
-    outbox_buf_puts(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
+    outbox_kit_buf_puts(&b, "UPDATE ");
+    outbox_kit_buf_relname(&b, &h->rel, '"');
+    outbox_kit_buf_puts(&b, " SET status = 'processing', processing_at = ?2, attempts = attempts "
                         "+ 1 WHERE id = ?1");
     outbox_sqlite_add_returning(h, &b);
     int rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);

@@ -33,12 +33,12 @@ static int status_blind_settle(void *handle, const outbox_fence_t *fence,
     size_t count = 0;
     int rc = OUTBOX_OK;
     for (size_t i = 0; rc == OUTBOX_OK && i < n; i++) {
-        outbox_buf_t b;
-        outbox_buf_init(&b, outbox_sqlite_host);
-        outbox_buf_puts(&b, "UPDATE ");
-        outbox_buf_relname(&b, &h->rel, '"');
-        outbox_buf_puts(&b, set_clause(items[i].kind));
-        outbox_buf_puts(&b, " WHERE id = ?1 AND processing_at = ?2");
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, outbox_sqlite_host);
+        outbox_kit_buf_puts(&b, "UPDATE ");
+        outbox_kit_buf_relname(&b, &h->rel, '"');
+        outbox_kit_buf_puts(&b, set_clause(items[i].kind));
+        outbox_kit_buf_puts(&b, " WHERE id = ?1 AND processing_at = ?2");
         sqlite3_stmt *st = NULL;
         rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
         if (rc != OUTBOX_OK)

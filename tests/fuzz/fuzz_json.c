@@ -266,13 +266,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Whatever the bytes, the kit makes them one valid JSON string. */
     static const outbox_host_t host = {
         .struct_size = sizeof host, .alloc = fuzz_alloc, .realloc = fuzz_realloc, .free = fuzz_free};
-    outbox_buf_t b;
-    outbox_buf_init(&b, &host);
-    outbox_buf_json_string(&b, copy, size);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, &host);
+    outbox_kit_buf_json_string(&b, copy, size);
     FUZZ_CHECK(!b.failed);
     FUZZ_CHECK(outbox_json_valid(b.data, b.len));
-    FUZZ_CHECK(outbox_utf8_valid(b.data, b.len));
-    outbox_buf_free(&b);
+    FUZZ_CHECK(outbox_kit_utf8_valid(b.data, b.len));
+    outbox_kit_buf_free(&b);
     free(copy);
     return 0;
 }

@@ -104,9 +104,9 @@ static size_t json_decode(const char *s, size_t n, unsigned char *out)
 
 static void check_json_string(const unsigned char *p, size_t n)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, &host);
-    outbox_buf_json_string(&b, (const char *)p, n);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, &host);
+    outbox_kit_buf_json_string(&b, (const char *)p, n);
     FUZZ_CHECK(!b.failed && b.data != NULL);
     FUZZ_CHECK(strlen(b.data) == b.len); /* NUL bytes travel escaped */
     FUZZ_CHECK(outbox_json_valid(b.data, b.len));
@@ -132,7 +132,7 @@ static void check_json_string(const unsigned char *p, size_t n)
     FUZZ_CHECK(g == w && memcmp(got, want, w) == 0);
     free(want);
     free(got);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 
 static void check_text_line(const char *in)
@@ -141,18 +141,18 @@ static void check_text_line(const char *in)
     size_t big = 4 * strlen(in) + 8;
     char *full = malloc(big);
     FUZZ_CHECK(full != NULL);
-    outbox_text_line(in, full, big);
-    FUZZ_CHECK(outbox_utf8_valid(full, strlen(full)) && fuzz_one_line(full));
+    outbox_kit_text_line(in, full, big);
+    FUZZ_CHECK(outbox_kit_utf8_valid(full, strlen(full)) && fuzz_one_line(full));
     FUZZ_CHECK(full[0] != ' ' || in[strspn(in, "\r\n\t")] == ' ');
     if (ref_valid((const unsigned char *)in, strlen(in)) && fuzz_one_line(in))
         FUZZ_CHECK(strcmp(full, in) == 0);
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char out[600];
         memset(out, 'X', sizeof out);
-        outbox_text_line(in, out, sizes[i]);
+        outbox_kit_text_line(in, out, sizes[i]);
         size_t len = strlen(out);
         FUZZ_CHECK(len < sizes[i]);
-        FUZZ_CHECK(outbox_utf8_valid(out, len) && fuzz_one_line(out));
+        FUZZ_CHECK(outbox_kit_utf8_valid(out, len) && fuzz_one_line(out));
         /* Cutting short only ever drops the end. */
         FUZZ_CHECK(strncmp(out, full, len) == 0);
     }
@@ -161,9 +161,9 @@ static void check_text_line(const char *in)
 
 static void check_ident(const char *s, char q)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, &host);
-    outbox_buf_ident(&b, s, q);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, &host);
+    outbox_kit_buf_ident(&b, s, q);
     FUZZ_CHECK(!b.failed && b.len >= 2 && b.data[0] == q && b.data[b.len - 1] == q);
     size_t w = 0;
     char *back = malloc(b.len);
@@ -178,7 +178,7 @@ static void check_ident(const char *s, char q)
     back[w] = '\0';
     FUZZ_CHECK(strcmp(back, s) == 0);
     free(back);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 
 static int ref_secret_key(const char *k)
@@ -194,11 +194,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size)
         memcpy(p, data, size);
 
-    int valid = outbox_utf8_valid((const char *)p, size);
+    int valid = outbox_kit_utf8_valid((const char *)p, size);
     FUZZ_CHECK(valid == ref_valid(p, size));
     for (size_t i = 0; i < size; i++)
-        FUZZ_CHECK(outbox_utf8_seq(p + i, size - i) == ref_seq(p + i, size - i));
-    FUZZ_CHECK(outbox_utf8_seq(p, 0) == 0);
+        FUZZ_CHECK(outbox_kit_utf8_seq(p + i, size - i) == ref_seq(p + i, size - i));
+    FUZZ_CHECK(outbox_kit_utf8_seq(p, 0) == 0);
 
     /* On string contents the core's validator and the kit agree. */
     if (!memchr(p, '"', size) && !memchr(p, '\\', size)) {
@@ -222,17 +222,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_text_line(s);
         check_ident(s, '"');
         check_ident(s, '`');
-        outbox_buf_t b;
-        outbox_buf_init(&b, &host);
-        outbox_buf_literal(&b, s);
-        outbox_buf_printf(&b, "%s", s);
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, &host);
+        outbox_kit_buf_literal(&b, s);
+        outbox_kit_buf_printf(&b, "%s", s);
         size_t quotes = 0;
         for (const char *c = s; *c; c++)
             quotes += *c == '\'';
         FUZZ_CHECK(!b.failed && b.len == 2 * size + 2 + quotes);
         FUZZ_CHECK(strcmp(b.data + b.len - size, s) == 0);
-        outbox_buf_free(&b);
-        FUZZ_CHECK(outbox_uri_secret_key(s) == ref_secret_key(s));
+        outbox_kit_buf_free(&b);
+        FUZZ_CHECK(outbox_kit_secret_key(s) == ref_secret_key(s));
         char *dup = outbox_kit_strdup(&host, s);
         FUZZ_CHECK(dup && strcmp(dup, s) == 0);
         free(dup);

@@ -1,5 +1,5 @@
 /* Relation names ("table" or "schema.table"): the core's
- * outbox_relation_valid and the kit's outbox_relname_parse must agree;
+ * outbox_relation_valid and the kit's outbox_kit_relname_parse must agree;
  * a parsed name shows as exactly its input, parses again to the same
  * parts, and quotes to "schema"."table". */
 #include "fuzz.h"
@@ -42,42 +42,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     int want = ref_valid(name);
     FUZZ_CHECK(outbox_relation_valid(name) == want);
-    FUZZ_CHECK(outbox_ident_valid(name, size) == (want && !strchr(name, '.')));
+    FUZZ_CHECK(outbox_kit_ident_valid(name, size) == (want && !strchr(name, '.')));
 
-    outbox_relname_t r;
+    outbox_kit_relname_t r;
     memset(&r, 'X', sizeof r);
-    int rc = outbox_relname_parse(name, &r);
+    int rc = outbox_kit_relname_parse(name, &r);
     FUZZ_CHECK(rc == (want ? 0 : -1));
     if (rc != 0) {
         FUZZ_CHECK(r.schema[0] == '\0' && r.table[0] == '\0');
         free(name);
         return 0;
     }
-    FUZZ_CHECK(outbox_ident_valid(r.table, strlen(r.table)));
-    FUZZ_CHECK(r.schema[0] == '\0' || outbox_ident_valid(r.schema, strlen(r.schema)));
+    FUZZ_CHECK(outbox_kit_ident_valid(r.table, strlen(r.table)));
+    FUZZ_CHECK(r.schema[0] == '\0' || outbox_kit_ident_valid(r.schema, strlen(r.schema)));
 
-    char shown[2 * OUTBOX_IDENT_MAX + 2];
-    outbox_relname_show(&r, shown, sizeof shown);
+    char shown[2 * OUTBOX_KIT_IDENT_MAX + 2];
+    outbox_kit_relname_show(&r, shown, sizeof shown);
     FUZZ_CHECK(strcmp(shown, name) == 0);
-    outbox_relname_t again;
-    FUZZ_CHECK(outbox_relname_parse(shown, &again) == 0);
+    outbox_kit_relname_t again;
+    FUZZ_CHECK(outbox_kit_relname_parse(shown, &again) == 0);
     FUZZ_CHECK(strcmp(again.schema, r.schema) == 0 && strcmp(again.table, r.table) == 0);
 
     /* Identifiers hold no quote, so quoting only adds them around. */
-    outbox_buf_t b;
-    outbox_buf_init(&b, &host);
-    outbox_buf_relname(&b, &r, '"');
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, &host);
+    outbox_kit_buf_relname(&b, &r, '"');
     FUZZ_CHECK(!b.failed);
-    char want_q[2 * OUTBOX_IDENT_MAX + 8];
+    char want_q[2 * OUTBOX_KIT_IDENT_MAX + 8];
     if (r.schema[0])
         snprintf(want_q, sizeof want_q, "\"%s\".\"%s\"", r.schema, r.table);
     else
         snprintf(want_q, sizeof want_q, "\"%s\"", r.table);
     FUZZ_CHECK(strcmp(b.data, want_q) == 0);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 
-    outbox_relname_t beside;
-    outbox_relname_beside(&r, "outbox_checkpoint", &beside);
+    outbox_kit_relname_t beside;
+    outbox_kit_relname_beside(&r, "outbox_checkpoint", &beside);
     FUZZ_CHECK(strcmp(beside.schema, r.schema) == 0 &&
                strcmp(beside.table, "outbox_checkpoint") == 0);
     free(name);

@@ -1,5 +1,5 @@
-/* URIs (core/uri.c) and what shows them (the kit's outbox_uri_show and
- * outbox_uri_redact): a parsed URI's parts are consistent with its text;
+/* URIs (core/uri.c) and what shows them (the kit's outbox_kit_uri_show_builtin and
+ * outbox_kit_uri_redact_builtin): a parsed URI's parts are consistent with its text;
  * the shown URI is one line of UTF-8 that does not depend on the password
  * or on secret parameters' values at all; redacted text holds none of the
  * secrets; and a refusal is one line that does not quote the password. */
@@ -56,37 +56,37 @@ static void check_parsed(const char *text, const outbox_uri_t *u)
 
     /* The shown URI must not change when only the secrets do. */
     char shown[OUTBOX_MESSAGE_MAX], other[OUTBOX_MESSAGE_MAX];
-    outbox_uri_show(u, shown, sizeof shown);
+    outbox_kit_uri_show_builtin(u, shown, sizeof shown);
     FUZZ_CHECK(strlen(shown) < sizeof shown);
-    FUZZ_CHECK(outbox_utf8_valid(shown, strlen(shown)) && fuzz_one_line(shown));
+    FUZZ_CHECK(outbox_kit_utf8_valid(shown, strlen(shown)) && fuzz_one_line(shown));
     outbox_uri_t changed = *u;
     outbox_uri_param_t *params = calloc(u->n_params + 1, sizeof *params);
     FUZZ_CHECK(params != NULL);
     for (size_t i = 0; i < u->n_params; i++) {
         params[i] = u->params[i];
-        if (outbox_uri_secret_key(params[i].key))
+        if (outbox_kit_secret_key(params[i].key))
             params[i].value = "another secret";
     }
     changed.params = params;
     if (changed.password)
         changed.password = "another password";
-    outbox_uri_show(&changed, other, sizeof other);
+    outbox_kit_uri_show_builtin(&changed, other, sizeof other);
     FUZZ_CHECK(strcmp(shown, other) == 0);
     free(params);
 
     /* A client library's message that quotes the URI, redacted. */
     char red[OUTBOX_MESSAGE_MAX];
-    outbox_uri_redact(u, text, red, sizeof red);
-    FUZZ_CHECK(outbox_utf8_valid(red, strlen(red)) && fuzz_one_line(red));
+    outbox_kit_uri_redact_builtin(u, text, red, sizeof red);
+    FUZZ_CHECK(outbox_kit_utf8_valid(red, strlen(red)) && fuzz_one_line(red));
     if (u->password && searchable(u->password, strlen(u->password)))
         FUZZ_CHECK(!contains(red, u->password, strlen(u->password)));
     const char *raw_pw = NULL;
-    size_t raw_len = outbox_uri_raw_password_(u->raw, &raw_pw);
+    size_t raw_len = outbox_kit_raw_password_(u->raw, &raw_pw);
     if (raw_len && searchable(raw_pw, raw_len))
         FUZZ_CHECK(!contains(red, raw_pw, raw_len));
     for (size_t i = 0; i < u->n_params; i++) {
         const char *v = u->params[i].value;
-        if (outbox_uri_secret_key(u->params[i].key) && searchable(v, strlen(v)))
+        if (outbox_kit_secret_key(u->params[i].key) && searchable(v, strlen(v)))
             FUZZ_CHECK(!contains(red, v, strlen(v)));
     }
 }
@@ -125,7 +125,7 @@ static void check_refusal(const char *text, const outbox_diag_t *d)
     size_t len = strlen(d->message);
     FUZZ_CHECK(len > 0 && len < OUTBOX_MESSAGE_MAX && fuzz_one_line(d->message));
     const char *pw = NULL;
-    size_t n = outbox_uri_raw_password_(text, &pw);
+    size_t n = outbox_kit_raw_password_(text, &pw);
     FUZZ_CHECK(!shows_secret(text, d->message, pw, n));
     for (size_t i = 0; text[i]; i++) {
         if (i > 0 && !strchr("?&; :", text[i - 1]))
@@ -139,7 +139,7 @@ static void check_refusal(const char *text, const outbox_diag_t *d)
         memcpy(name, text + i, k - i);
         name[k - i] = '\0';
         size_t v = k + strspn(text + k, " ");
-        if (text[v] != '=' || !outbox_uri_secret_key(name))
+        if (text[v] != '=' || !outbox_kit_secret_key(name))
             continue;
         v += 1 + strspn(text + v + 1, " ");
         if (text[v] == '\'')

@@ -19,7 +19,7 @@ START_TEST(random_calls_keep_the_promise)
         size_t n = (size_t)(rand() % MAXN);
         int keys = 1 + rand() % 12;
         static outbox_message_t msgs[MAXN];
-        static char keybuf[MAXN][8], ids[MAXN][16];
+        static char keybuf[MAXN][16], ids[MAXN][24];
         static outbox_publish_result_t results[MAXN];
         for (size_t i = 0; i < n; i++) {
             snprintf(ids[i], sizeof ids[i], "e%zu", i);

@@ -26,11 +26,11 @@ static const outbox_host_t *host(void)
 
 START_TEST(buf_appends_and_terminates)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, host());
-    outbox_buf_puts(&b, "SELECT ");
-    outbox_buf_printf(&b, "%d, '%s'", 42, "x");
-    outbox_buf_putc(&b, ';');
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host());
+    outbox_kit_buf_puts(&b, "SELECT ");
+    outbox_kit_buf_printf(&b, "%d, '%s'", 42, "x");
+    outbox_kit_buf_putc(&b, ';');
     ck_assert(!b.failed);
     ck_assert_str_eq(b.data, "SELECT 42, 'x';");
     ck_assert_uint_eq(b.len, strlen("SELECT 42, 'x';"));
@@ -38,25 +38,25 @@ START_TEST(buf_appends_and_terminates)
     char big[1000];
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    outbox_buf_reset(&b);
-    outbox_buf_printf(&b, "<%s>", big);
+    outbox_kit_buf_reset(&b);
+    outbox_kit_buf_printf(&b, "<%s>", big);
     ck_assert_uint_eq(b.len, sizeof big + 1);
     ck_assert_int_eq(b.data[0], '<');
     ck_assert_int_eq(b.data[b.len - 1], '>');
     ck_assert_int_eq(b.data[b.len], '\0');
-    char *s = outbox_buf_steal(&b);
+    char *s = outbox_kit_buf_steal(&b);
     ck_assert_ptr_null(b.data);
     ck_assert_uint_eq(strlen(s), sizeof big + 1);
     host()->free(s);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 END_TEST
 
 START_TEST(buf_steal_empty_is_empty_string)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, host());
-    char *s = outbox_buf_steal(&b);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host());
+    char *s = outbox_kit_buf_steal(&b);
     ck_assert_ptr_nonnull(s);
     ck_assert_str_eq(s, "");
     host()->free(s);
@@ -68,18 +68,18 @@ START_TEST(buf_failure_sticks)
     failing_host = *host();
     failing_host.realloc = counting_realloc;
     allocs_left = 1;
-    outbox_buf_t b;
-    outbox_buf_init(&b, &failing_host);
-    outbox_buf_puts(&b, "ok");
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, &failing_host);
+    outbox_kit_buf_puts(&b, "ok");
     ck_assert(!b.failed);
     char big[600];
     memset(big, 'b', sizeof big);
-    outbox_buf_put(&b, big, sizeof big); /* needs a second allocation: fails */
+    outbox_kit_buf_put(&b, big, sizeof big); /* needs a second allocation: fails */
     ck_assert(b.failed);
-    outbox_buf_puts(&b, "more");
-    outbox_buf_printf(&b, "%s", "still nothing");
+    outbox_kit_buf_puts(&b, "more");
+    outbox_kit_buf_printf(&b, "%s", "still nothing");
     ck_assert(b.failed);
-    ck_assert_ptr_null(outbox_buf_steal(&b));
+    ck_assert_ptr_null(outbox_kit_buf_steal(&b));
     ck_assert_ptr_null(b.data);
     allocs_left = -1;
 }
@@ -87,46 +87,46 @@ END_TEST
 
 START_TEST(ident_rules)
 {
-    ck_assert(outbox_ident_valid("outbox", 6));
-    ck_assert(outbox_ident_valid("_a1", 3));
-    ck_assert(!outbox_ident_valid("1a", 2));
-    ck_assert(!outbox_ident_valid("a-b", 3));
-    ck_assert(!outbox_ident_valid("", 0));
+    ck_assert(outbox_kit_ident_valid("outbox", 6));
+    ck_assert(outbox_kit_ident_valid("_a1", 3));
+    ck_assert(!outbox_kit_ident_valid("1a", 2));
+    ck_assert(!outbox_kit_ident_valid("a-b", 3));
+    ck_assert(!outbox_kit_ident_valid("", 0));
     char long_name[65];
     memset(long_name, 'x', 64);
     long_name[64] = '\0';
-    ck_assert(outbox_ident_valid(long_name, 63));
-    ck_assert(!outbox_ident_valid(long_name, 64));
+    ck_assert(outbox_kit_ident_valid(long_name, 63));
+    ck_assert(!outbox_kit_ident_valid(long_name, 64));
 
-    outbox_relname_t r;
-    ck_assert_int_eq(outbox_relname_parse("app.outbox", &r), 0);
+    outbox_kit_relname_t r;
+    ck_assert_int_eq(outbox_kit_relname_parse("app.outbox", &r), 0);
     ck_assert_str_eq(r.schema, "app");
     ck_assert_str_eq(r.table, "outbox");
-    ck_assert_int_eq(outbox_relname_parse("outbox", &r), 0);
+    ck_assert_int_eq(outbox_kit_relname_parse("outbox", &r), 0);
     ck_assert_str_eq(r.schema, "");
-    ck_assert_int_eq(outbox_relname_parse("a.b.c", &r), -1);
-    ck_assert_int_eq(outbox_relname_parse(".b", &r), -1);
-    ck_assert_int_eq(outbox_relname_parse("a.", &r), -1);
-    ck_assert_int_eq(outbox_relname_parse("x\"; DROP", &r), -1);
-    ck_assert_int_eq(outbox_relname_parse(NULL, &r), -1);
+    ck_assert_int_eq(outbox_kit_relname_parse("a.b.c", &r), -1);
+    ck_assert_int_eq(outbox_kit_relname_parse(".b", &r), -1);
+    ck_assert_int_eq(outbox_kit_relname_parse("a.", &r), -1);
+    ck_assert_int_eq(outbox_kit_relname_parse("x\"; DROP", &r), -1);
+    ck_assert_int_eq(outbox_kit_relname_parse(NULL, &r), -1);
     ck_assert_str_eq(r.table, "");
 
-    outbox_relname_t base, ck;
-    ck_assert_int_eq(outbox_relname_parse("app.outbox", &base), 0);
-    outbox_relname_beside(&base, "hlc_checkpoint", &ck);
+    outbox_kit_relname_t base, ck;
+    ck_assert_int_eq(outbox_kit_relname_parse("app.outbox", &base), 0);
+    outbox_kit_relname_beside(&base, "hlc_checkpoint", &ck);
     char shown[140];
-    outbox_relname_show(&ck, shown, sizeof shown);
+    outbox_kit_relname_show(&ck, shown, sizeof shown);
     ck_assert_str_eq(shown, "app.hlc_checkpoint");
 
-    outbox_buf_t b;
-    outbox_buf_init(&b, host());
-    outbox_buf_relname(&b, &base, '"');
-    outbox_buf_putc(&b, ' ');
-    outbox_buf_ident(&b, "we\"ird", '"');
-    outbox_buf_putc(&b, ' ');
-    outbox_buf_literal(&b, "it's");
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host());
+    outbox_kit_buf_relname(&b, &base, '"');
+    outbox_kit_buf_putc(&b, ' ');
+    outbox_kit_buf_ident(&b, "we\"ird", '"');
+    outbox_kit_buf_putc(&b, ' ');
+    outbox_kit_buf_literal(&b, "it's");
     ck_assert_str_eq(b.data, "\"app\".\"outbox\" \"we\"\"ird\" 'it''s'");
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 END_TEST
 
@@ -135,50 +135,50 @@ START_TEST(utf8_sequences)
     const unsigned char ok2[] = {0xc3, 0xa9}, ok4[] = {0xf0, 0x9f, 0x98, 0x80};
     const unsigned char overlong[] = {0xc0, 0xaf}, surrogate[] = {0xed, 0xa0, 0x80};
     const unsigned char too_big[] = {0xf4, 0x90, 0x80, 0x80}, cut[] = {0xe2, 0x82};
-    ck_assert_uint_eq(outbox_utf8_seq(ok2, 2), 2);
-    ck_assert_uint_eq(outbox_utf8_seq(ok4, 4), 4);
-    ck_assert_uint_eq(outbox_utf8_seq(overlong, 2), 0);
-    ck_assert_uint_eq(outbox_utf8_seq(surrogate, 3), 0);
-    ck_assert_uint_eq(outbox_utf8_seq(too_big, 4), 0);
-    ck_assert_uint_eq(outbox_utf8_seq(cut, 2), 0);
-    ck_assert_uint_eq(outbox_utf8_seq((const unsigned char *)"\x80", 1), 0);
-    ck_assert(outbox_utf8_valid("h\xc3\xa9llo", 6));
-    ck_assert(!outbox_utf8_valid("a\0b", 3));
-    ck_assert(!outbox_utf8_valid("\xff", 1));
+    ck_assert_uint_eq(outbox_kit_utf8_seq(ok2, 2), 2);
+    ck_assert_uint_eq(outbox_kit_utf8_seq(ok4, 4), 4);
+    ck_assert_uint_eq(outbox_kit_utf8_seq(overlong, 2), 0);
+    ck_assert_uint_eq(outbox_kit_utf8_seq(surrogate, 3), 0);
+    ck_assert_uint_eq(outbox_kit_utf8_seq(too_big, 4), 0);
+    ck_assert_uint_eq(outbox_kit_utf8_seq(cut, 2), 0);
+    ck_assert_uint_eq(outbox_kit_utf8_seq((const unsigned char *)"\x80", 1), 0);
+    ck_assert(outbox_kit_utf8_valid("h\xc3\xa9llo", 6));
+    ck_assert(!outbox_kit_utf8_valid("a\0b", 3));
+    ck_assert(!outbox_kit_utf8_valid("\xff", 1));
 }
 END_TEST
 
 START_TEST(text_line_is_one_clean_line)
 {
     char out[32];
-    outbox_text_line("first\nsecond\r\n\tthird", out, sizeof out);
+    outbox_kit_text_line("first\nsecond\r\n\tthird", out, sizeof out);
     ck_assert_str_eq(out, "first second third");
-    outbox_text_line("bell\x07 bad\xff end", out, sizeof out);
+    outbox_kit_text_line("bell\x07 bad\xff end", out, sizeof out);
     ck_assert_str_eq(out, "bell? bad? end");
     /* Cut at a character boundary: "é" does not fit in the last byte. */
     char small[5];
-    outbox_text_line("abc\xc3\xa9", small, sizeof small);
+    outbox_kit_text_line("abc\xc3\xa9", small, sizeof small);
     ck_assert_str_eq(small, "abc");
-    outbox_text_line(NULL, small, sizeof small);
+    outbox_kit_text_line(NULL, small, sizeof small);
     ck_assert_str_eq(small, "");
     char one[1];
-    outbox_text_line("abc", one, sizeof one);
+    outbox_kit_text_line("abc", one, sizeof one);
     ck_assert_str_eq(one, "");
 }
 END_TEST
 
 START_TEST(json_string_escapes)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, host());
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host());
     const char in[] = "q\" b\\ n\n t\t c\x01 e\xc3\xa9 bad\xff";
-    outbox_buf_json_string(&b, in, sizeof in - 1);
+    outbox_kit_buf_json_string(&b, in, sizeof in - 1);
     ck_assert_str_eq(b.data, "\"q\\\" b\\\\ n\\n t\\t c\\u0001 e\xc3\xa9 bad\\ufffd\"");
     ck_assert(outbox_json_valid(b.data, b.len));
-    outbox_buf_reset(&b);
-    outbox_buf_json_string(&b, "a\0b", 3);
+    outbox_kit_buf_reset(&b);
+    outbox_kit_buf_json_string(&b, "a\0b", 3);
     ck_assert_str_eq(b.data, "\"a\\u0000b\"");
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 END_TEST
 
@@ -186,13 +186,13 @@ START_TEST(uri_parameters)
 {
     outbox_uri_param_t params[] = {{"busy_timeout", "5s"}, {"mode", "ro"}, {"mode", "rw"}};
     outbox_uri_t u = {.raw = "x", .scheme = "x", .params = params, .n_params = 3};
-    ck_assert_str_eq(outbox_uri_get(&u, "mode"), "ro");
-    ck_assert_ptr_null(outbox_uri_get(&u, "missing"));
-    ck_assert_ptr_null(outbox_uri_get(NULL, "mode"));
+    ck_assert_str_eq(outbox_kit_uri_get(&u, "mode"), "ro");
+    ck_assert_ptr_null(outbox_kit_uri_get(&u, "missing"));
+    ck_assert_ptr_null(outbox_kit_uri_get(NULL, "mode"));
     static const char *const known[] = {"busy_timeout", "mode", NULL};
-    ck_assert_ptr_null(outbox_uri_unknown(&u, known));
+    ck_assert_ptr_null(outbox_kit_uri_unknown(&u, known));
     static const char *const fewer[] = {"mode", NULL};
-    ck_assert_str_eq(outbox_uri_unknown(&u, fewer), "busy_timeout");
+    ck_assert_str_eq(outbox_kit_uri_unknown(&u, fewer), "busy_timeout");
 }
 END_TEST
 
@@ -205,25 +205,25 @@ START_TEST(uri_show_and_redact_hide_passwords)
                                       "password=hunter22",
                                       &u, &d),
                      OUTBOX_OK);
-    outbox_uri_show(&u.uri, out, sizeof out);
+    outbox_kit_uri_show_builtin(&u.uri, out, sizeof out);
     ck_assert_str_eq(out, "postgresql://app:***@db:5433/app?sslmode=require&password=***");
-    outbox_uri_redact(&u.uri, "bad: postgresql://app:s3cr%23t@db and s3cr#t and hunter22", out,
+    outbox_kit_uri_redact_builtin(&u.uri, "bad: postgresql://app:s3cr%23t@db and s3cr#t and hunter22", out,
                       sizeof out);
     ck_assert_str_eq(out, "bad: postgresql://app:***@db and *** and ***");
     outbox_uri_free(&u);
 
     ck_assert_int_eq(outbox_uri_parse("sqlite:rel.db", &u, &d), OUTBOX_OK);
-    outbox_uri_show(&u.uri, out, sizeof out);
+    outbox_kit_uri_show_builtin(&u.uri, out, sizeof out);
     ck_assert_str_eq(out, "sqlite:rel.db");
     outbox_uri_free(&u);
 
     /* A short password is hidden where it stands as a word, not inside one. */
     ck_assert_int_eq(outbox_uri_parse("postgresql://u:ab@[::1]:7/x", &u, &d), OUTBOX_OK);
-    outbox_uri_show(&u.uri, out, sizeof out);
+    outbox_kit_uri_show_builtin(&u.uri, out, sizeof out);
     ck_assert_str_eq(out, "postgresql://u:***@[::1]:7/x");
-    outbox_uri_redact(&u.uri, "cannot reach abacus as ab, \"ab\"", out, sizeof out);
+    outbox_kit_uri_redact_builtin(&u.uri, "cannot reach abacus as ab, \"ab\"", out, sizeof out);
     ck_assert_str_eq(out, "cannot reach abacus as ***, \"***\"");
-    outbox_uri_redact(&u.uri, "refused", out, sizeof out);
+    outbox_kit_uri_redact_builtin(&u.uri, "refused", out, sizeof out);
     ck_assert_str_eq(out, "refused");
     outbox_uri_free(&u);
 
@@ -232,12 +232,12 @@ START_TEST(uri_show_and_redact_hide_passwords)
                                       "pwd=a4&pass=a5&passwd=a6&passfile=f&acks=all",
                                       &u, &d),
                      OUTBOX_OK);
-    outbox_uri_show(&u.uri, out, sizeof out);
+    outbox_kit_uri_show_builtin(&u.uri, out, sizeof out);
     ck_assert_str_eq(out, "kafka://b/t?sasl_password=***&client_secret=***&api_token=***&pwd=***&"
                           "pass=***&passwd=***&passfile=f&acks=all");
     outbox_uri_free(&u);
-    ck_assert(outbox_uri_secret_name("TOKEN", 5) && !outbox_uri_secret_name("passes", 6) &&
-              !outbox_uri_secret_key(NULL) && outbox_uri_secret_key("SslPassword"));
+    ck_assert(outbox_kit_secret_name("TOKEN", 5) && !outbox_kit_secret_name("passes", 6) &&
+              !outbox_kit_secret_key(NULL) && outbox_kit_secret_key("SslPassword"));
 }
 END_TEST
 
@@ -276,18 +276,18 @@ END_TEST
 
 START_TEST(template_without_a_message)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, host());
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host());
     outbox_kit_template(&b, "events.{route}.{destination}", "orders", "eu");
     ck_assert_str_eq(b.data, "events.orders.eu");
-    outbox_buf_reset(&b);
+    outbox_kit_buf_reset(&b);
     outbox_kit_template(&b, "", "orders", "eu");
     ck_assert_str_eq(b.data, "eu");
-    outbox_buf_reset(&b);
+    outbox_kit_buf_reset(&b);
     outbox_message_t m = {.route = "r", .destination = "d"};
     outbox_kit_destination(&b, "{route}-{destination}-x", &m);
     ck_assert_str_eq(b.data, "r-d-x");
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 END_TEST
 

@@ -80,7 +80,7 @@ static void sb_add(sb_t *b, const char *fmt, ...)
     b->len += (size_t)need;
 }
 
-/* "schema"."table" or "table": outbox_buf_relname() of include/outbox/kit.h,
+/* "schema"."table" or "table": outbox_kit_buf_relname() of include/outbox/kit.h,
  * as the driver quotes them; names are valid identifiers (no quotes inside). */
 static void rel_sql(const char *relation, char *out, size_t size)
 {

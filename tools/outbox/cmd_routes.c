@@ -122,11 +122,11 @@ static void put_json_string(FILE *f, const char *s)
         fputs("null", f);
         return;
     }
-    outbox_buf_t b;
-    outbox_buf_init(&b, &heap);
-    outbox_buf_json_string(&b, s, strlen(s));
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, &heap);
+    outbox_kit_buf_json_string(&b, s, strlen(s));
     fputs(b.failed || b.data == NULL ? "null" : b.data, f);
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
 }
 
 void cli_routes_print_text(const cli_routes_t *r)

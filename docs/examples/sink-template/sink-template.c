@@ -37,7 +37,7 @@ typedef struct tpl_handle {
      * outbox_kit_destination(). NULL: the relay's destination as it is. */
     char *destination_tpl;
     /* The URI for messages, password and secret parameters shown as "***"
-     * (outbox_uri_show). Keep the password itself only where the client
+     * (outbox_kit_uri_show_builtin). Keep the password itself only where the client
      * library needs it, and never put it, or uri->raw, in a message. */
     char shown[256];
     /* The client library's connection: made at the first publish, not in
@@ -84,8 +84,8 @@ static int tpl_open(const outbox_sink_open_t *params, void **handle, outbox_diag
     const outbox_uri_t *uri = params->uri;
     *handle = NULL;
     char shown[256];
-    outbox_uri_show(uri, shown, sizeof shown);
-    const char *unknown = outbox_uri_unknown(uri, tpl_params);
+    outbox_kit_uri_show(host, uri, shown, sizeof shown);
+    const char *unknown = outbox_kit_uri_unknown(uri, tpl_params);
     if (unknown != NULL)
         return host->error(d, OUTBOX_EINVAL, TPL_NAME ": unknown parameter %s in %s", unknown,
                            shown);
@@ -128,7 +128,7 @@ static int tpl_open(const outbox_sink_open_t *params, void **handle, outbox_diag
  *    takes, the destination does not exist and will not be created,
  *    authorisation refused for it, HTTP 4xx. The relay dead-letters it.
  *    Say why in results[i].message (one line; pass a client library's
- *    text through outbox_uri_redact, since it may quote the URI).
+ *    text through outbox_kit_uri_redact_builtin, since it may quote the URI).
  *
  * Send the whole call before waiting for any answer (pipeline), then
  * wait once, bounded: a call must return in bounded time, and what has
@@ -160,17 +160,17 @@ static int tpl_publish(void *handle, const outbox_message_t *msgs, size_t n,
 {
     tpl_handle_t *h = handle;
     (void)d;
-    outbox_buf_t dest;
-    outbox_buf_init(&dest, host);
+    outbox_kit_buf_t dest;
+    outbox_kit_buf_init(&dest, host);
     for (size_t i = 0; i < n; i++) {
-        outbox_buf_reset(&dest);
+        outbox_kit_buf_reset(&dest);
         outbox_kit_destination(&dest, h->destination_tpl, &msgs[i]);
         results[i].status = OUTBOX_PUBLISH_RETRY;
         snprintf(results[i].message, sizeof results[i].message,
                  TPL_NAME " driver: publishing to %s is not implemented yet",
                  dest.failed || dest.data == NULL ? "?" : dest.data);
     }
-    outbox_buf_free(&dest);
+    outbox_kit_buf_free(&dest);
     return OUTBOX_OK;
 }
 

@@ -19,8 +19,8 @@ static const outbox_host_t *host;
 
 /* One handle = one connection, used by one thread at a time. */
 typedef struct tpl_handle {
-    outbox_relname_t relation; /* copied: inputs are only borrowed for the call */
-    outbox_relname_t checkpoint_relation;
+    outbox_kit_relname_t relation; /* copied: inputs are only borrowed for the call */
+    outbox_kit_relname_t checkpoint_relation;
     /* the connection, cached statements, and the rows of the last claim:
      * they stay valid until the next claim or close; settle must not free
      * them, since the settle items point into them */
@@ -59,8 +59,8 @@ static int tpl_open(const outbox_store_open_t *params, void **handle, outbox_dia
     memset(h, 0, sizeof *h);
     /* The host has validated both names already; a driver driven directly
      * (a test, another host) gets the same check here. */
-    if (outbox_relname_parse(params->relation, &h->relation) != 0 ||
-        outbox_relname_parse(params->checkpoint_relation, &h->checkpoint_relation) != 0) {
+    if (outbox_kit_relname_parse(params->relation, &h->relation) != 0 ||
+        outbox_kit_relname_parse(params->checkpoint_relation, &h->checkpoint_relation) != 0) {
         tpl_close(h);
         return host->error(d, OUTBOX_EINVAL, TPL_NAME ": invalid relation name");
     }

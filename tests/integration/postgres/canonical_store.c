@@ -26,30 +26,30 @@ static const char *const extra_indexes[] = {
     "pending_idx", "key_idx", "processing_idx", "pending_hlc_idx", "key_hlc_idx", NULL,
 };
 
-static int drop_extra_indexes(pg_handle_t *h, const outbox_relname_t *rel, outbox_diag_t *d)
+static int drop_extra_indexes(pg_handle_t *h, const outbox_kit_relname_t *rel, outbox_diag_t *d)
 {
-    outbox_buf_t b;
-    outbox_buf_init(&b, outbox_pg_host);
-    outbox_buf_puts(&b, "SET client_min_messages = warning; DROP INDEX IF EXISTS ");
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_pg_host);
+    outbox_kit_buf_puts(&b, "SET client_min_messages = warning; DROP INDEX IF EXISTS ");
     for (size_t i = 0; extra_indexes[i]; i++) {
         char name[128];
         int len = snprintf(name, sizeof name, "%s_%s", rel->table, extra_indexes[i]);
         if (len < 0 || len > 63) {
-            outbox_buf_free(&b);
+            outbox_kit_buf_free(&b);
             return outbox_pg_fail(d, OUTBOX_EINVAL,
                                   "%s: too long for this test driver's index names", rel->table);
         }
         if (i)
-            outbox_buf_puts(&b, ", ");
+            outbox_kit_buf_puts(&b, ", ");
         if (rel->schema[0]) {
-            outbox_buf_ident(&b, rel->schema, '"');
-            outbox_buf_putc(&b, '.');
+            outbox_kit_buf_ident(&b, rel->schema, '"');
+            outbox_kit_buf_putc(&b, '.');
         }
-        outbox_buf_ident(&b, name, '"');
+        outbox_kit_buf_ident(&b, name, '"');
     }
-    outbox_buf_puts(&b, "; RESET client_min_messages");
+    outbox_kit_buf_puts(&b, "; RESET client_min_messages");
     int rc = b.failed ? outbox_pg_nomem(d) : outbox_pg_command(h, b.data, d, "dropping indexes");
-    outbox_buf_free(&b);
+    outbox_kit_buf_free(&b);
     return rc;
 }
 
@@ -60,7 +60,7 @@ static int canonical_apply(void *handle, const outbox_schema_opts_t *opts, outbo
 {
     pg_handle_t *h = handle;
     int rc = outbox_driver_entry_postgres_base()->store->schema_apply(handle, opts, d);
-    outbox_relname_t rel = h->rel;
+    outbox_kit_relname_t rel = h->rel;
     if (rc == OUTBOX_OK && opts && opts->relation)
         rc = outbox_pg_relname(opts->relation, &rel, d);
     if (rc == OUTBOX_OK)
