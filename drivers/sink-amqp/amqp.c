@@ -36,95 +36,10 @@ static const char *const known_params[] = {
     "user_env", "password_env", "tls_ca", "tls_cert", "tls_key", "tls_verify", NULL,
 };
 
-#define MAX_BYTES_LIMIT ((size_t)128 << 20) /* RabbitMQ's own max_message_size default */
-
-/* "500ms", "10s", "2m", "1h" -> milliseconds, within [min_ms, 24h]. */
-static int parse_duration_ms(const char *text, int64_t min_ms, int64_t *ms)
-{
-    const char *p = text;
-    int64_t v = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9') {
-        if (v > INT64_C(1) << 40)
-            return -1;
-        v = v * 10 + (*p++ - '0');
-    }
-    int64_t out;
-    if (strcmp(p, "ms") == 0)
-        out = v;
-    else if (strcmp(p, "s") == 0)
-        out = v * 1000;
-    else if (strcmp(p, "m") == 0)
-        out = v * 60000;
-    else if (strcmp(p, "h") == 0)
-        out = v * 3600000;
-    else
-        return -1;
-    if (out < min_ms || out > INT64_C(86400000))
-        return -1;
-    *ms = out;
-    return 0;
-}
-
-/* "1048576", "512KiB", "1MiB" -> bytes, 1 .. 128 MiB. */
-static int parse_size(const char *text, size_t *out)
-{
-    const char *p = text;
-    uint64_t v = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9') {
-        if (v > (UINT64_C(1) << 40))
-            return -1;
-        v = v * 10 + (uint64_t)(*p++ - '0');
-    }
-    if (strcmp(p, "KiB") == 0)
-        v <<= 10;
-    else if (strcmp(p, "MiB") == 0)
-        v <<= 20;
-    else if (*p != '\0')
-        return -1;
-    if (v < 1 || v > MAX_BYTES_LIMIT)
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int parse_bool(const char *v, bool *out)
-{
-    if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
-        *out = true;
-    else if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
-        *out = false;
-    else
-        return -1;
-    return 0;
-}
-
-static int dup_into(char **dst, const char *src, outbox_diag_t *d)
-{
-    *dst = src ? outbox_kit_strdup(outbox_amqp_host, src) : NULL;
-    if (src && !*dst)
-        return outbox_amqp_host->error(d, OUTBOX_ENOMEM, "out of memory opening the AMQP sink");
-    return OUTBOX_OK;
-}
-
-/* The value of the environment variable a *_env option names. */
-static int from_env(const char *option, const char *var, const char *shown, char **dst,
-                    outbox_diag_t *d)
-{
-    if (var == NULL)
-        return OUTBOX_OK;
-    const char *v = getenv(var);
-    if (v == NULL || v[0] == '\0')
-        return outbox_amqp_host->error(d, OUTBOX_EINVAL,
-                                       "AMQP sink %s: %s names environment variable %s, which "
-                                       "is not set or empty",
-                                       shown, option, var);
-    outbox_amqp_host->free(*dst);
-    return dup_into(dst, v, d);
-}
+#define LABEL "AMQP sink"
+#define MS INT64_C(1000)
+#define S (1000 * MS)
+#define MAX_BYTES_LIMIT (INT64_C(128) << 20) /* RabbitMQ's own max_message_size default */
 
 /* AMQP short strings (exchange names, routing keys) hold at most 255 bytes. */
 static int short_string(const char *what, const char *v, const char *shown, outbox_diag_t *d)
@@ -142,7 +57,7 @@ static int parse_uri(const outbox_uri_t *uri, amqp_sink_t *h, outbox_diag_t *d)
     const char *shown = h->shown;
     amqp_config_t *c = &h->cfg;
 
-    const char *unknown = outbox_uri_unknown(uri, known_params);
+    const char *unknown = outbox_kit_uri_unknown(uri, known_params);
     if (unknown)
         return host->error(d, OUTBOX_EINVAL,
                            "AMQP sink %s: unknown parameter %s (known: exchange, routing_key, "
@@ -162,78 +77,56 @@ static int parse_uri(const outbox_uri_t *uri, amqp_sink_t *h, outbox_diag_t *d)
     c->tls = strcmp(uri->scheme, "amqps") == 0;
     c->port = uri->port > 0 ? uri->port : c->tls ? 5671 : 5672;
 
-    struct {
-        const char *name;
-        int64_t *dst;
-        int64_t dflt, min;
-    } durations[] = {
-        {"timeout", &h->timeout_ms, 10000, 1},
-        {"connect_timeout", &c->connect_timeout_ms, 5000, 1},
-    };
-    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
-        const char *v = outbox_uri_get(uri, durations[i].name);
-        *durations[i].dst = durations[i].dflt;
-        if (v && parse_duration_ms(v, durations[i].min, durations[i].dst) != 0)
-            return host->error(d, OUTBOX_EINVAL,
-                               "AMQP sink %s: %s=%s is not a duration from 1ms to 24h "
-                               "(e.g. 500ms, 10s, 2m)",
-                               shown, durations[i].name, v);
-    }
-    const char *hb = outbox_uri_get(uri, "heartbeat");
-    int64_t hb_ms = 60000;
-    if (hb && strcmp(hb, "0") == 0)
-        hb_ms = 0;
-    else if (hb && (parse_duration_ms(hb, 1000, &hb_ms) != 0 || hb_ms % 1000 != 0 ||
-                    hb_ms > 65535000))
-        return host->error(d, OUTBOX_EINVAL,
-                           "AMQP sink %s: heartbeat=%s is not 0 (off) or whole seconds from 1s "
-                           "to 65535s (e.g. 30s, 2m)",
-                           shown, hb);
-    c->heartbeat_s = (int)(hb_ms / 1000);
-
-    const char *mb = outbox_uri_get(uri, "max_bytes");
-    h->max_bytes = (size_t)1 << 20;
-    if (mb && parse_size(mb, &h->max_bytes) != 0)
-        return host->error(d, OUTBOX_EINVAL,
-                           "AMQP sink %s: max_bytes=%s is not a size from 1 byte to 128MiB "
-                           "(e.g. 1048576, 512KiB, 16MiB)",
-                           shown, mb);
-
-    c->tls_verify = true;
-    const char *tv = outbox_uri_get(uri, "tls_verify");
-    if (tv && parse_bool(tv, &c->tls_verify) != 0)
-        return host->error(d, OUTBOX_EINVAL, "AMQP sink %s: tls_verify=%s is not 0 or 1", shown,
-                           tv);
-    int rc = OUTBOX_OK;
+    int64_t timeout_us = 10 * S, connect_us = 5 * S, hb_us = 60 * S, max_bytes = 1 << 20;
+    int rc = outbox_kit_opt_duration(host, uri, LABEL, "timeout", MS, 86400 * S, &timeout_us, d);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_ca, outbox_uri_get(uri, "tls_ca"), d);
+        rc = outbox_kit_opt_duration(host, uri, LABEL, "connect_timeout", MS, 86400 * S,
+                                     &connect_us, d);
+    /* AMQP negotiates the heartbeat in whole seconds, at most 65535; "0"
+     * turns it off. */
+    const char *hb = outbox_kit_uri_get(uri, "heartbeat");
+    if (hb != NULL && strcmp(hb, "0") == 0)
+        hb_us = 0;
+    else if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_duration(host, uri, LABEL, "heartbeat", S, 65535 * S, &hb_us, d);
+    if (rc == OUTBOX_OK && hb_us % S != 0)
+        rc = host->error(d, OUTBOX_EINVAL,
+                         "AMQP sink %s: heartbeat=%s is not 0 (off) or whole seconds from 1s "
+                         "to 65535s (e.g. 30s, 2m)",
+                         shown, hb);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_cert, outbox_uri_get(uri, "tls_cert"), d);
+        rc = outbox_kit_opt_int(host, uri, LABEL, "max_bytes", 1, MAX_BYTES_LIMIT, &max_bytes, d);
+    int tls_verify = 1;
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_key, outbox_uri_get(uri, "tls_key"), d);
+        rc = outbox_kit_opt_bool(host, uri, LABEL, "tls_verify", &tls_verify, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if ((c->tls_ca || c->tls_cert || c->tls_key || tv) && !c->tls)
+    h->timeout_ms = timeout_us / 1000;
+    c->connect_timeout_ms = connect_us / 1000;
+    c->heartbeat_s = (int)(hb_us / S);
+    h->max_bytes = (size_t)max_bytes;
+    c->tls_verify = tls_verify;
+
+    const char *ca = outbox_kit_uri_get(uri, "tls_ca"), *cert = outbox_kit_uri_get(uri, "tls_cert");
+    const char *key = outbox_kit_uri_get(uri, "tls_key");
+    if ((ca || cert || key || outbox_kit_uri_get(uri, "tls_verify")) && !c->tls)
         return host->error(d, OUTBOX_EINVAL,
                            "AMQP sink %s: the tls_* options need the amqps:// scheme", shown);
-    if (!c->tls_cert != !c->tls_key)
+    if (!cert != !key)
         return host->error(d, OUTBOX_EINVAL,
                            "AMQP sink %s: tls_cert and tls_key go together (a client "
                            "certificate and its key)",
                            shown);
 
-    rc = dup_into(&c->host, uri->host, d);
+    /* The URI's user and password unless user_env and password_env name
+     * others. */
+    const char *user = uri->user && uri->user[0] ? uri->user : NULL, *password = uri->password;
+    rc = outbox_kit_opt_secret(host, uri, LABEL, "user", &user, d);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->user, uri->user && uri->user[0] ? uri->user : NULL, d);
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&c->password, uri->password, d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("user_env", outbox_uri_get(uri, "user_env"), shown, &c->user, d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("password_env", outbox_uri_get(uri, "password_env"), shown, &c->password, d);
+        rc = outbox_kit_opt_secret(host, uri, LABEL, "password", &password, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (c->password && !c->user)
+    if (password && !user)
         return host->error(d, OUTBOX_EINVAL, "AMQP sink %s: a password needs a user name", shown);
 
     /* The vhost: the path without its first '/', so that /%2f (decoded
@@ -241,21 +134,27 @@ static int parse_uri(const outbox_uri_t *uri, amqp_sink_t *h, outbox_diag_t *d)
     const char *path = uri->path ? uri->path : "";
     if (path[0] == '/')
         path++;
-    rc = dup_into(&c->vhost, path[0] ? path : "/", d);
+    const char *vhost = path[0] ? path : "/", *ex = outbox_kit_uri_get(uri, "exchange");
+    const char *rk = outbox_kit_uri_get(uri, "routing_key");
+    rc = short_string("vhost", vhost, shown, d);
     if (rc == OUTBOX_OK)
-        rc = short_string("vhost", c->vhost, shown, d);
+        rc = short_string("exchange name", ex ? ex : "", shown, d);
+    if (rc == OUTBOX_OK)
+        rc = short_string("routing_key template", rk ? rk : "", shown, d);
+    if (rc != OUTBOX_OK)
+        return rc;
 
-    const char *ex = outbox_uri_get(uri, "exchange");
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&h->exchange, ex ? ex : "", d);
-    if (rc == OUTBOX_OK)
-        rc = short_string("exchange name", h->exchange, shown, d);
-    const char *rk = outbox_uri_get(uri, "routing_key");
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&h->rk_tpl, rk ? rk : "", d);
-    if (rc == OUTBOX_OK)
-        rc = short_string("routing_key template", h->rk_tpl, shown, d);
-    return rc;
+    /* Every string the handle keeps, copied at once. */
+    const char *from[] = {uri->host, vhost, user, password, ca, cert, key, ex ? ex : "",
+                          rk ? rk : ""};
+    char **to[] = {&c->host, &c->vhost, &c->user, &c->password, &c->tls_ca,
+                   &c->tls_cert, &c->tls_key, &h->exchange, &h->rk_tpl};
+    for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
+        *to[i] = from[i] != NULL ? outbox_kit_strdup(host, from[i]) : NULL;
+        if (from[i] != NULL && *to[i] == NULL)
+            return host->error(d, OUTBOX_ENOMEM, "out of memory opening the AMQP sink");
+    }
+    return OUTBOX_OK;
 }
 
 /* --------------------------------------------------------- open/close */
@@ -280,9 +179,12 @@ static int amqp_sink_open(const outbox_sink_open_t *params, void **handle, outbo
     if (h == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening the AMQP sink");
     memset(h, 0, sizeof *h);
-    outbox_uri_show(params->uri, h->shown, sizeof h->shown);
+    outbox_kit_uri_show(host, params->uri, h->shown, sizeof h->shown);
+    h->cfg.redactor = outbox_kit_redactor_new(host, params->uri);
 
-    int rc = parse_uri(params->uri, h, d);
+    int rc = h->cfg.redactor != NULL
+                 ? parse_uri(params->uri, h, d)
+                 : host->error(d, OUTBOX_ENOMEM, "out of memory opening the AMQP sink");
     if (rc != OUTBOX_OK) {
         amqp_sink_close(h);
         return rc;

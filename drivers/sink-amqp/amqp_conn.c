@@ -8,14 +8,6 @@
 
 #include "amqp_int.h"
 
-void outbox_amqp_redact(const amqp_config_t *cfg, const char *in, char *out, size_t size)
-{
-    /* The kit's redaction with a URI that holds only our secret, the
-     * password, wherever it came from (the URI or the environment). */
-    outbox_uri_t secrets = {.password = cfg ? cfg->password : NULL};
-    outbox_uri_redact(&secrets, in, out, size);
-}
-
 static void method_text(amqp_method_t m, char *out, size_t size)
 {
     if (m.id == AMQP_CONNECTION_CLOSE_METHOD || m.id == AMQP_CHANNEL_CLOSE_METHOD) {
@@ -37,7 +29,8 @@ static void method_text(amqp_method_t m, char *out, size_t size)
     }
 }
 
-bool outbox_amqp_reply_text(const amqp_config_t *cfg, amqp_rpc_reply_t r, char *out, size_t size)
+bool outbox_amqp_reply_text(const outbox_redactor_t *red, amqp_rpc_reply_t r, char *out,
+                            size_t size)
 {
     char text[512];
     bool server = false;
@@ -58,7 +51,7 @@ bool outbox_amqp_reply_text(const amqp_config_t *cfg, amqp_rpc_reply_t r, char *
     default:
         snprintf(text, sizeof text, "unknown reply");
     }
-    outbox_amqp_redact(cfg, text, out, size);
+    outbox_kit_redact(outbox_amqp_host, red, text, out, size);
     return server;
 }
 
@@ -140,7 +133,7 @@ int outbox_amqp_connect(const amqp_config_t *cfg, bool confirm, amqp_connection_
     }
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         char text[400];
-        outbox_amqp_reply_text(cfg, r, text, sizeof text);
+        outbox_amqp_reply_text(cfg->redactor, r, text, sizeof text);
         if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
             r.library_error == AMQP_STATUS_CONNECTION_CLOSED && strcmp(step, "logging in") == 0)
             snprintf(why, size, "%s: %s (a wrong user or password, or a vhost %s does not "
@@ -157,12 +150,6 @@ int outbox_amqp_connect(const amqp_config_t *cfg, bool confirm, amqp_connection_
     return 0;
 }
 
-void outbox_amqp_routing_key(const amqp_sink_t *h, const outbox_message_t *m, outbox_buf_t *b)
-{
-    outbox_buf_reset(b);
-    outbox_kit_destination(b, h->rk_tpl, m);
-}
-
 void outbox_amqp_config_free(amqp_config_t *cfg)
 {
     const outbox_host_t *host = outbox_amqp_host;
@@ -175,5 +162,6 @@ void outbox_amqp_config_free(amqp_config_t *cfg)
     host->free(cfg->tls_ca);
     host->free(cfg->tls_cert);
     host->free(cfg->tls_key);
+    outbox_kit_redactor_free(host, cfg->redactor);
     memset(cfg, 0, sizeof *cfg);
 }

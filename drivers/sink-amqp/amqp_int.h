@@ -35,6 +35,8 @@ typedef struct amqp_config {
     char *tls_ca, *tls_cert, *tls_key;
     int64_t connect_timeout_ms;
     int heartbeat_s;
+    outbox_redactor_t *redactor; /* the secrets, to take out of texts the broker or the
+                                    library wrote */
 } amqp_config_t;
 
 typedef struct amqp_sink {
@@ -55,13 +57,11 @@ typedef struct amqp_sink {
 int outbox_amqp_connect(const amqp_config_t *cfg, bool confirm, amqp_connection_state_t *out,
                         char *why, size_t size);
 void outbox_amqp_disconnect(amqp_connection_state_t conn, bool polite);
-/* The text of an RPC reply that is not NORMAL, and whether the broker
- * (rather than the network) gave it. */
-bool outbox_amqp_reply_text(const amqp_config_t *cfg, amqp_rpc_reply_t r, char *out, size_t size);
-void outbox_amqp_redact(const amqp_config_t *cfg, const char *in, char *out, size_t size);
+/* The text of an RPC reply that is not NORMAL, with red's secrets taken
+ * out, and whether the broker (rather than the network) gave it. */
+bool outbox_amqp_reply_text(const outbox_redactor_t *red, amqp_rpc_reply_t r, char *out,
+                            size_t size);
 void outbox_amqp_config_free(amqp_config_t *cfg);
-/* The routing key of m through the sink's template into b (reset first). */
-void outbox_amqp_routing_key(const amqp_sink_t *h, const outbox_message_t *m, outbox_buf_t *b);
 
 /* amqp_publish.c */
 int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,

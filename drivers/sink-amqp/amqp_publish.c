@@ -10,17 +10,13 @@
  * or a local refusal such as max_bytes) nothing later of its key goes out
  * in this call: those are RETRY, "held back". A call whose messages all
  * have different keys is one round; a call takes as many rounds as its
- * longest run of one key.
+ * longest run of one key. The kit's outbox_kit_keys_* makes the rounds.
  *
  * A message that the exchange routes to no queue comes back as a
  * basic.return (publishes are mandatory) before its basic.ack: it is
  * REJECT. A basic.nack (the broker could not store it) is RETRY. The
  * channel's delivery tags count publishes from 1, so the round's n-th
  * publish is known by its tag. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* qsort_r */
-#endif
-
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,19 +28,6 @@
 
 enum { SLOT_IDLE = 0, SLOT_SENT = 1, SLOT_DONE = 2 };
 enum { MAX_HEADERS = 32 };
-
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-    OUTBOX_PRINTF(3, 4);
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-{
-    r->status = status;
-    char text[OUTBOX_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    outbox_text_line(text, r->message, sizeof r->message);
-}
 
 static const char *id_of(const outbox_message_t *m)
 {
@@ -95,31 +78,12 @@ static void check_idle_connection(amqp_sink_t *h)
     }
 }
 
-/* Index order by key, then position: runs of one key, in array order. */
-static int by_key(const void *a, const void *b, void *arg)
-{
-    const outbox_message_t *msgs = arg;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(msgs[i].key, msgs[j].key);
-    return c ? c : (i > j) - (i < j);
-}
-
-static char *format_ms(int64_t ms, char *buf, size_t size)
-{
-    if (ms % 1000 == 0)
-        snprintf(buf, size, "%llds", (long long)(ms / 1000));
-    else
-        snprintf(buf, size, "%lldms", (long long)ms);
-    return buf;
-}
-
 typedef struct call {
     amqp_sink_t *h;
     const outbox_message_t *msgs;
     outbox_publish_result_t *results;
     unsigned char *state;
     unsigned char *returned; /* came back as unroutable: REJECT at its ack */
-    size_t *next;            /* the following message of the same key, or SIZE_MAX */
     size_t *sent;            /* the round's publishes, in tag order */
     size_t n_sent;
     uint64_t first_tag;      /* the tag of sent[0] */
@@ -129,16 +93,6 @@ typedef struct call {
     char tmo[32];
 } call_t;
 
-/* Later messages of i's key in this call: RETRY, never sent. */
-static void hold_back(call_t *c, size_t i, const char *why)
-{
-    for (size_t j = c->next[i]; j != SIZE_MAX; j = c->next[j]) {
-        set_result(&c->results[j], OUTBOX_PUBLISH_RETRY, "held back: event %s of the same key %s",
-                   id_of(&c->msgs[i]), why);
-        c->state[j] = SLOT_DONE;
-    }
-}
-
 static void settle_one(call_t *c, size_t k, bool nack)
 {
     size_t i = c->sent[k];
@@ -147,9 +101,9 @@ static void settle_one(call_t *c, size_t k, bool nack)
     c->state[i] = SLOT_DONE;
     c->pending--;
     if (nack)
-        set_result(&c->results[i], OUTBOX_PUBLISH_RETRY,
-                   "the broker did not take event %s (basic.nack: it could not store it)",
-                   id_of(&c->msgs[i]));
+        outbox_kit_result(&c->results[i], OUTBOX_PUBLISH_RETRY,
+                          "the broker did not take event %s (basic.nack: it could not store it)",
+                          id_of(&c->msgs[i]));
     else if (!c->returned[i])
         c->results[i].status = OUTBOX_PUBLISH_OK;
     /* A returned message keeps the REJECT its basic.return set. */
@@ -197,13 +151,13 @@ static void on_return(call_t *c, const amqp_basic_return_t *r, const amqp_messag
     int tl = (int)(r->reply_text.len > 100 ? 100 : r->reply_text.len);
     int el = (int)(r->exchange.len > 100 ? 100 : r->exchange.len);
     int kl = (int)(r->routing_key.len > 200 ? 200 : r->routing_key.len);
-    set_result(&c->results[i], OUTBOX_PUBLISH_REJECT,
-               "event %s routes to no queue: exchange \"%.*s\", routing key \"%.*s\" (%.*s %u); "
-               "declare a queue%s for it",
-               id_of(&c->msgs[i]), el, el ? (const char *)r->exchange.bytes : "", kl,
-               kl ? (const char *)r->routing_key.bytes : "", tl,
-               tl ? (const char *)r->reply_text.bytes : "", (unsigned)r->reply_code,
-               el ? " and bind it to the exchange" : " named after the routing key");
+    outbox_kit_result(&c->results[i], OUTBOX_PUBLISH_REJECT,
+                      "event %s routes to no queue: exchange \"%.*s\", routing key \"%.*s\" "
+                      "(%.*s %u); declare a queue%s for it",
+                      id_of(&c->msgs[i]), el, el ? (const char *)r->exchange.bytes : "", kl,
+                      kl ? (const char *)r->routing_key.bytes : "", tl,
+                      tl ? (const char *)r->reply_text.bytes : "", (unsigned)r->reply_code,
+                      el ? " and bind it to the exchange" : " named after the routing key");
 }
 
 /* The round's still unsettled messages: RETRY for why, and the connection
@@ -220,7 +174,8 @@ static void fail_pending(call_t *c, const char *fmt, ...)
         size_t i = c->sent[k];
         if (c->state[i] != SLOT_SENT)
             continue;
-        set_result(&c->results[i], OUTBOX_PUBLISH_RETRY, "event %s: %s", id_of(&c->msgs[i]), why);
+        outbox_kit_result(&c->results[i], OUTBOX_PUBLISH_RETRY, "event %s: %s", id_of(&c->msgs[i]),
+                          why);
         c->state[i] = SLOT_DONE;
     }
     c->pending = 0;
@@ -283,7 +238,7 @@ static void wait_confirms(call_t *c, int64_t deadline_us)
             amqp_rpc_reply_t rr = amqp_read_message(h->conn, f.channel, &msg, 0);
             if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
                 char why[256];
-                outbox_amqp_reply_text(&h->cfg, rr, why, sizeof why);
+                outbox_amqp_reply_text(h->cfg.redactor, rr, why, sizeof why);
                 fail_pending(c, "reading a returned message: %s", why);
                 return;
             }
@@ -296,7 +251,7 @@ static void wait_confirms(call_t *c, int64_t deadline_us)
             amqp_rpc_reply_t rr = {.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION,
                                    .reply = f.payload.method};
             char why[256];
-            outbox_amqp_reply_text(&h->cfg, rr, why, sizeof why);
+            outbox_amqp_reply_text(h->cfg.redactor, rr, why, sizeof why);
             fail_pending(c, "no confirm: the broker closed the %s: %s",
                          f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ? "channel"
                                                                           : "connection",
@@ -310,33 +265,34 @@ static void wait_confirms(call_t *c, int64_t deadline_us)
 }
 
 /* Sends message i; 0, or -1 when it did not leave (its result then set). */
-static int send_one(call_t *c, size_t i, outbox_buf_t *rk)
+static int send_one(call_t *c, size_t i, outbox_kit_buf_t *rk)
 {
     amqp_sink_t *h = c->h;
     const outbox_message_t *m = &c->msgs[i];
     outbox_publish_result_t *r = &c->results[i];
     if (m->payload == NULL) {
-        set_result(r, OUTBOX_PUBLISH_REJECT, "event %s has no payload", id_of(m));
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT, "event %s has no payload", id_of(m));
         return -1;
     }
     if (m->payload_len > h->max_bytes) {
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s is %zu bytes, over the sink's max_bytes of %zu (raise max_bytes, "
-                   "up to the broker's max_message_size)",
-                   id_of(m), m->payload_len, h->max_bytes);
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s is %zu bytes, over the sink's max_bytes of %zu (raise "
+                          "max_bytes, up to the broker's max_message_size)",
+                          id_of(m), m->payload_len, h->max_bytes);
         return -1;
     }
-    outbox_amqp_routing_key(h, m, rk);
+    outbox_kit_buf_reset(rk);
+    outbox_kit_destination(rk, h->rk_tpl, m);
     if (rk->failed) {
-        set_result(r, OUTBOX_PUBLISH_RETRY, "out of memory publishing event %s", id_of(m));
+        outbox_kit_result(r, OUTBOX_PUBLISH_RETRY, "out of memory publishing event %s", id_of(m));
         return -1;
     }
     if (rk->len > 255) {
         char shown[120];
-        outbox_text_line(rk->data, shown, sizeof shown);
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s: its routing key \"%s...\" is %zu bytes; AMQP allows 255", id_of(m),
-                   shown, rk->len);
+        outbox_kit_text_line(rk->data, shown, sizeof shown);
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s: its routing key \"%s...\" is %zu bytes; AMQP allows 255",
+                          id_of(m), shown, rk->len);
         return -1;
     }
 
@@ -348,12 +304,12 @@ static int send_one(call_t *c, size_t i, outbox_buf_t *rk)
         p._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
         p.message_id = amqp_cstring_bytes(m->event_id);
     }
-    const char *type = outbox_message_header(m, "type");
+    const char *type = outbox_kit_header(m, "type");
     if (type && strlen(type) <= 255) {
         p._flags |= AMQP_BASIC_TYPE_FLAG;
         p.type = amqp_cstring_bytes(type);
     }
-    const char *ct = outbox_message_header(m, "datacontenttype");
+    const char *ct = outbox_kit_header(m, "datacontenttype");
     if (ct && strlen(ct) <= 255) {
         p._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
         p.content_type = amqp_cstring_bytes(ct);
@@ -400,8 +356,8 @@ static int send_one(call_t *c, size_t i, outbox_buf_t *rk)
     int st = amqp_basic_publish(h->conn, 1, amqp_cstring_bytes(h->exchange),
                                 amqp_cstring_bytes(rk->data), 1, 0, &p, body);
     if (st != AMQP_STATUS_OK) {
-        set_result(r, OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id_of(m),
-                   amqp_error_string2(st));
+        outbox_kit_result(r, OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id_of(m),
+                          amqp_error_string2(st));
         return -1;
     }
     return 0;
@@ -415,41 +371,22 @@ int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
     if (n == 0)
         return OUTBOX_OK;
 
-    size_t bytes = 5 * n * sizeof(size_t) + 2 * n;
-    char *mem = host->alloc(bytes);
-    if (mem == NULL)
+    outbox_kit_keys_t k;
+    if (outbox_kit_keys_init(&k, host, msgs, n) != 0)
         return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
-    size_t *order = (size_t *)mem, *next = order + n, *cur = next + n, *nxt = cur + n;
-    size_t *sent = nxt + n;
-    unsigned char *state = (unsigned char *)(sent + n);
-    unsigned char *returned = state + n;
-    memset(state, SLOT_IDLE, n);
-    memset(returned, 0, n);
-
-    /* next[i]: the following message of i's key; the first of each key
-     * (or a message without a key) starts in round one. */
-    size_t n_keyed = 0, n_cur = 0;
-    for (size_t i = 0; i < n; i++) {
-        next[i] = SIZE_MAX;
-        if (msgs[i].key)
-            order[n_keyed++] = i;
+    /* One block: the round's publishes, then a state and a returned mark
+     * per message, all SLOT_IDLE and 0. */
+    call_t c = {.h = h, .msgs = msgs, .results = results};
+    c.sent = host->alloc(n * sizeof *c.sent + 2 * n);
+    if (c.sent == NULL) {
+        outbox_kit_keys_free(&k);
+        return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
     }
-    qsort_r(order, n_keyed, sizeof *order, by_key, (void *)msgs);
-    for (size_t k = 0; k + 1 < n_keyed; k++)
-        if (strcmp(msgs[order[k]].key, msgs[order[k + 1]].key) == 0)
-            next[order[k]] = order[k + 1];
-    unsigned char *later = (unsigned char *)nxt; /* scratch: has an earlier message of its key */
-    memset(later, 0, n);
-    for (size_t i = 0; i < n; i++)
-        if (next[i] != SIZE_MAX)
-            later[next[i]] = 1;
-    for (size_t i = 0; i < n; i++)
-        if (!later[i])
-            cur[n_cur++] = i;
-
-    call_t c = {.h = h, .msgs = msgs, .results = results, .state = state, .returned = returned,
-                .next = next, .sent = sent};
-    format_ms(h->timeout_ms, c.tmo, sizeof c.tmo);
+    c.state = memset(c.sent + n, 0, 2 * n);
+    c.returned = c.state + n;
+    unsigned char *state = c.state;
+    size_t *sent = c.sent;
+    outbox_kit_show_duration(h->timeout_ms * 1000, c.tmo, sizeof c.tmo);
 
     check_idle_connection(h);
     char why[OUTBOX_MESSAGE_MAX / 2] = "";
@@ -458,10 +395,10 @@ int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
             h->last_tag = 0;
     }
 
-    outbox_buf_t rk;
-    outbox_buf_init(&rk, host);
+    outbox_kit_buf_t rk;
+    outbox_kit_buf_init(&rk, host);
     int64_t deadline = host->monotonic_us() + h->timeout_ms * 1000;
-    while (n_cur > 0) {
+    do {
         const char *skip = NULL;
         char text[2 * OUTBOX_MESSAGE_MAX];
         if (h->conn == NULL) {
@@ -475,10 +412,9 @@ int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
             skip = text;
         }
         if (skip != NULL) {
-            for (size_t k = 0; k < n_cur; k++) {
-                set_result(&results[cur[k]], OUTBOX_PUBLISH_RETRY, "%s", skip);
-                state[cur[k]] = SLOT_DONE;
-                hold_back(&c, cur[k], "was not sent");
+            for (size_t r = 0; r < k.n_round; r++) {
+                outbox_kit_result(&results[k.round[r]], OUTBOX_PUBLISH_RETRY, "%s", skip);
+                outbox_kit_keys_hold(&k, k.round[r], msgs, results, "was not sent");
             }
             break;
         }
@@ -486,11 +422,12 @@ int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
         c.n_sent = c.acked = c.ret_from = c.pending = 0;
         c.first_tag = h->last_tag + 1;
         bool broken = false;
-        for (size_t k = 0; k < n_cur; k++) {
-            size_t i = cur[k];
+        for (size_t r = 0; r < k.n_round; r++) {
+            size_t i = k.round[r];
             if (broken) {
-                set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                           "event %s not sent: the connection to the broker broke", id_of(&msgs[i]));
+                outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                                  "event %s not sent: the connection to the broker broke",
+                                  id_of(&msgs[i]));
                 state[i] = SLOT_DONE;
                 continue;
             }
@@ -516,26 +453,23 @@ int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
         if (h->conn == NULL)
             snprintf(why, sizeof why, "the connection was lost in this call");
 
-        /* Every message of the round is settled now. */
-        size_t n_next = 0;
-        for (size_t k = 0; k < n_cur; k++) {
-            size_t i = cur[k];
-            if (next[i] == SIZE_MAX)
-                continue;
+        /* Every message of the round is settled now: each lets the next of
+         * its key into the next round, or holds the rest of its key back. */
+        for (size_t r = 0; r < k.n_round; r++) {
+            size_t i = k.round[r];
             if (results[i].status == OUTBOX_PUBLISH_OK)
-                nxt[n_next++] = next[i];
+                outbox_kit_keys_ok(&k, i);
+            else if (results[i].status == OUTBOX_PUBLISH_REJECT)
+                outbox_kit_keys_hold(&k, i, msgs, results, "was refused in this call");
             else
-                hold_back(&c, i,
-                          results[i].status == OUTBOX_PUBLISH_REJECT ? "was refused in this call"
-                                                                     : "failed in this call");
+                outbox_kit_keys_hold(&k, i, msgs, results, "failed in this call");
         }
-        memcpy(cur, nxt, n_next * sizeof *cur);
-        n_cur = n_next;
-    }
-    outbox_buf_free(&rk);
+    } while (outbox_kit_keys_next(&k) > 0);
+    outbox_kit_buf_free(&rk);
     if (h->conn != NULL)
         amqp_maybe_release_buffers(h->conn);
     h->last_used_us = host->monotonic_us();
-    host->free(mem);
+    outbox_kit_keys_free(&k);
+    host->free(c.sent);
     return OUTBOX_OK;
 }

@@ -15,15 +15,14 @@
 
 #include "amqp_int.h"
 
-enum { READER_MAX_HEADERS = 32 };
-
 typedef struct amqp_reader {
     amqp_connection_state_t conn;
     amqp_envelope_t env;
     bool has_env;
     char *queue;
-    outbox_buf_t text; /* the current message's header names and values */
-    outbox_header_t headers[READER_MAX_HEADERS];
+    outbox_kit_received_t attrs;  /* the current message's attributes */
+    char dedupe[256];             /* and its message_id, an AMQP short string */
+    outbox_redactor_t *redactor;  /* the password: the reader may outlive the sink */
     char shown[OUTBOX_MESSAGE_MAX / 2];
 } amqp_reader_t;
 
@@ -42,8 +41,8 @@ static int rpc_failure(const amqp_sink_t *h, amqp_rpc_reply_t r, const char *wha
                        const char *name, outbox_diag_t *d)
 {
     char text[300], shown[120];
-    bool server = outbox_amqp_reply_text(&h->cfg, r, text, sizeof text);
-    outbox_text_line(name, shown, sizeof shown);
+    bool server = outbox_amqp_reply_text(h->cfg.redactor, r, text, sizeof text);
+    outbox_kit_text_line(name, shown, sizeof shown);
     return outbox_amqp_host->error(d, server ? OUTBOX_EINVAL : OUTBOX_ETRANSIENT,
                                    "AMQP sink %s: %s %s: %s", h->shown, what, shown, text);
 }
@@ -75,10 +74,9 @@ int outbox_amqp_destination_create(void *handle, const char *destination, outbox
         rc = rpc_failure(h, r, "declaring queue", destination, d);
     if (rc == OUTBOX_OK && h->exchange[0] != '\0') {
         /* The routing key the sink gives messages bound for destination. */
-        outbox_message_t m = {.route = destination, .destination = destination};
-        outbox_buf_t rk;
-        outbox_buf_init(&rk, outbox_amqp_host);
-        outbox_amqp_routing_key(h, &m, &rk);
+        outbox_kit_buf_t rk;
+        outbox_kit_buf_init(&rk, outbox_amqp_host);
+        outbox_kit_template(&rk, h->rk_tpl, destination, destination);
         if (rk.failed) {
             rc = outbox_amqp_host->error(d, OUTBOX_ENOMEM, "out of memory binding a queue");
         } else {
@@ -88,7 +86,7 @@ int outbox_amqp_destination_create(void *handle, const char *destination, outbox
             if (r.reply_type != AMQP_RESPONSE_NORMAL)
                 rc = rpc_failure(h, r, "binding to the exchange the queue", destination, d);
         }
-        outbox_buf_free(&rk);
+        outbox_kit_buf_free(&rk);
     }
     outbox_amqp_disconnect(conn, rc == OUTBOX_OK);
     return rc;
@@ -128,7 +126,8 @@ void outbox_amqp_reader_close(void *reader)
         return;
     reader_release(r);
     outbox_amqp_disconnect(r->conn, true);
-    outbox_buf_free(&r->text);
+    outbox_kit_received_free(&r->attrs);
+    outbox_kit_redactor_free(outbox_amqp_host, r->redactor);
     outbox_amqp_host->free(r->queue);
     outbox_amqp_host->free(r);
 }
@@ -145,10 +144,12 @@ int outbox_amqp_reader_open(void *handle, const char *destination, void **reader
     if (r == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening an AMQP reader");
     memset(r, 0, sizeof *r);
-    outbox_buf_init(&r->text, host);
+    outbox_kit_received_init(&r->attrs, host);
     snprintf(r->shown, sizeof r->shown, "%s", h->shown);
     r->queue = outbox_kit_strdup(host, destination);
-    if (r->queue == NULL) {
+    outbox_uri_t secrets = {.password = h->cfg.password};
+    r->redactor = outbox_kit_redactor_new(host, &secrets);
+    if (r->queue == NULL || r->redactor == NULL) {
         outbox_amqp_reader_close(r);
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening an AMQP reader");
     }
@@ -202,62 +203,43 @@ int outbox_amqp_reader_next(void *reader, int timeout_ms, outbox_received_t *out
         return OUTBOX_ENOTFOUND;
     if (rr.reply_type != AMQP_RESPONSE_NORMAL) {
         char text[300];
-        outbox_amqp_reply_text(NULL, rr, text, sizeof text);
+        outbox_amqp_reply_text(r->redactor, rr, text, sizeof text);
         return host->error(d, OUTBOX_ETRANSIENT, "AMQP reader of queue %s (%s): %s", r->queue,
                            r->shown, text);
     }
     r->has_env = true;
     const amqp_basic_properties_t *p = &r->env.message.properties;
 
-    /* Names and values NUL-terminated, one after the other, in one buffer;
-     * pointers into it once it no longer moves. */
-    outbox_buf_reset(&r->text);
-    size_t offs[READER_MAX_HEADERS][2], n = 0, dedupe_off = SIZE_MAX;
+    outbox_kit_received_reset(&r->attrs);
     bool has_ct = false;
-    if (p->_flags & AMQP_BASIC_HEADERS_FLAG) {
-        for (int k = 0; k < p->headers.num_entries && n + 1 < READER_MAX_HEADERS; k++) {
-            const amqp_table_entry_t *e = &p->headers.entries[k];
-            size_t len = 0;
-            const char *name = attribute_name(e->key, &len);
-            if (name == NULL || (e->value.kind != AMQP_FIELD_KIND_UTF8 &&
-                                 e->value.kind != AMQP_FIELD_KIND_BYTES))
-                continue;
-            has_ct = has_ct || (len == 15 && memcmp(name, "datacontenttype", 15) == 0);
-            offs[n][0] = r->text.len;
-            outbox_buf_put(&r->text, name, len);
-            outbox_buf_putc(&r->text, '\0');
-            offs[n][1] = r->text.len;
-            outbox_buf_put(&r->text, e->value.value.bytes.bytes, e->value.value.bytes.len);
-            outbox_buf_putc(&r->text, '\0');
-            n++;
-        }
+    /* One place is kept for content_type. */
+    for (int k = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && k < p->headers.num_entries &&
+                    r->attrs.n + 1 < OUTBOX_KIT_RECEIVED_MAX;
+         k++) {
+        const amqp_table_entry_t *e = &p->headers.entries[k];
+        size_t len = 0;
+        const char *name = attribute_name(e->key, &len);
+        if (name == NULL ||
+            (e->value.kind != AMQP_FIELD_KIND_UTF8 && e->value.kind != AMQP_FIELD_KIND_BYTES))
+            continue;
+        has_ct = has_ct || (len == 15 && memcmp(name, "datacontenttype", 15) == 0);
+        outbox_kit_received_add(&r->attrs, name, len, e->value.value.bytes.bytes,
+                                e->value.value.bytes.len);
     }
-    if (!has_ct && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG)) {
-        offs[n][0] = r->text.len;
-        outbox_buf_puts(&r->text, "datacontenttype");
-        outbox_buf_putc(&r->text, '\0');
-        offs[n][1] = r->text.len;
-        outbox_buf_put(&r->text, p->content_type.bytes, p->content_type.len);
-        outbox_buf_putc(&r->text, '\0');
-        n++;
-    }
-    if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
-        dedupe_off = r->text.len;
-        outbox_buf_put(&r->text, p->message_id.bytes, p->message_id.len);
-        outbox_buf_putc(&r->text, '\0');
-    }
-    if (r->text.failed)
+    if (!has_ct && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG))
+        outbox_kit_received_add(&r->attrs, "datacontenttype", 15, p->content_type.bytes,
+                                p->content_type.len);
+    if (r->attrs.text.failed)
         return host->error(d, OUTBOX_ENOMEM, "out of memory reading queue %s", r->queue);
-    for (size_t k = 0; k < n; k++) {
-        r->headers[k].name = r->text.data + offs[k][0];
-        r->headers[k].value = r->text.data + offs[k][1];
-    }
+    bool has_id = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0;
+    if (has_id)
+        snprintf(r->dedupe, sizeof r->dedupe, "%.*s", (int)p->message_id.len,
+                 p->message_id.len ? (const char *)p->message_id.bytes : "");
+    outbox_kit_received_fill(&r->attrs, out);
     out->destination = r->queue;
     out->key = NULL; /* AMQP has none: the key is the partitionkey attribute */
-    out->dedupe_id = dedupe_off != SIZE_MAX ? r->text.data + dedupe_off : NULL;
+    out->dedupe_id = has_id ? r->dedupe : NULL;
     out->payload = r->env.message.body.bytes ? r->env.message.body.bytes : "";
     out->payload_len = r->env.message.body.len;
-    out->headers = r->headers;
-    out->n_headers = n;
     return OUTBOX_OK;
 }

@@ -35,59 +35,17 @@ static const char *const known_params[] = {
     "user_env", "password_env", "tls", "tls_ca", "tls_cert", "tls_key", NULL,
 };
 
-/* "500ms", "10s", "2m", "250us", "1h" -> milliseconds (at least 1). */
-static int parse_duration_ms(const char *text, int64_t *ms)
-{
-    const char *p = text;
-    int64_t v = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9') {
-        if (v > INT64_C(1) << 40)
-            return -1;
-        v = v * 10 + (*p++ - '0');
-    }
-    int64_t us;
-    if (strcmp(p, "us") == 0)
-        us = v;
-    else if (strcmp(p, "ms") == 0)
-        us = v * 1000;
-    else if (strcmp(p, "s") == 0)
-        us = v * 1000000;
-    else if (strcmp(p, "m") == 0)
-        us = v * 60000000;
-    else if (strcmp(p, "h") == 0)
-        us = v * 3600000000;
-    else
-        return -1;
-    if (us < 1000 || us > INT64_C(86400) * 1000000)
-        return -1;
-    *ms = us / 1000;
-    return 0;
-}
+#define LABEL "NATS sink"
+#define MS INT64_C(1000)
+#define DAY (INT64_C(86400) * 1000000)
 
-static int dup_into(char **dst, const char *src, outbox_diag_t *d)
+/* A copy of s that the handle keeps (NULL for NULL); *failed once memory
+ * ran out, so that open checks once. */
+static char *keep(const char *s, bool *failed)
 {
-    *dst = src ? outbox_kit_strdup(outbox_nats_host, src) : NULL;
-    if (src && !*dst)
-        return outbox_nats_host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
-    return OUTBOX_OK;
-}
-
-/* The value of the environment variable a *_env option names. */
-static int from_env(const char *option, const char *var, const char *shown, char **dst,
-                    outbox_diag_t *d)
-{
-    if (var == NULL)
-        return OUTBOX_OK;
-    const char *v = getenv(var);
-    if (v == NULL || v[0] == '\0')
-        return outbox_nats_host->error(d, OUTBOX_EINVAL,
-                                       "NATS sink %s: %s names environment variable %s, which "
-                                       "is not set or empty",
-                                       shown, option, var);
-    outbox_nats_host->free(*dst);
-    return dup_into(dst, v, d);
+    char *p = s != NULL ? outbox_kit_strdup(outbox_nats_host, s) : NULL;
+    *failed = *failed || (s != NULL && p == NULL);
+    return p;
 }
 
 static int add_server(nats_config_t *c, const char *hostport, bool tls, outbox_diag_t *d)
@@ -97,10 +55,10 @@ static int add_server(nats_config_t *c, const char *hostport, bool tls, outbox_d
     if (grown == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
     c->servers = grown;
-    outbox_buf_t b;
-    outbox_buf_init(&b, host);
-    outbox_buf_printf(&b, "%s://%s", tls ? "tls" : "nats", hostport);
-    c->servers[c->n_servers] = outbox_buf_steal(&b);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host);
+    outbox_kit_buf_printf(&b, "%s://%s", tls ? "tls" : "nats", hostport);
+    c->servers[c->n_servers] = outbox_kit_buf_steal(&b);
     if (c->servers[c->n_servers] == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
     c->n_servers++;
@@ -136,24 +94,13 @@ static int add_servers(nats_config_t *c, const char *list, const char *shown, ou
     return OUTBOX_OK;
 }
 
-static int parse_bool(const char *v, bool *out)
-{
-    if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
-        *out = true;
-    else if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
-        *out = false;
-    else
-        return -1;
-    return 0;
-}
-
 static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
 {
     const outbox_host_t *host = outbox_nats_host;
     const char *shown = h->shown;
     nats_config_t *c = &h->cfg;
 
-    const char *unknown = outbox_uri_unknown(uri, known_params);
+    const char *unknown = outbox_kit_uri_unknown(uri, known_params);
     if (unknown)
         return host->error(d, OUTBOX_EINVAL,
                            "NATS sink %s: unknown parameter %s (known: timeout, connect_timeout, "
@@ -165,38 +112,34 @@ static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
         return host->error(d, OUTBOX_EINVAL,
                            "NATS sink %s names no server: use nats://host:port/SUBJECT", shown);
 
+    /* libnats takes milliseconds. */
     struct {
         const char *name;
         int64_t *dst;
-        int64_t dflt;
+        int64_t dflt_us;
     } durations[] = {
-        {"timeout", &h->timeout_ms, 10000},
-        {"connect_timeout", &c->connect_timeout_ms, 2000},
-        {"reconnect_wait", &c->reconnect_wait_ms, 250},
+        {"timeout", &h->timeout_ms, 10000 * MS},
+        {"connect_timeout", &c->connect_timeout_ms, 2000 * MS},
+        {"reconnect_wait", &c->reconnect_wait_ms, 250 * MS},
     };
-    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
-        const char *v = outbox_uri_get(uri, durations[i].name);
-        *durations[i].dst = durations[i].dflt;
-        if (v && parse_duration_ms(v, durations[i].dst) != 0)
-            return host->error(d, OUTBOX_EINVAL,
-                               "NATS sink %s: %s=%s is not a duration from 1ms to 24h "
-                               "(e.g. 500ms, 10s, 2m)",
-                               shown, durations[i].name, v);
-    }
-    const char *tls = outbox_uri_get(uri, "tls");
-    if (tls && parse_bool(tls, &c->tls) != 0)
-        return host->error(d, OUTBOX_EINVAL, "NATS sink %s: tls=%s is not 0 or 1", shown, tls);
     int rc = OUTBOX_OK;
+    for (size_t i = 0; rc == OUTBOX_OK && i < sizeof durations / sizeof durations[0]; i++) {
+        int64_t us = durations[i].dflt_us;
+        rc = outbox_kit_opt_duration(host, uri, LABEL, durations[i].name, MS, DAY, &us, d);
+        *durations[i].dst = us / 1000;
+    }
+    int tls = 0;
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_ca, outbox_uri_get(uri, "tls_ca"), d);
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_cert, outbox_uri_get(uri, "tls_cert"), d);
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_key, outbox_uri_get(uri, "tls_key"), d);
+        rc = outbox_kit_opt_bool(host, uri, LABEL, "tls", &tls, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (c->tls_ca || c->tls_cert || c->tls_key)
-        c->tls = true;
+    bool failed = false;
+    c->tls_ca = keep(outbox_kit_uri_get(uri, "tls_ca"), &failed);
+    c->tls_cert = keep(outbox_kit_uri_get(uri, "tls_cert"), &failed);
+    c->tls_key = keep(outbox_kit_uri_get(uri, "tls_key"), &failed);
+    if (failed)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
+    c->tls = tls || c->tls_ca || c->tls_cert || c->tls_key;
     if (!c->tls_cert != !c->tls_key)
         return host->error(d, OUTBOX_EINVAL,
                            "NATS sink %s: tls_cert and tls_key go together (a client "
@@ -213,39 +156,40 @@ static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
                  v6 ? "]" : "", uri->port > 0 ? uri->port : 4222);
         rc = add_server(c, hostport, c->tls, d);
     }
-    const char *more = outbox_uri_get(uri, "servers");
+    const char *more = outbox_kit_uri_get(uri, "servers");
     if (rc == OUTBOX_OK && more)
         rc = add_servers(c, more, shown, d);
 
+    /* The URI's user and password unless user_env and password_env name
+     * others. */
+    const char *user = uri->user && uri->user[0] ? uri->user : NULL, *password = uri->password;
+    const char *token = NULL;
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->user, uri->user && uri->user[0] ? uri->user : NULL, d);
+        rc = outbox_kit_opt_secret(host, uri, LABEL, "user", &user, d);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->password, uri->password, d);
+        rc = outbox_kit_opt_secret(host, uri, LABEL, "password", &password, d);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->token, outbox_uri_get(uri, "token"), d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("user_env", outbox_uri_get(uri, "user_env"), shown, &c->user, d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("password_env", outbox_uri_get(uri, "password_env"), shown, &c->password, d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("token_env", outbox_uri_get(uri, "token_env"), shown, &c->token, d);
+        rc = outbox_kit_opt_secret(host, uri, LABEL, "token", &token, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (c->password && !c->user)
+    if (password && !user)
         return host->error(d, OUTBOX_EINVAL, "NATS sink %s: a password needs a user name", shown);
-    if (c->token && c->user)
+    if (token && user)
         return host->error(d, OUTBOX_EINVAL,
                            "NATS sink %s: give a user name and password or a token, not both",
                            shown);
-    rc = dup_into(&c->name, outbox_uri_get(uri, "name") ? outbox_uri_get(uri, "name") : "outbox",
-                  d);
-    if (rc != OUTBOX_OK)
-        return rc;
-
+    const char *name = outbox_kit_uri_get(uri, "name");
     const char *path = uri->path ? uri->path : "";
     if (path[0] == '/')
         path++;
-    return dup_into(&h->subject_tpl, path, d);
+    c->user = keep(user, &failed);
+    c->password = keep(password, &failed);
+    c->token = keep(token, &failed);
+    c->name = keep(name ? name : "outbox", &failed);
+    h->subject_tpl = keep(path, &failed);
+    if (failed)
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
+    return OUTBOX_OK;
 }
 
 /* --------------------------------------------------------- open/close */
@@ -259,6 +203,7 @@ static void nats_close(void *handle)
     natsConnection_Destroy(h->nc);
     outbox_nats_config_free(&h->cfg);
     outbox_nats_host->free(h->subject_tpl);
+    outbox_kit_redactor_free(outbox_nats_host, h->redactor);
     /* A PubAck handler that never finished could still touch the handle
      * (see abandon_round): then its few bytes are left rather than freed
      * under it. */
@@ -277,11 +222,14 @@ static int nats_open(const outbox_sink_open_t *params, void **handle, outbox_dia
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
     memset(h, 0, sizeof *h);
     pthread_mutex_init(&h->mu, NULL);
-    outbox_uri_show(params->uri, h->shown, sizeof h->shown);
+    outbox_kit_uri_show(host, params->uri, h->shown, sizeof h->shown);
+    h->redactor = outbox_kit_redactor_new(host, params->uri);
 
-    int rc = parse_uri(params->uri, h, d);
+    int rc = h->redactor != NULL
+                 ? parse_uri(params->uri, h, d)
+                 : host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
     if (rc == OUTBOX_OK)
-        rc = outbox_nats_connect(&h->cfg, h->shown, &h->nc, d);
+        rc = outbox_nats_connect(h, &h->nc, d);
     if (rc == OUTBOX_OK)
         rc = outbox_nats_jetstream(h->nc, h->timeout_ms, outbox_nats_on_ack, h, &h->js, d);
     if (rc != OUTBOX_OK) {

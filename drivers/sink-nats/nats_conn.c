@@ -12,31 +12,19 @@ static void on_connected(natsConnection *nc, void *closure)
     (void)closure;
 }
 
-void outbox_nats_status_text(const nats_config_t *cfg, natsStatus s, const char *extra, char *out,
+void outbox_nats_status_text(const nats_sink_t *h, natsStatus s, const char *extra, char *out,
                              size_t size)
 {
     char text[512];
     snprintf(text, sizeof text, "%s%s%s", natsStatus_GetText(s), extra && extra[0] ? ": " : "",
              extra ? extra : "");
-    outbox_nats_redact(cfg, text, out, size);
+    outbox_kit_redact(outbox_nats_host, h->redactor, text, out, size);
 }
 
-void outbox_nats_redact(const nats_config_t *cfg, const char *in, char *out, size_t size)
-{
-    /* The kit's redaction with a URI that holds only our secrets: the
-     * password, and the token (under a secret parameter name), wherever
-     * they came from, the URI or the environment. */
-    outbox_uri_param_t token = {.key = "token", .value = cfg ? cfg->token : NULL};
-    outbox_uri_t secrets = {.password = cfg ? cfg->password : NULL,
-                            .params = &token,
-                            .n_params = cfg && cfg->token ? 1 : 0};
-    outbox_uri_redact(&secrets, in, out, size);
-}
-
-int outbox_nats_connect(const nats_config_t *cfg, const char *shown, natsConnection **nc,
-                        outbox_diag_t *d)
+int outbox_nats_connect(const nats_sink_t *h, natsConnection **nc, outbox_diag_t *d)
 {
     const outbox_host_t *host = outbox_nats_host;
+    const nats_config_t *cfg = &h->cfg;
     natsOptions *o = NULL;
     *nc = NULL;
     natsStatus s = natsOptions_Create(&o);
@@ -67,19 +55,19 @@ int outbox_nats_connect(const nats_config_t *cfg, const char *shown, natsConnect
     }
     if (s != NATS_OK) {
         char text[256];
-        outbox_nats_status_text(cfg, s, nats_GetLastError(NULL), text, sizeof text);
+        outbox_nats_status_text(h, s, nats_GetLastError(NULL), text, sizeof text);
         natsOptions_Destroy(o);
         return host->error(d, s == NATS_NO_MEMORY ? OUTBOX_ENOMEM : OUTBOX_EINVAL,
-                           "NATS sink %s: %s: %s", shown, what, text);
+                           "NATS sink %s: %s: %s", h->shown, what, text);
     }
     s = natsConnection_Connect(nc, o);
     natsOptions_Destroy(o);
     if (s == NATS_OK || s == NATS_NOT_YET_CONNECTED)
         return OUTBOX_OK;
     char text[256];
-    outbox_nats_status_text(cfg, s, nats_GetLastError(NULL), text, sizeof text);
+    outbox_nats_status_text(h, s, nats_GetLastError(NULL), text, sizeof text);
     *nc = NULL;
-    return host->error(d, OUTBOX_ETRANSIENT, "NATS sink %s: cannot connect: %s", shown, text);
+    return host->error(d, OUTBOX_ETRANSIENT, "NATS sink %s: cannot connect: %s", h->shown, text);
 }
 
 int outbox_nats_jetstream(natsConnection *nc, int64_t wait_ms, jsPubAckHandler ack_handler,

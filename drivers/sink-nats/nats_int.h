@@ -43,6 +43,7 @@ typedef struct nats_sink {
     char *subject_tpl;    /* the URI path without its '/'; "" = the relay's destination */
     int64_t timeout_ms;   /* the longest a publish call waits for PubAcks */
     char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
+    outbox_redactor_t *redactor; /* the URI's secrets, to take out of libnats' texts */
     /* The publish call in progress, which the PubAck handler (a libnats
      * thread) fills in; NULL between calls. */
     pthread_mutex_t mu;
@@ -51,10 +52,11 @@ typedef struct nats_sink {
 } nats_sink_t;
 
 /* nats_subject.c */
-/* The subject of m through tpl into b (reset first); 0, or -1 when it is
- * no valid subject to publish to (why says what is wrong). */
-int outbox_nats_subject(outbox_buf_t *b, const char *tpl, const outbox_message_t *m, char *why,
-                        size_t size);
+/* The subject of a route and destination through tpl into b (reset
+ * first); 0, or -1 when it is no valid subject to publish to (why says
+ * what is wrong). */
+int outbox_nats_subject(outbox_kit_buf_t *b, const char *tpl, const char *route,
+                        const char *destination, char *why, size_t size);
 /* The stream name our destination_create gives a subject: the subject with
  * every character a stream name may not hold turned into '_', and when
  * anything was turned, a hash of the subject appended so that "a.b" and
@@ -62,21 +64,18 @@ int outbox_nats_subject(outbox_buf_t *b, const char *tpl, const outbox_message_t
 void outbox_nats_stream_name(const char *subject, char *out, size_t size);
 
 /* nats_conn.c */
-/* Connects with retry on a failed connect and reconnects forever: a
- * server that is down at open is not an error (the connection is then
- * pending and comes up by itself). */
-int outbox_nats_connect(const nats_config_t *cfg, const char *shown, natsConnection **nc,
-                        outbox_diag_t *d);
+/* Connects as h's URI says, with retry on a failed connect and
+ * reconnects forever: a server that is down at open is not an error (the
+ * connection is then pending and comes up by itself). */
+int outbox_nats_connect(const nats_sink_t *h, natsConnection **nc, outbox_diag_t *d);
 /* A JetStream context on nc; ack_handler/closure for async publishing,
  * NULL for one that only makes requests. */
 int outbox_nats_jetstream(natsConnection *nc, int64_t wait_ms, jsPubAckHandler ack_handler,
                           void *closure, jsCtx **js, outbox_diag_t *d);
-/* The text of a libnats status for a message, with any secret of the
- * config taken out. */
-void outbox_nats_status_text(const nats_config_t *cfg, natsStatus s, const char *extra, char *out,
+/* The text of a libnats status for a message, with h's secrets taken
+ * out. */
+void outbox_nats_status_text(const nats_sink_t *h, natsStatus s, const char *extra, char *out,
                              size_t size);
-/* in as one line with the config's password and token taken out. */
-void outbox_nats_redact(const nats_config_t *cfg, const char *in, char *out, size_t size);
 void outbox_nats_config_free(nats_config_t *cfg);
 
 /* nats_publish.c */

@@ -9,15 +9,12 @@
  * of OUTBOX_SINK_CAP_ORDERED holds for failures the server reports too
  * (a stream's max_msg_size, a full store), not only for local ones. A call
  * whose messages all have different keys is one round; a call takes as
- * many rounds as its longest run of one key.
+ * many rounds as its longest run of one key. The kit's outbox_kit_keys_*
+ * makes the rounds.
  *
  * PubAcks arrive on a libnats thread (outbox_nats_on_ack), which finds the
  * message's slot by its natsMsg pointer in a small hash table of the
  * round, under the handle's mutex. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* qsort_r */
-#endif
-
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,19 +68,6 @@ static long table_get(const nats_call_t *c, const natsMsg *m)
     return -1;
 }
 
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-    OUTBOX_PRINTF(3, 4);
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-{
-    r->status = status;
-    char text[OUTBOX_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    outbox_text_line(text, r->message, sizeof r->message);
-}
-
 /* JetStream API errors that will come back the same way on a retry; every
  * other code (a full store, limits, no leader, ...) may clear up, and is
  * RETRY so that the relay's max_attempts decides. */
@@ -106,23 +90,24 @@ static void ack_result(const nats_sink_t *h, const outbox_message_t *m, const ch
     const char *id = m->event_id ? m->event_id : "?";
     natsStatus err = pae ? pae->Err : NATS_ERR;
     char what[300];
-    outbox_nats_redact(&h->cfg, pae && pae->ErrText ? pae->ErrText : natsStatus_GetText(err), what,
-                       sizeof what);
+    outbox_kit_redact(outbox_nats_host, h->redactor,
+                      pae && pae->ErrText ? pae->ErrText : natsStatus_GetText(err), what,
+                      sizeof what);
     if (err == NATS_NO_RESPONDERS) {
         /* No stream captures the subject, or JetStream is not serving
          * right now (a server shutting down or starting up answers the
          * same way): settled after the round, by asking JetStream. */
         char shown[200];
-        outbox_text_line(subject, shown, sizeof shown);
-        set_result(r, OUTBOX_PUBLISH_RETRY, "no JetStream answer for subject %s (no responders)",
-                   shown);
+        outbox_kit_text_line(subject, shown, sizeof shown);
+        outbox_kit_result(r, OUTBOX_PUBLISH_RETRY,
+                          "no JetStream answer for subject %s (no responders)", shown);
         *noresp = 1;
     } else if (err == NATS_ERR && pae && pae->ErrCode != 0) {
         int permanent = permanent_js_error(pae->ErrCode);
-        set_result(r, permanent ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
-                   "JetStream refused event %s: %s (error %d)", id, what, (int)pae->ErrCode);
+        outbox_kit_result(r, permanent ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
+                          "JetStream refused event %s: %s (error %d)", id, what, (int)pae->ErrCode);
     } else {
-        set_result(r, OUTBOX_PUBLISH_RETRY, "no PubAck for event %s: %s", id, what);
+        outbox_kit_result(r, OUTBOX_PUBLISH_RETRY, "no PubAck for event %s: %s", id, what);
     }
 }
 
@@ -146,17 +131,17 @@ void outbox_nats_on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
  * answered, and named none), -1 unknown (JetStream did not answer). */
 static int stream_captures(nats_sink_t *h, const char *subject, int64_t timeout_ms)
 {
-    outbox_buf_t req;
-    outbox_buf_init(&req, outbox_nats_host);
-    outbox_buf_puts(&req, "{\"subject\":");
-    outbox_buf_json_string(&req, subject, strlen(subject));
-    outbox_buf_putc(&req, '}');
+    outbox_kit_buf_t req;
+    outbox_kit_buf_init(&req, outbox_nats_host);
+    outbox_kit_buf_puts(&req, "{\"subject\":");
+    outbox_kit_buf_json_string(&req, subject, strlen(subject));
+    outbox_kit_buf_putc(&req, '}');
     if (req.failed)
         return -1;
     natsMsg *reply = NULL;
     natsStatus s = natsConnection_Request(&reply, h->nc, "$JS.API.STREAM.NAMES", req.data,
                                           (int)req.len, timeout_ms < 1 ? 1 : timeout_ms);
-    outbox_buf_free(&req);
+    outbox_kit_buf_free(&req);
     if (s != NATS_OK)
         return -1;
     /* {"type":"io.nats.jetstream.api.v1.stream_names_response","total":N,...}
@@ -170,37 +155,48 @@ static int stream_captures(nats_sink_t *h, const char *subject, int64_t timeout_
     return answer;
 }
 
-/* The messages of the round JetStream answered "no responders" for: REJECT
- * where it says no stream captures their subject, else they stay RETRY. */
-static void settle_no_responders(nats_sink_t *h, nats_call_t *c, const size_t *cur, size_t n_cur,
-                                 int64_t deadline_us, outbox_buf_t *subject)
+/* Ends a round whose every slot is done: the messages JetStream answered
+ * "no responders" for are REJECT where it says no stream captures their
+ * subject, else they stay RETRY; then each message lets the next of its
+ * key into the next round, or holds the rest of its key back. */
+static void settle_round(nats_sink_t *h, nats_call_t *c, outbox_kit_keys_t *k, int64_t deadline_us,
+                         outbox_kit_buf_t *subject)
 {
     const outbox_host_t *host = outbox_nats_host;
     int known = -2; /* the last subject's answer, while the subject stays the same */
     char last[256] = "";
-    for (size_t k = 0; k < n_cur; k++) {
-        size_t i = cur[k];
-        if (!c->noresp[i])
-            continue;
+    for (size_t r = 0; r < k->n_round; r++) {
+        size_t i = k->round[r];
+        const outbox_message_t *m = &c->msgs[i];
         char why[OUTBOX_MESSAGE_MAX / 2];
-        if (outbox_nats_subject(subject, h->subject_tpl, &c->msgs[i], why, sizeof why) != 0)
-            continue;
-        if (known == -2 || strcmp(last, subject->data) != 0) {
-            int64_t left = (deadline_us - host->monotonic_us()) / 1000;
-            known = stream_captures(h, subject->data, left < 1000 ? 1000 : left);
-            snprintf(last, sizeof last, "%s", subject->data);
+        if (c->noresp[i] &&
+            outbox_nats_subject(subject, h->subject_tpl, m->route, m->destination, why,
+                                sizeof why) == 0) {
+            if (known == -2 || strcmp(last, subject->data) != 0) {
+                int64_t left = (deadline_us - host->monotonic_us()) / 1000;
+                known = stream_captures(h, subject->data, left < 1000 ? 1000 : left);
+                snprintf(last, sizeof last, "%s", subject->data);
+            }
+            char shown[200];
+            outbox_kit_text_line(subject->data, shown, sizeof shown);
+            if (known == 0)
+                outbox_kit_result(&c->results[i], OUTBOX_PUBLISH_REJECT,
+                                  "no JetStream stream captures subject %s: create a stream for it",
+                                  shown);
+            else if (known < 0)
+                outbox_kit_result(&c->results[i], OUTBOX_PUBLISH_RETRY,
+                                  "JetStream did not answer for subject %s: the server may be "
+                                  "starting or stopping",
+                                  shown);
         }
-        char shown[200];
-        outbox_text_line(subject->data, shown, sizeof shown);
-        if (known == 0)
-            set_result(&c->results[i], OUTBOX_PUBLISH_REJECT,
-                       "no JetStream stream captures subject %s: create a stream for it", shown);
-        else if (known < 0)
-            set_result(&c->results[i], OUTBOX_PUBLISH_RETRY,
-                       "JetStream did not answer for subject %s: the server may be starting or "
-                       "stopping",
-                       shown);
         c->noresp[i] = 0;
+        int status = c->results[i].status;
+        if (status == OUTBOX_PUBLISH_OK)
+            outbox_kit_keys_ok(k, i);
+        else
+            outbox_kit_keys_hold(k, i, c->msgs, c->results,
+                                 status == OUTBOX_PUBLISH_REJECT ? "was refused in this call"
+                                                                 : "failed in this call");
     }
 }
 
@@ -240,50 +236,36 @@ static void local_failure(const nats_sink_t *h, const outbox_message_t *m, natsS
 {
     const char *id = m->event_id ? m->event_id : "?";
     if (s == NATS_MAX_PAYLOAD) {
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s is larger than the server's max_payload of %lld bytes "
-                   "(%zu bytes of payload plus headers)",
-                   id, (long long)natsConnection_GetMaxPayload(h->nc), m->payload_len);
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s is larger than the server's max_payload of %lld bytes "
+                          "(%zu bytes of payload plus headers)",
+                          id, (long long)natsConnection_GetMaxPayload(h->nc), m->payload_len);
     } else if (s == NATS_INVALID_ARG || s == NATS_INVALID_SUBJECT) {
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s cannot be published: a header holds a line break, or the subject "
-                   "or payload is not one NATS takes",
-                   id);
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s cannot be published: a header holds a line break, or the "
+                          "subject or payload is not one NATS takes",
+                          id);
     } else {
         char text[256];
-        outbox_nats_status_text(&h->cfg, s, NULL, text, sizeof text);
-        set_result(r, OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id, text);
+        outbox_nats_status_text(h, s, NULL, text, sizeof text);
+        outbox_kit_result(r, OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id, text);
     }
 }
 
-/* Index order by key, then position: runs of one key, in array order. */
-static int by_key(const void *a, const void *b, void *arg)
+/* c's table, states and no-responders marks for n messages, in one
+ * block that c->table holds: 0, or -1 when out of memory. */
+static int call_alloc(nats_call_t *c, size_t n)
 {
-    const outbox_message_t *msgs = arg;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(msgs[i].key, msgs[j].key);
-    return c ? c : (i > j) - (i < j);
-}
-
-static char *format_ms(int64_t ms, char *buf, size_t size)
-{
-    if (ms % 1000 == 0)
-        snprintf(buf, size, "%llds", (long long)(ms / 1000));
-    else
-        snprintf(buf, size, "%lldms", (long long)ms);
-    return buf;
-}
-
-/* Later messages of i's key in this call: RETRY, never sent. */
-static void hold_back(const outbox_message_t *msgs, outbox_publish_result_t *results,
-                      unsigned char *state, const size_t *next, size_t i, const char *why)
-{
-    const char *id = msgs[i].event_id ? msgs[i].event_id : "?";
-    for (size_t j = next[i]; j != SIZE_MAX; j = next[j]) {
-        set_result(&results[j], OUTBOX_PUBLISH_RETRY, "held back: event %s of the same key %s",
-                   id, why);
-        state[j] = SLOT_DONE;
-    }
+    /* The table has room for twice the largest round. */
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    c->table = outbox_nats_host->alloc(cap * sizeof(slot_t) + 2 * n);
+    if (c->table == NULL)
+        return -1;
+    c->state = memset(c->table + cap, SLOT_IDLE, n);
+    c->noresp = memset(c->state + n, 0, n);
+    return 0;
 }
 
 /* Waits for the round's acks until the deadline, in slices, so that a
@@ -328,78 +310,41 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
     if (n == 0)
         return OUTBOX_OK;
     char tmo[32];
-    format_ms(h->timeout_ms, tmo, sizeof tmo);
+    outbox_kit_show_duration(h->timeout_ms * 1000, tmo, sizeof tmo);
 
-    /* One block: order, next-of-key, the rounds, states and the table. */
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    size_t bytes = 4 * n * sizeof(size_t) + 2 * n + cap * sizeof(slot_t);
-    char *mem = host->alloc(bytes);
-    if (mem == NULL)
+    nats_call_t call = {.msgs = msgs, .results = results};
+    outbox_kit_keys_t k;
+    if (call_alloc(&call, n) != 0 || outbox_kit_keys_init(&k, host, msgs, n) != 0) {
+        host->free(call.table);
         return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
-    size_t *order = (size_t *)mem, *next = order + n, *cur = next + n, *nxt = cur + n;
-    slot_t *table = (slot_t *)(nxt + n);
-    unsigned char *state = (unsigned char *)(table + cap);
-    unsigned char *noresp = state + n;
-    memset(state, SLOT_IDLE, n);
-    memset(noresp, 0, n);
-
-    /* next[i]: the following message of i's key; the first of each key
-     * (or a message without a key) starts in round one. */
-    size_t n_keyed = 0, n_cur = 0;
-    for (size_t i = 0; i < n; i++) {
-        next[i] = SIZE_MAX;
-        if (msgs[i].key)
-            order[n_keyed++] = i;
     }
-    qsort_r(order, n_keyed, sizeof *order, by_key, (void *)msgs);
-    for (size_t k = 0; k + 1 < n_keyed; k++)
-        if (strcmp(msgs[order[k]].key, msgs[order[k + 1]].key) == 0)
-            next[order[k]] = order[k + 1];
-    unsigned char *later = (unsigned char *)nxt; /* scratch: has an earlier message of its key */
-    memset(later, 0, n);
-    for (size_t i = 0; i < n; i++)
-        if (next[i] != SIZE_MAX)
-            later[next[i]] = 1;
-    for (size_t i = 0; i < n; i++)
-        if (!later[i])
-            cur[n_cur++] = i;
-
-    nats_call_t call = {
-        .msgs = msgs, .results = results, .state = state, .noresp = noresp, .table = table};
+    slot_t *table = call.table;
+    unsigned char *state = call.state;
     pthread_mutex_lock(&h->mu);
     h->call = &call;
     pthread_mutex_unlock(&h->mu);
 
-    outbox_buf_t subject;
-    outbox_buf_init(&subject, host);
+    outbox_kit_buf_t subject;
+    outbox_kit_buf_init(&subject, host);
     int64_t deadline = host->monotonic_us() + h->timeout_ms * 1000;
-    while (n_cur > 0) {
-        if (natsConnection_Status(h->nc) != NATS_CONN_STATUS_CONNECTED) {
-            for (size_t k = 0; k < n_cur; k++) {
-                size_t i = cur[k];
-                set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                           "not connected to the NATS server (%s): reconnecting", h->shown);
-                state[i] = SLOT_DONE;
-                hold_back(msgs, results, state, next, i, "was not sent");
-            }
-            break;
+    do {
+        char skip[OUTBOX_MESSAGE_MAX] = "";
+        if (natsConnection_Status(h->nc) != NATS_CONN_STATUS_CONNECTED)
+            snprintf(skip, sizeof skip, "not connected to the NATS server (%s): reconnecting",
+                     h->shown);
+        else if (host->monotonic_us() >= deadline)
+            snprintf(skip, sizeof skip,
+                     "not sent: the call's PubAck timeout of %s was spent on events ahead of it",
+                     tmo);
+        for (size_t r = 0; skip[0] != '\0' && r < k.n_round; r++) {
+            outbox_kit_result(&results[k.round[r]], OUTBOX_PUBLISH_RETRY, "%s", skip);
+            outbox_kit_keys_hold(&k, k.round[r], msgs, results, "was not sent");
         }
-        if (host->monotonic_us() >= deadline) {
-            for (size_t k = 0; k < n_cur; k++) {
-                size_t i = cur[k];
-                set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                           "not sent: the call's PubAck timeout of %s was spent on events ahead "
-                           "of it",
-                           tmo);
-                state[i] = SLOT_DONE;
-                hold_back(msgs, results, state, next, i, "was not sent");
-            }
+        if (skip[0] != '\0')
             break;
-        }
+
         size_t tcap = 16;
-        while (tcap < 2 * n_cur)
+        while (tcap < 2 * k.n_round)
             tcap *= 2;
         pthread_mutex_lock(&h->mu);
         memset(table, 0, tcap * sizeof *table);
@@ -407,20 +352,21 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
         pthread_mutex_unlock(&h->mu);
 
         size_t sent = 0;
-        for (size_t k = 0; k < n_cur; k++) {
-            size_t i = cur[k];
+        for (size_t r = 0; r < k.n_round; r++) {
+            size_t i = k.round[r];
             const outbox_message_t *m = &msgs[i];
             char why[OUTBOX_MESSAGE_MAX / 2];
             if (m->payload == NULL || m->payload_len > (size_t)INT_MAX) {
-                set_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s has %s",
-                           m->event_id ? m->event_id : "?",
-                           m->payload ? "a payload too large for NATS" : "no payload");
+                outbox_kit_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s has %s",
+                                  m->event_id ? m->event_id : "?",
+                                  m->payload ? "a payload too large for NATS" : "no payload");
                 state[i] = SLOT_DONE;
                 continue;
             }
-            if (outbox_nats_subject(&subject, h->subject_tpl, m, why, sizeof why) != 0) {
-                set_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s: %s",
-                           m->event_id ? m->event_id : "?", why);
+            if (outbox_nats_subject(&subject, h->subject_tpl, m->route, m->destination, why,
+                                    sizeof why) != 0) {
+                outbox_kit_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s: %s",
+                                  m->event_id ? m->event_id : "?", why);
                 state[i] = SLOT_DONE;
                 continue;
             }
@@ -457,47 +403,31 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
             abandon_round(h);
             int connected = natsConnection_Status(h->nc) == NATS_CONN_STATUS_CONNECTED;
             pthread_mutex_lock(&h->mu);
-            for (size_t k = 0; k < n_cur; k++) {
-                size_t i = cur[k];
+            for (size_t r = 0; r < k.n_round; r++) {
+                size_t i = k.round[r];
                 if (state[i] != SLOT_IN_FLIGHT)
                     continue;
                 if (connected)
-                    set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                               "no PubAck for event %s within %s",
-                               msgs[i].event_id ? msgs[i].event_id : "?", tmo);
+                    outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                                      "no PubAck for event %s within %s",
+                                      msgs[i].event_id ? msgs[i].event_id : "?", tmo);
                 else
-                    set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                               "no PubAck for event %s: the connection to the NATS server (%s) "
-                               "was lost",
-                               msgs[i].event_id ? msgs[i].event_id : "?", h->shown);
+                    outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                                      "no PubAck for event %s: the connection to the NATS server "
+                                      "(%s) was lost",
+                                      msgs[i].event_id ? msgs[i].event_id : "?", h->shown);
                 state[i] = SLOT_DONE;
             }
             pthread_mutex_unlock(&h->mu);
         }
-
-        settle_no_responders(h, &call, cur, n_cur, deadline, &subject);
-
-        /* Every slot of the round is done now. */
-        size_t n_next = 0;
-        for (size_t k = 0; k < n_cur; k++) {
-            size_t i = cur[k];
-            if (next[i] == SIZE_MAX)
-                continue;
-            if (results[i].status == OUTBOX_PUBLISH_OK)
-                nxt[n_next++] = next[i];
-            else
-                hold_back(msgs, results, state, next, i,
-                          results[i].status == OUTBOX_PUBLISH_REJECT ? "was refused in this call"
-                                                                     : "failed in this call");
-        }
-        memcpy(cur, nxt, n_next * sizeof *cur);
-        n_cur = n_next;
-    }
-    outbox_buf_free(&subject);
+        settle_round(h, &call, &k, deadline, &subject);
+    } while (outbox_kit_keys_next(&k) > 0);
+    outbox_kit_buf_free(&subject);
 
     pthread_mutex_lock(&h->mu);
     h->call = NULL;
     pthread_mutex_unlock(&h->mu);
-    host->free(mem);
+    outbox_kit_keys_free(&k);
+    host->free(call.table);
     return OUTBOX_OK;
 }

@@ -7,12 +7,12 @@
 #include "nats_int.h"
 
 /* The subject a destination publishes to, through the sink's template. */
-static int destination_subject(const nats_sink_t *h, const char *destination, outbox_buf_t *b,
+static int destination_subject(const nats_sink_t *h, const char *destination, outbox_kit_buf_t *b,
                                outbox_diag_t *d)
 {
-    outbox_message_t m = {.route = destination, .destination = destination};
     char why[OUTBOX_MESSAGE_MAX / 2];
-    if (destination == NULL || outbox_nats_subject(b, h->subject_tpl, &m, why, sizeof why) != 0)
+    if (destination == NULL ||
+        outbox_nats_subject(b, h->subject_tpl, destination, destination, why, sizeof why) != 0)
         return outbox_nats_host->error(d, OUTBOX_EINVAL, "NATS sink: destination %s: %s",
                                        destination ? destination : "(none)",
                                        destination ? why : "none given");
@@ -23,7 +23,7 @@ static int js_failure(const nats_sink_t *h, natsStatus s, jsErrCode code, const 
                       const char *name, outbox_diag_t *d)
 {
     char text[300];
-    outbox_nats_status_text(&h->cfg, s, nats_GetLastError(NULL), text, sizeof text);
+    outbox_nats_status_text(h, s, nats_GetLastError(NULL), text, sizeof text);
     int rc = s == NATS_TIMEOUT || s == NATS_CONNECTION_CLOSED || s == NATS_NOT_YET_CONNECTED ||
                      s == NATS_CONNECTION_DISCONNECTED || s == NATS_NO_SERVER
                  ? OUTBOX_ETRANSIENT
@@ -37,11 +37,11 @@ static int js_failure(const nats_sink_t *h, natsStatus s, jsErrCode code, const 
 int outbox_nats_destination_create(void *handle, const char *destination, outbox_diag_t *d)
 {
     nats_sink_t *h = handle;
-    outbox_buf_t subject;
-    outbox_buf_init(&subject, outbox_nats_host);
+    outbox_kit_buf_t subject;
+    outbox_kit_buf_init(&subject, outbox_nats_host);
     int rc = destination_subject(h, destination, &subject, d);
     if (rc != OUTBOX_OK) {
-        outbox_buf_free(&subject);
+        outbox_kit_buf_free(&subject);
         return rc;
     }
     char name[128];
@@ -62,15 +62,15 @@ int outbox_nats_destination_create(void *handle, const char *destination, outbox
         s = NATS_OK;
     if (s != NATS_OK)
         rc = js_failure(h, s, code, "creating stream", name, d);
-    outbox_buf_free(&subject);
+    outbox_kit_buf_free(&subject);
     return rc;
 }
 
 int outbox_nats_destination_drop(void *handle, const char *destination, outbox_diag_t *d)
 {
     nats_sink_t *h = handle;
-    outbox_buf_t subject;
-    outbox_buf_init(&subject, outbox_nats_host);
+    outbox_kit_buf_t subject;
+    outbox_kit_buf_init(&subject, outbox_nats_host);
     int rc = destination_subject(h, destination, &subject, d);
     if (rc == OUTBOX_OK) {
         char name[128];
@@ -80,38 +80,28 @@ int outbox_nats_destination_drop(void *handle, const char *destination, outbox_d
         if (s != NATS_OK && code != JSStreamNotFoundErr)
             rc = js_failure(h, s, code, "deleting stream", name, d);
     }
-    outbox_buf_free(&subject);
+    outbox_kit_buf_free(&subject);
     return rc;
 }
 
 /* ---------------------------------------------------------------- reader */
 
-#define READER_MAX_HEADERS 32
-
 typedef struct nats_reader {
     natsConnection *nc;
     jsCtx *js;
     natsSubscription *sub;
-    natsMsg *msg;                /* what *out points into */
-    const char **keys;           /* libnats' array of header names (malloc'ed) */
-    outbox_header_t headers[READER_MAX_HEADERS];
+    natsMsg *msg;                /* what *out's payload and subject point into */
+    outbox_kit_received_t attrs; /* and its attributes */
     char shown[OUTBOX_MESSAGE_MAX / 2];
 } nats_reader_t;
-
-static void reader_release_msg(nats_reader_t *r)
-{
-    free((void *)r->keys); /* libnats allocates it with malloc */
-    r->keys = NULL;
-    natsMsg_Destroy(r->msg);
-    r->msg = NULL;
-}
 
 void outbox_nats_reader_close(void *reader)
 {
     nats_reader_t *r = reader;
     if (r == NULL)
         return;
-    reader_release_msg(r);
+    natsMsg_Destroy(r->msg);
+    outbox_kit_received_free(&r->attrs);
     natsSubscription_Destroy(r->sub);
     jsCtx_Destroy(r->js);
     natsConnection_Destroy(r->nc);
@@ -123,21 +113,22 @@ int outbox_nats_reader_open(void *handle, const char *destination, void **reader
     const outbox_host_t *host = outbox_nats_host;
     nats_sink_t *h = handle;
     *reader = NULL;
-    outbox_buf_t subject;
-    outbox_buf_init(&subject, host);
+    outbox_kit_buf_t subject;
+    outbox_kit_buf_init(&subject, host);
     int rc = destination_subject(h, destination, &subject, d);
     if (rc != OUTBOX_OK) {
-        outbox_buf_free(&subject);
+        outbox_kit_buf_free(&subject);
         return rc;
     }
     nats_reader_t *r = host->alloc(sizeof *r);
     if (r == NULL) {
-        outbox_buf_free(&subject);
+        outbox_kit_buf_free(&subject);
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening a NATS reader");
     }
     memset(r, 0, sizeof *r);
+    outbox_kit_received_init(&r->attrs, host);
     snprintf(r->shown, sizeof r->shown, "%s", h->shown);
-    rc = outbox_nats_connect(&h->cfg, h->shown, &r->nc, d);
+    rc = outbox_nats_connect(h, &r->nc, d);
     if (rc == OUTBOX_OK)
         rc = outbox_nats_jetstream(r->nc, h->timeout_ms, NULL, NULL, &r->js, d);
     if (rc == OUTBOX_OK) {
@@ -154,7 +145,7 @@ int outbox_nats_reader_open(void *handle, const char *destination, void **reader
         if (s != NATS_OK)
             rc = js_failure(h, s, code, "reading the stream of subject", subject.data, d);
     }
-    outbox_buf_free(&subject);
+    outbox_kit_buf_free(&subject);
     if (rc != OUTBOX_OK) {
         outbox_nats_reader_close(r);
         return rc;
@@ -163,11 +154,40 @@ int outbox_nats_reader_open(void *handle, const char *destination, void **reader
     return OUTBOX_OK;
 }
 
+/* The CloudEvents attributes among msg's headers ("ce-<name>", and
+ * traceparent) into r->attrs. */
+static int reader_attributes(nats_reader_t *r, natsMsg *msg)
+{
+    const char **keys = NULL;
+    int n_keys = 0;
+    outbox_kit_received_reset(&r->attrs);
+    if (natsMsgHeader_Keys(msg, &keys, &n_keys) != NATS_OK)
+        return OUTBOX_OK; /* no headers */
+    int rc = OUTBOX_OK;
+    for (int k = 0; k < n_keys; k++) {
+        const char *key = keys[k], *value = NULL, *name = NULL;
+        if (strncmp(key, "ce-", 3) == 0 && key[3] != '\0')
+            name = key + 3;
+        else if (strcmp(key, "traceparent") == 0)
+            name = key;
+        if (name == NULL || natsMsgHeader_Get(msg, key, &value) != NATS_OK)
+            continue;
+        if (outbox_kit_received_add(&r->attrs, name, strlen(name), value, strlen(value)) != 0) {
+            if (r->attrs.text.failed)
+                rc = OUTBOX_ENOMEM;
+            break;
+        }
+    }
+    free((void *)keys); /* libnats allocates it with malloc */
+    return rc;
+}
+
 int outbox_nats_reader_next(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d)
 {
     const outbox_host_t *host = outbox_nats_host;
     nats_reader_t *r = reader;
-    reader_release_msg(r);
+    natsMsg_Destroy(r->msg);
+    r->msg = NULL;
     natsMsg *msg = NULL;
     natsStatus s = natsSubscription_NextMsg(&msg, r->sub, timeout_ms > 0 ? timeout_ms : 1);
     if (s == NATS_TIMEOUT)
@@ -176,33 +196,15 @@ int outbox_nats_reader_next(void *reader, int timeout_ms, outbox_received_t *out
         return host->error(d, OUTBOX_ETRANSIENT, "NATS reader (%s): %s", r->shown,
                            natsStatus_GetText(s));
     r->msg = msg;
+    if (reader_attributes(r, msg) != OUTBOX_OK)
+        return host->error(d, OUTBOX_ENOMEM, "NATS reader (%s): out of memory", r->shown);
     const char *dedupe = NULL;
     natsMsgHeader_Get(msg, "Nats-Msg-Id", &dedupe);
-    int n_keys = 0;
-    size_t n = 0;
-    if (natsMsgHeader_Keys(msg, &r->keys, &n_keys) != NATS_OK) {
-        r->keys = NULL;
-        n_keys = 0;
-    }
-    for (int k = 0; k < n_keys && n < READER_MAX_HEADERS; k++) {
-        const char *key = r->keys[k], *value = NULL;
-        const char *name = NULL;
-        if (strncmp(key, "ce-", 3) == 0 && key[3] != '\0')
-            name = key + 3;
-        else if (strcmp(key, "traceparent") == 0)
-            name = key;
-        if (name == NULL || natsMsgHeader_Get(msg, key, &value) != NATS_OK)
-            continue;
-        r->headers[n].name = name;
-        r->headers[n].value = value;
-        n++;
-    }
+    outbox_kit_received_fill(&r->attrs, out);
     out->destination = natsMsg_GetSubject(msg);
     out->key = NULL;
     out->dedupe_id = dedupe;
     out->payload = natsMsg_GetData(msg);
     out->payload_len = (size_t)natsMsg_GetDataLength(msg);
-    out->headers = r->headers;
-    out->n_headers = n;
     return OUTBOX_OK;
 }

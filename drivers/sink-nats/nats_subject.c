@@ -5,20 +5,20 @@
 
 #include "nats_int.h"
 
-int outbox_nats_subject(outbox_buf_t *b, const char *tpl, const outbox_message_t *m, char *why,
-                        size_t size)
+int outbox_nats_subject(outbox_kit_buf_t *b, const char *tpl, const char *route,
+                        const char *destination, char *why, size_t size)
 {
-    outbox_buf_reset(b);
-    outbox_kit_destination(b, tpl, m);
+    outbox_kit_buf_reset(b);
+    outbox_kit_template(b, tpl, route, destination);
     if (b->failed) {
         snprintf(why, size, "out of memory building the subject");
         return -1;
     }
     const char *s = b->data ? b->data : "";
     char shown[200];
-    outbox_text_line(s, shown, sizeof shown);
+    outbox_kit_text_line(s, shown, sizeof shown);
     if (s[0] == '\0') {
-        snprintf(why, size, "the subject is empty (route %s)", m->route ? m->route : "?");
+        snprintf(why, size, "the subject is empty (route %s)", route ? route : "?");
         return -1;
     }
     /* Tokens are separated by '.', none empty; a publish subject holds no

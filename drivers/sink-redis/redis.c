@@ -30,75 +30,9 @@ static const char *const known_params[] = {
     "timeout", "maxlen", "max_bytes", "password_env", "user_env", NULL,
 };
 
-/* "500ms", "10s", "2m", "1h" -> milliseconds (1ms to 24h). */
-static int parse_duration_ms(const char *text, int64_t *ms)
-{
-    const char *p = text;
-    int64_t v = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9') {
-        if (v > INT64_C(1) << 40)
-            return -1;
-        v = v * 10 + (*p++ - '0');
-    }
-    int64_t mult;
-    if (strcmp(p, "ms") == 0)
-        mult = 1;
-    else if (strcmp(p, "s") == 0)
-        mult = 1000;
-    else if (strcmp(p, "m") == 0)
-        mult = 60000;
-    else if (strcmp(p, "h") == 0)
-        mult = 3600000;
-    else
-        return -1;
-    if (v * mult < 1 || v * mult > INT64_C(86400000))
-        return -1;
-    *ms = v * mult;
-    return 0;
-}
-
-/* Decimal digits only, at most max. */
-static int parse_count(const char *text, long long max, long long *out)
-{
-    long long v = 0;
-    if (text == NULL || *text == '\0')
-        return -1;
-    for (const char *p = text; *p; p++) {
-        if (*p < '0' || *p > '9' || v > max / 10)
-            return -1;
-        v = v * 10 + (*p - '0');
-    }
-    if (v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int dup_into(char **dst, const char *src, outbox_diag_t *d)
-{
-    outbox_redis_host->free(*dst);
-    *dst = src ? outbox_kit_strdup(outbox_redis_host, src) : NULL;
-    if (src && !*dst)
-        return outbox_redis_host->error(d, OUTBOX_ENOMEM, "out of memory opening the Redis sink");
-    return OUTBOX_OK;
-}
-
-/* The value of the environment variable a *_env option names. */
-static int from_env(const char *option, const char *var, const char *shown, char **dst,
-                    outbox_diag_t *d)
-{
-    if (var == NULL)
-        return OUTBOX_OK;
-    const char *v = getenv(var);
-    if (v == NULL || v[0] == '\0')
-        return outbox_redis_host->error(d, OUTBOX_EINVAL,
-                                        "Redis sink %s: %s names environment variable %s, which "
-                                        "is not set or empty",
-                                        shown, option, var);
-    return dup_into(dst, v, d);
-}
+#define LABEL "Redis sink"
+#define MS INT64_C(1000)
+#define DAY (INT64_C(86400) * 1000000)
 
 /* The path: [/DB][/STREAM_TEMPLATE]. */
 static int parse_path(const char *path, redis_sink_t *h, outbox_diag_t *d)
@@ -111,18 +45,20 @@ static int parse_path(const char *path, redis_sink_t *h, outbox_diag_t *d)
     h->cfg.db = 0;
     if (seg > 0 && digits == seg) {
         char num[16];
-        long long db = 0;
         snprintf(num, sizeof num, "%.*s", (int)(seg < 10 ? seg : 10), p);
-        if (seg > 9 || parse_count(num, 999999999, &db) != 0)
+        if (seg > 9)
             return outbox_redis_host->error(d, OUTBOX_EINVAL,
                                             "Redis sink %s: database number %s is too large",
                                             h->shown, num);
-        h->cfg.db = (long)db;
+        h->cfg.db = strtol(num, NULL, 10); /* nine digits at most */
         p += seg;
         if (*p == '/')
             p++;
     }
-    return dup_into(&h->stream_tpl, p, d);
+    h->stream_tpl = outbox_kit_strdup(outbox_redis_host, p);
+    if (h->stream_tpl == NULL)
+        return outbox_redis_host->error(d, OUTBOX_ENOMEM, "out of memory opening the Redis sink");
+    return OUTBOX_OK;
 }
 
 static int parse_uri(const outbox_uri_t *uri, redis_sink_t *h, outbox_diag_t *d)
@@ -136,7 +72,7 @@ static int parse_uri(const outbox_uri_t *uri, redis_sink_t *h, outbox_diag_t *d)
                            "Redis sink %s: rediss:// (TLS) is not supported: the hiredis 0.14 "
                            "this sink is built with has no TLS",
                            shown);
-    const char *unknown = outbox_uri_unknown(uri, known_params);
+    const char *unknown = outbox_kit_uri_unknown(uri, known_params);
     if (unknown)
         return host->error(d, OUTBOX_EINVAL,
                            "Redis sink %s: unknown parameter %s (known: timeout, maxlen, "
@@ -152,45 +88,37 @@ static int parse_uri(const outbox_uri_t *uri, redis_sink_t *h, outbox_diag_t *d)
                            "supported)",
                            shown);
 
-    const char *v = outbox_uri_get(uri, "timeout");
-    c->timeout_ms = 10000;
-    if (v && parse_duration_ms(v, &c->timeout_ms) != 0)
-        return host->error(d, OUTBOX_EINVAL,
-                           "Redis sink %s: timeout=%s is not a duration from 1ms to 24h "
-                           "(e.g. 500ms, 10s, 2m)",
-                           shown, v);
-    v = outbox_uri_get(uri, "maxlen");
-    h->maxlen = 0;
-    if (v && (parse_count(v, INT64_C(1) << 50, &h->maxlen) != 0 || h->maxlen < 1))
-        return host->error(d, OUTBOX_EINVAL,
-                           "Redis sink %s: maxlen=%s is not a number of entries of 1 or more", shown,
-                           v);
-    snprintf(h->maxlen_text, sizeof h->maxlen_text, "%lld", h->maxlen);
-    v = outbox_uri_get(uri, "max_bytes");
-    long long mb = 1 << 20;
-    if (v && (parse_count(v, 512LL << 20, &mb) != 0 || mb < 1))
-        return host->error(d, OUTBOX_EINVAL,
-                           "Redis sink %s: max_bytes=%s is not a size in bytes from 1 to "
-                           "536870912 (512 MiB, the server's largest string)",
-                           shown, v);
-    h->max_bytes = (size_t)mb;
-
-    int rc = dup_into(&c->host, uri->host, d);
-    c->port = uri->port > 0 ? uri->port : 6379;
+    int64_t timeout_us = 10000 * MS, maxlen = 0, max_bytes = 1 << 20;
+    int rc = outbox_kit_opt_duration(host, uri, LABEL, "timeout", MS, DAY, &timeout_us, d);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->user, uri->user && uri->user[0] ? uri->user : NULL, d);
+        rc = outbox_kit_opt_int(host, uri, LABEL, "maxlen", 1, INT64_C(1) << 50, &maxlen, d);
+    /* 512 MiB: the server's largest string. */
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->password, uri->password && uri->password[0] ? uri->password : NULL, d);
+        rc = outbox_kit_opt_int(host, uri, LABEL, "max_bytes", 1, 512 << 20, &max_bytes, d);
+    /* The URI's user and password unless user_env and password_env name
+     * others. */
+    const char *user = uri->user && uri->user[0] ? uri->user : NULL;
+    const char *password = uri->password && uri->password[0] ? uri->password : NULL;
     if (rc == OUTBOX_OK)
-        rc = from_env("user_env", outbox_uri_get(uri, "user_env"), shown, &c->user, d);
+        rc = outbox_kit_opt_secret(host, uri, LABEL, "user", &user, d);
     if (rc == OUTBOX_OK)
-        rc = from_env("password_env", outbox_uri_get(uri, "password_env"), shown, &c->password, d);
+        rc = outbox_kit_opt_secret(host, uri, LABEL, "password", &password, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (c->user && !c->password)
+    c->timeout_ms = timeout_us / 1000;
+    h->maxlen = maxlen;
+    snprintf(h->maxlen_text, sizeof h->maxlen_text, "%lld", h->maxlen);
+    h->max_bytes = (size_t)max_bytes;
+    if (user && !password)
         return host->error(d, OUTBOX_EINVAL,
                            "Redis sink %s: user %s has no password (redis://user:password@host)",
-                           shown, c->user);
+                           shown, user);
+    c->port = uri->port > 0 ? uri->port : 6379;
+    c->host = outbox_kit_strdup(host, uri->host);
+    c->user = user ? outbox_kit_strdup(host, user) : NULL;
+    c->password = password ? outbox_kit_strdup(host, password) : NULL;
+    if (c->host == NULL || (user && !c->user) || (password && !c->password))
+        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the Redis sink");
     return parse_path(uri->path, h, d);
 }
 
@@ -204,7 +132,7 @@ static void redis_close(void *handle)
     redisFree(h->c);
     outbox_redis_config_free(&h->cfg);
     outbox_redis_host->free(h->stream_tpl);
-    outbox_buf_free(&h->out);
+    outbox_kit_buf_free(&h->out);
     outbox_redis_host->free(h);
 }
 
@@ -216,10 +144,13 @@ static int redis_open(const outbox_sink_open_t *params, void **handle, outbox_di
     if (h == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening the Redis sink");
     memset(h, 0, sizeof *h);
-    outbox_buf_init(&h->out, host);
-    outbox_uri_show(params->uri, h->shown, sizeof h->shown);
+    outbox_kit_buf_init(&h->out, host);
+    outbox_kit_uri_show(host, params->uri, h->shown, sizeof h->shown);
+    h->cfg.redactor = outbox_kit_redactor_new(host, params->uri);
 
-    int rc = parse_uri(params->uri, h, d);
+    int rc = h->cfg.redactor != NULL
+                 ? parse_uri(params->uri, h, d)
+                 : host->error(d, OUTBOX_ENOMEM, "out of memory opening the Redis sink");
     if (rc == OUTBOX_OK) {
         /* A server that is down (or not ready) is no reason to fail: the
          * first publish connects, and gives RETRY until it can. A server

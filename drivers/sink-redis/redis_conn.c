@@ -17,7 +17,8 @@ static int conn_failure(const redis_config_t *cfg, const char *shown, redisConte
                         const char *what, outbox_diag_t *d)
 {
     char text[256];
-    outbox_redis_redact(cfg, c ? c->errstr : "out of memory", text, sizeof text);
+    outbox_kit_redact(outbox_redis_host, cfg->redactor, c ? c->errstr : "out of memory", text,
+                      sizeof text);
     return outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: %s: %s", shown, what,
                                     text);
 }
@@ -29,7 +30,7 @@ static int setup_refused(const redis_config_t *cfg, const char *shown, const cha
                          const char *err, outbox_diag_t *d)
 {
     char text[256];
-    outbox_redis_redact(cfg, err, text, sizeof text);
+    outbox_kit_redact(outbox_redis_host, cfg->redactor, err, text, sizeof text);
     int code = OUTBOX_ETRANSIENT;
     if (strncmp(err, "WRONGPASS", 9) == 0 || strncmp(err, "NOAUTH", 6) == 0 ||
         strncmp(err, "NOPERM", 6) == 0 || strncmp(err, "ERR AUTH", 8) == 0 ||
@@ -55,8 +56,8 @@ int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisCont
         redisFree(c);
         return rc;
     }
-    outbox_buf_t scratch;
-    outbox_buf_init(&scratch, outbox_redis_host);
+    outbox_kit_buf_t scratch;
+    outbox_kit_buf_init(&scratch, outbox_redis_host);
     int rc = OUTBOX_OK;
     if (cfg->password != NULL) {
         const char *argv[3] = {"AUTH", cfg->user ? cfg->user : cfg->password, cfg->password};
@@ -92,13 +93,32 @@ int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisCont
     }
     if (scratch.data)
         memset(scratch.data, 0, scratch.cap); /* it held the password */
-    outbox_buf_free(&scratch);
+    outbox_kit_buf_free(&scratch);
     if (rc != OUTBOX_OK) {
         redisFree(c);
         return rc;
     }
     *out = c;
     return OUTBOX_OK;
+}
+
+int outbox_redis_config_copy(const redis_config_t *from, redis_config_t *to)
+{
+    const outbox_host_t *host = outbox_redis_host;
+    *to = *from;
+    to->host = outbox_kit_strdup(host, from->host);
+    to->user = from->user ? outbox_kit_strdup(host, from->user) : NULL;
+    to->password = from->password ? outbox_kit_strdup(host, from->password) : NULL;
+    /* The sink's redactor goes with the sink; the password is the one
+     * secret a connection of the reader's can meet. */
+    outbox_uri_t secrets = {.password = to->password};
+    to->redactor = outbox_kit_redactor_new(host, &secrets);
+    if (to->host == NULL || (from->user && !to->user) || (from->password && !to->password) ||
+        to->redactor == NULL) {
+        outbox_redis_config_free(to);
+        return -1;
+    }
+    return 0;
 }
 
 void outbox_redis_config_free(redis_config_t *cfg)
@@ -109,5 +129,6 @@ void outbox_redis_config_free(redis_config_t *cfg)
     if (cfg->password)
         memset(cfg->password, 0, strlen(cfg->password));
     host->free(cfg->password);
+    outbox_kit_redactor_free(host, cfg->redactor);
     memset(cfg, 0, sizeof *cfg);
 }

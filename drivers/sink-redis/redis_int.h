@@ -28,6 +28,7 @@ typedef struct redis_config {
     char *password;       /* NULL when none; never printed */
     long db;              /* SELECT when not 0 */
     int64_t timeout_ms;   /* connect, and each read or write of a command */
+    outbox_redactor_t *redactor; /* the secrets, to take out of the server's and hiredis' texts */
 } redis_config_t;
 
 typedef struct redis_sink {
@@ -39,27 +40,25 @@ typedef struct redis_sink {
     char maxlen_text[24];
     size_t max_bytes;     /* an entry larger than this is REJECT, never sent */
     char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
-    outbox_buf_t out;     /* the commands of a call, kept between calls */
+    outbox_kit_buf_t out;     /* the commands of a call, kept between calls */
 } redis_sink_t;
 
 /* redis_wire.c */
 /* Appends one command in the Redis protocol: redis_cmd_begin with the
  * number of arguments, then each argument. */
-void outbox_redis_cmd_begin(outbox_buf_t *b, size_t argc);
-void outbox_redis_cmd_arg(outbox_buf_t *b, const char *s, size_t n);
+void outbox_redis_cmd_begin(outbox_kit_buf_t *b, size_t argc);
+void outbox_redis_cmd_arg(outbox_kit_buf_t *b, const char *s, size_t n);
 /* Sends b whole on c's socket (MSG_NOSIGNAL: a server gone away is an
  * error, not a signal). 0, or -1 with c->err and c->errstr set. */
 int outbox_redis_send(redisContext *c, const char *data, size_t len);
 /* The next reply, or NULL with c->err set. */
 redisReply *outbox_redis_reply(redisContext *c);
 /* One command with NUL-terminated arguments, its reply (or NULL). */
-redisReply *outbox_redis_command(redisContext *c, outbox_buf_t *scratch, size_t argc,
+redisReply *outbox_redis_command(redisContext *c, outbox_kit_buf_t *scratch, size_t argc,
                                  const char *const *argv);
 /* Whether an error reply will come back the same way on a retry
  * (WRONGTYPE, ERR ...): 1 REJECT, 0 RETRY. */
 int outbox_redis_error_permanent(const char *err);
-/* in as one line with the config's password taken out. */
-void outbox_redis_redact(const redis_config_t *cfg, const char *in, char *out, size_t size);
 
 /* redis_conn.c */
 /* Connects, authenticates and selects the database. On failure, NULL and
@@ -68,6 +67,10 @@ void outbox_redis_redact(const redis_config_t *cfg, const char *in, char *out, s
  * OUTBOX_EINVAL for a database it does not have. */
 int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisContext **out,
                          outbox_diag_t *d);
+/* A copy of from for a reader, which may outlive the sink: its strings,
+ * and a redactor of its password. 0, or -1 when memory ran out (to is
+ * then freed). */
+int outbox_redis_config_copy(const redis_config_t *from, redis_config_t *to);
 void outbox_redis_config_free(redis_config_t *cfg);
 
 /* redis_publish.c */

@@ -13,10 +13,11 @@
  *
  * Failures known before sending (no payload, an empty stream key, an
  * entry over max_bytes) are REJECT, and the key's later messages in the
- * call are not sent at all (RETRY, held back). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* qsort_r */
-#endif
+ * call are not sent at all (RETRY, held back).
+ *
+ * A key's run is the chain of the kit's per-key scheduler (its next[])
+ * from the key's first message: its first round, which is all this sink
+ * uses of it. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,49 +48,29 @@ static const char add_run_script[] =
 #define SEND_AT ((size_t)256 << 10)
 
 typedef struct run {
-    size_t first; /* position in order[] */
+    size_t first; /* the key's first message in the call */
     size_t count; /* messages sent (the run's prefix before a local failure) */
 } run_t;
-
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-    OUTBOX_PRINTF(3, 4);
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-{
-    r->status = status;
-    char text[OUTBOX_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    outbox_text_line(text, r->message, sizeof r->message);
-}
 
 static const char *id_of(const outbox_message_t *m)
 {
     return m->event_id ? m->event_id : "?";
 }
 
-/* Index order by key, then position: runs of one key, in array order. A
- * message without a key is a run of its own. */
-static int by_key(const void *a, const void *b, void *arg)
+/* The run's message at position p (p < run->count). */
+static size_t run_at(const outbox_kit_keys_t *k, const run_t *run, size_t p)
 {
-    const outbox_message_t *msgs = arg;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    const char *ki = msgs[i].key, *kj = msgs[j].key;
-    int c = ki && kj ? strcmp(ki, kj) : (ki != NULL) - (kj != NULL);
-    return c ? c : (i > j) - (i < j);
-}
-
-static int same_key(const outbox_message_t *a, const outbox_message_t *b)
-{
-    return a->key && b->key && strcmp(a->key, b->key) == 0;
+    size_t i = run->first;
+    while (p-- > 0)
+        i = k->next[i];
+    return i;
 }
 
 /* Whether m needs a partitionkey field added (it has a key but no such
  * header), so the reader and other clients see the key. */
 static int adds_key(const outbox_message_t *m)
 {
-    return m->key != NULL && outbox_message_header(m, "partitionkey") == NULL;
+    return m->key != NULL && outbox_kit_header(m, "partitionkey") == NULL;
 }
 
 static int header_used(const outbox_header_t *hd)
@@ -114,7 +95,7 @@ static size_t field_count(const outbox_message_t *m, size_t *bytes)
     return n;
 }
 
-static void put_fields(outbox_buf_t *b, const outbox_message_t *m)
+static void put_fields(outbox_kit_buf_t *b, const outbox_message_t *m)
 {
     outbox_redis_cmd_arg(b, "data", 4);
     outbox_redis_cmd_arg(b, m->payload, m->payload_len);
@@ -132,45 +113,36 @@ static void put_fields(outbox_buf_t *b, const outbox_message_t *m)
 }
 
 /* Why m cannot be sent, or NULL; its stream key is then in stream. */
-static int local_check(const redis_sink_t *h, const outbox_message_t *m, outbox_buf_t *stream,
+static int local_check(const redis_sink_t *h, const outbox_message_t *m, outbox_kit_buf_t *stream,
                        outbox_publish_result_t *r)
 {
-    outbox_buf_reset(stream);
+    outbox_kit_buf_reset(stream);
     outbox_kit_destination(stream, h->stream_tpl, m);
     if (m->payload == NULL) {
-        set_result(r, OUTBOX_PUBLISH_REJECT, "event %s has no payload", id_of(m));
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT, "event %s has no payload", id_of(m));
         return -1;
     }
     if (stream->len == 0) {
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s has an empty stream key (the relay's destination, or the URI's "
-                   "stream template, gives none)",
-                   id_of(m));
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s has an empty stream key (the relay's destination, or the URI's "
+                          "stream template, gives none)",
+                          id_of(m));
         return -1;
     }
     size_t bytes = 0;
     field_count(m, &bytes);
     if (bytes > h->max_bytes) {
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s is %zu bytes (payload and attributes), over the sink's max_bytes of "
-                   "%zu",
-                   id_of(m), bytes, h->max_bytes);
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s is %zu bytes (payload and attributes), over the sink's "
+                          "max_bytes of %zu",
+                          id_of(m), bytes, h->max_bytes);
         return -1;
     }
     return 0;
 }
 
-/* Later messages of the run from position p on: RETRY, never sent. */
-static void hold_back(const size_t *order, size_t from, size_t to, const char *event,
-                      const char *why, outbox_publish_result_t *results)
-{
-    for (size_t p = from; p < to; p++)
-        set_result(&results[order[p]], OUTBOX_PUBLISH_RETRY,
-                   "held back: event %s of the same key %s", event, why);
-}
-
-static void put_xadd(const redis_sink_t *h, outbox_buf_t *b, const outbox_message_t *m,
-                     const outbox_buf_t *stream)
+static void put_xadd(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_message_t *m,
+                     const outbox_kit_buf_t *stream)
 {
     size_t bytes;
     size_t nf = field_count(m, &bytes);
@@ -186,13 +158,13 @@ static void put_xadd(const redis_sink_t *h, outbox_buf_t *b, const outbox_messag
     put_fields(b, m);
 }
 
-static void put_eval(const redis_sink_t *h, outbox_buf_t *b, const outbox_message_t *msgs,
-                     const size_t *order, const run_t *run, outbox_buf_t *stream)
+static void put_eval(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_message_t *msgs,
+                     const outbox_kit_keys_t *k, const run_t *run, outbox_kit_buf_t *stream)
 {
     size_t argc = 3 + run->count + 1;
-    for (size_t p = run->first; p < run->first + run->count; p++) {
+    for (size_t p = 0, i = run->first; p < run->count; p++, i = k->next[i]) {
         size_t bytes;
-        argc += 1 + 2 * field_count(&msgs[order[p]], &bytes);
+        argc += 1 + 2 * field_count(&msgs[i], &bytes);
     }
     char num[24];
     outbox_redis_cmd_begin(b, argc);
@@ -200,94 +172,94 @@ static void put_eval(const redis_sink_t *h, outbox_buf_t *b, const outbox_messag
     outbox_redis_cmd_arg(b, add_run_script, sizeof add_run_script - 1);
     snprintf(num, sizeof num, "%zu", run->count);
     outbox_redis_cmd_arg(b, num, strlen(num));
-    for (size_t p = run->first; p < run->first + run->count; p++) {
-        outbox_buf_reset(stream);
-        outbox_kit_destination(stream, h->stream_tpl, &msgs[order[p]]);
+    for (size_t p = 0, i = run->first; p < run->count; p++, i = k->next[i]) {
+        outbox_kit_buf_reset(stream);
+        outbox_kit_destination(stream, h->stream_tpl, &msgs[i]);
         outbox_redis_cmd_arg(b, stream->data, stream->len);
     }
     outbox_redis_cmd_arg(b, h->maxlen ? h->maxlen_text : "", h->maxlen ? strlen(h->maxlen_text) : 0);
-    for (size_t p = run->first; p < run->first + run->count; p++) {
-        const outbox_message_t *m = &msgs[order[p]];
+    for (size_t p = 0, i = run->first; p < run->count; p++, i = k->next[i]) {
         size_t bytes;
-        snprintf(num, sizeof num, "%zu", field_count(m, &bytes));
+        snprintf(num, sizeof num, "%zu", field_count(&msgs[i], &bytes));
         outbox_redis_cmd_arg(b, num, strlen(num));
-        put_fields(b, m);
+        put_fields(b, &msgs[i]);
     }
 }
 
 /* The verdict of an error reply err for message m. */
-static void refused(const redis_sink_t *h, const outbox_message_t *m, const char *stream,
+static void refused(const redis_sink_t *h, const outbox_message_t *m, outbox_kit_buf_t *stream,
                     const char *err, outbox_publish_result_t *r)
 {
     char text[300], key[160];
-    outbox_redis_redact(&h->cfg, err, text, sizeof text);
-    outbox_text_line(stream, key, sizeof key);
-    set_result(r, outbox_redis_error_permanent(err) ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
-               "Redis refused event %s on stream %s: %s", id_of(m), key, text);
+    outbox_kit_buf_reset(stream);
+    outbox_kit_destination(stream, h->stream_tpl, m);
+    outbox_kit_redact(outbox_redis_host, h->cfg.redactor, err, text, sizeof text);
+    outbox_kit_text_line(stream->data, key, sizeof key);
+    outbox_kit_result(r,
+                      outbox_redis_error_permanent(err) ? OUTBOX_PUBLISH_REJECT
+                                                        : OUTBOX_PUBLISH_RETRY,
+                      "Redis refused event %s on stream %s: %s", id_of(m), key, text);
 }
 
 /* A run's messages when the connection failed before its reply came. */
-static void lost(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
+static void lost(redis_sink_t *h, const outbox_message_t *msgs, const outbox_kit_keys_t *k,
                  const run_t *run, const char *why, outbox_publish_result_t *results)
 {
-    for (size_t p = run->first; p < run->first + run->count; p++)
-        set_result(&results[order[p]], OUTBOX_PUBLISH_RETRY,
-                   "no reply from the Redis server (%s) for event %s: %s", h->shown,
-                   id_of(&msgs[order[p]]), why);
+    for (size_t p = 0, i = run->first; p < run->count; p++, i = k->next[i])
+        outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                          "no reply from the Redis server (%s) for event %s: %s", h->shown,
+                          id_of(&msgs[i]), why);
 }
 
 /* Applies the reply of one run's command. */
-static void apply_reply(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
-                        const run_t *run, redisReply *r, outbox_buf_t *stream,
+static void apply_reply(redis_sink_t *h, const outbox_message_t *msgs, outbox_kit_keys_t *k,
+                        const run_t *run, redisReply *r, outbox_kit_buf_t *stream,
                         outbox_publish_result_t *results)
 {
-    const outbox_message_t *first = &msgs[order[run->first]];
-    outbox_buf_reset(stream);
-    outbox_kit_destination(stream, h->stream_tpl, first);
-    const char *skey = stream->data ? stream->data : "";
+    size_t first = run->first;
     if (run->count == 1) {
         if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
-            results[order[run->first]].status = OUTBOX_PUBLISH_OK;
+            results[first].status = OUTBOX_PUBLISH_OK;
         else if (r->type == REDIS_REPLY_ERROR)
-            refused(h, first, skey, r->str, &results[order[run->first]]);
+            refused(h, &msgs[first], stream, r->str, &results[first]);
         else
-            set_result(&results[order[run->first]], OUTBOX_PUBLISH_RETRY,
-                       "Redis answered XADD of event %s with an unexpected reply (type %d)",
-                       id_of(first), r->type);
+            outbox_kit_result(&results[first], OUTBOX_PUBLISH_RETRY,
+                              "Redis answered XADD of event %s with an unexpected reply (type %d)",
+                              id_of(&msgs[first]), r->type);
         return;
     }
-    size_t done = 0;
-    const char *err = NULL;
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer >= 0 &&
         (size_t)r->element[0]->integer <= run->count) {
-        done = (size_t)r->element[0]->integer;
+        size_t done = (size_t)r->element[0]->integer;
+        const char *err = NULL;
         if (r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING)
             err = r->element[1]->str;
-        for (size_t p = run->first; p < run->first + done; p++)
-            results[order[p]].status = OUTBOX_PUBLISH_OK;
+        for (size_t p = 0, i = first; p < done; p++, i = k->next[i])
+            results[i].status = OUTBOX_PUBLISH_OK;
         if (done == run->count)
             return;
-        const outbox_message_t *m = &msgs[order[run->first + done]];
-        refused(h, m, skey, err ? err : "the script stopped without an error", &results[order[run->first + done]]);
-        hold_back(order, run->first + done + 1, run->first + run->count, id_of(m),
-                  results[order[run->first + done]].status == OUTBOX_PUBLISH_REJECT
-                      ? "was refused in this call"
-                      : "failed in this call",
-                  results);
+        size_t failed = run_at(k, run, done);
+        refused(h, &msgs[failed], stream, err ? err : "the script stopped without an error",
+                &results[failed]);
+        outbox_kit_keys_hold(k, failed, msgs, results,
+                             results[failed].status == OUTBOX_PUBLISH_REJECT
+                                 ? "was refused in this call"
+                                 : "failed in this call");
         return;
     }
     /* The script itself did not run (a server loading, busy, or one that
      * refuses EVAL): nothing of the run was added. Not the messages'
      * fault, so RETRY. */
     char text[300];
-    outbox_redis_redact(&h->cfg, r->type == REDIS_REPLY_ERROR ? r->str : "an unexpected reply",
-                        text, sizeof text);
-    set_result(&results[order[run->first]], OUTBOX_PUBLISH_RETRY,
-               "Redis did not run the ordered XADD of event %s and %zu later ones of its key: %s",
-               id_of(first), run->count - 1, text);
-    hold_back(order, run->first + 1, run->first + run->count, id_of(first),
-              "failed in this call", results);
+    outbox_kit_redact(outbox_redis_host, h->cfg.redactor,
+                      r->type == REDIS_REPLY_ERROR ? r->str : "an unexpected reply", text,
+                      sizeof text);
+    outbox_kit_result(&results[first], OUTBOX_PUBLISH_RETRY,
+                      "Redis did not run the ordered XADD of event %s and %zu later ones of its "
+                      "key: %s",
+                      id_of(&msgs[first]), run->count - 1, text);
+    outbox_kit_keys_hold(k, first, msgs, results, "failed in this call");
 }
 
 static void drop_connection(redis_sink_t *h)
@@ -317,41 +289,41 @@ static int ensure_connected(redis_sink_t *h, outbox_diag_t *why)
  * replies came; fewer than n_runs leaves c->err set (after a failure to
  * read one, the connection is out of step and every later run is
  * unknown). -1: out of memory. */
-static long exchange(redis_sink_t *h, const outbox_message_t *msgs, const size_t *order,
-                     const run_t *runs, size_t n_runs, outbox_buf_t *stream,
+static long exchange(redis_sink_t *h, const outbox_message_t *msgs, outbox_kit_keys_t *k,
+                     const run_t *runs, size_t n_runs, outbox_kit_buf_t *stream,
                      outbox_publish_result_t *results)
 {
-    outbox_buf_t *out = &h->out;
-    outbox_buf_reset(out);
+    outbox_kit_buf_t *out = &h->out;
+    outbox_kit_buf_reset(out);
     int send_failed = 0;
-    for (size_t k = 0; k < n_runs; k++) {
-        const run_t *run = &runs[k];
+    for (size_t r = 0; r < n_runs; r++) {
+        const run_t *run = &runs[r];
         if (run->count == 1) {
-            outbox_buf_reset(stream);
-            outbox_kit_destination(stream, h->stream_tpl, &msgs[order[run->first]]);
-            put_xadd(h, out, &msgs[order[run->first]], stream);
+            outbox_kit_buf_reset(stream);
+            outbox_kit_destination(stream, h->stream_tpl, &msgs[run->first]);
+            put_xadd(h, out, &msgs[run->first], stream);
         } else {
-            put_eval(h, out, msgs, order, run, stream);
+            put_eval(h, out, msgs, k, run, stream);
         }
         if (out->failed || stream->failed)
             return -1;
-        if (out->len >= SEND_AT || k + 1 == n_runs) {
+        if (out->len >= SEND_AT || r + 1 == n_runs) {
             if (!send_failed && outbox_redis_send(h->c, out->data, out->len) != 0)
                 send_failed = 1;
-            outbox_buf_reset(out);
+            outbox_kit_buf_reset(out);
         }
     }
     if (send_failed)
         return 0;
-    long k = 0;
-    for (; (size_t)k < n_runs; k++) {
-        redisReply *r = outbox_redis_reply(h->c);
-        if (r == NULL)
+    long r = 0;
+    for (; (size_t)r < n_runs; r++) {
+        redisReply *reply = outbox_redis_reply(h->c);
+        if (reply == NULL)
             break;
-        apply_reply(h, msgs, order, &runs[k], r, stream, results);
-        freeReplyObject(r);
+        apply_reply(h, msgs, k, &runs[r], reply, stream, results);
+        freeReplyObject(reply);
     }
-    return k;
+    return r;
 }
 
 int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
@@ -366,45 +338,37 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
     outbox_diag_t why = {0};
     if (ensure_connected(h, &why) != 0) {
         for (size_t i = 0; i < n; i++)
-            set_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", why.message);
+            outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", why.message);
         return OUTBOX_OK;
     }
 
-    size_t *order = host->alloc(n * sizeof *order);
-    run_t *runs = host->alloc(n * sizeof *runs);
-    if (order == NULL || runs == NULL) {
-        host->free(order);
-        host->free(runs);
+    /* The runs of one key each, from the first round, up to the first
+     * event that cannot be sent. */
+    outbox_kit_keys_t k;
+    run_t *runs = NULL;
+    if (outbox_kit_keys_init(&k, host, msgs, n) == 0)
+        runs = host->alloc(k.n_round * sizeof *runs);
+    if (runs == NULL) {
+        outbox_kit_keys_free(&k);
         return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
     }
-    for (size_t i = 0; i < n; i++)
-        order[i] = i;
-    qsort_r(order, n, sizeof *order, by_key, (void *)msgs);
-
-    /* The runs of one key each, up to the first event that cannot be
-     * sent. */
-    outbox_buf_t stream;
-    outbox_buf_init(&stream, host);
+    outbox_kit_buf_t stream;
+    outbox_kit_buf_init(&stream, host);
     size_t n_runs = 0;
-    for (size_t s = 0; s < n;) {
-        size_t e = s + 1;
-        while (e < n && same_key(&msgs[order[s]], &msgs[order[e]]))
-            e++;
-        run_t run = {.first = s, .count = 0};
-        for (size_t p = s; p < e; p++) {
-            const outbox_message_t *m = &msgs[order[p]];
-            if (local_check(h, m, &stream, &results[order[p]]) != 0) {
-                hold_back(order, p + 1, e, id_of(m), "was refused in this call", results);
+    for (size_t r = 0; r < k.n_round; r++) {
+        run_t run = {.first = k.round[r], .count = 0};
+        for (size_t i = run.first; i != OUTBOX_KIT_NONE; i = k.next[i]) {
+            if (local_check(h, &msgs[i], &stream, &results[i]) != 0) {
+                outbox_kit_keys_hold(&k, i, msgs, results, "was refused in this call");
                 break;
             }
             run.count++;
         }
         if (run.count > 0)
             runs[n_runs++] = run;
-        s = e;
     }
 
-    long got = n_runs > 0 ? exchange(h, msgs, order, runs, n_runs, &stream, results) : 0;
+    long got = n_runs > 0 ? exchange(h, msgs, &k, runs, n_runs, &stream, results) : 0;
     if (got == 0 && n_runs > 0 && reused) {
         /* No reply at all on a connection from an earlier call: the server
          * (or something on the way) may have closed it while it was idle.
@@ -412,18 +376,18 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
          * added again, which the relay's own retry would do as well:
          * duplicates, never a key out of order. */
         char text[160];
-        outbox_redis_redact(&h->cfg, h->c->errstr, text, sizeof text);
-        outbox_redis_host->log(OUTBOX_LOG_INFO, REDIS_SINK_NAME,
-                               "the connection to the Redis server %s failed on its first reply "
-                               "(%s): sending the call again on a new one",
-                               h->shown, text);
+        outbox_kit_redact(host, h->cfg.redactor, h->c->errstr, text, sizeof text);
+        host->log(OUTBOX_LOG_INFO, REDIS_SINK_NAME,
+                  "the connection to the Redis server %s failed on its first reply (%s): sending "
+                  "the call again on a new one",
+                  h->shown, text);
         drop_connection(h);
         if (ensure_connected(h, &why) != 0) {
-            for (size_t k = 0; k < n_runs; k++)
-                lost(h, msgs, order, &runs[k], why.message, results);
+            for (size_t r = 0; r < n_runs; r++)
+                lost(h, msgs, &k, &runs[r], why.message, results);
             n_runs = 0;
         } else {
-            got = exchange(h, msgs, order, runs, n_runs, &stream, results);
+            got = exchange(h, msgs, &k, runs, n_runs, &stream, results);
         }
     }
     int rc = OUTBOX_OK;
@@ -432,19 +396,19 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
         rc = host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
     } else if ((size_t)got < n_runs) {
         char text[160];
-        outbox_redis_redact(&h->cfg, h->c->errstr[0] ? h->c->errstr : "connection lost", text,
-                            sizeof text);
-        for (size_t k = (size_t)got; k < n_runs; k++)
-            lost(h, msgs, order, &runs[k], text, results);
+        outbox_kit_redact(host, h->cfg.redactor,
+                          h->c->errstr[0] ? h->c->errstr : "connection lost", text, sizeof text);
+        for (size_t r = (size_t)got; r < n_runs; r++)
+            lost(h, msgs, &k, &runs[r], text, results);
         drop_connection(h);
     }
     /* A large call's buffer is not kept for the next. */
     if (h->out.cap > ((size_t)4 << 20) || got < 0) {
-        outbox_buf_free(&h->out);
-        outbox_buf_init(&h->out, host);
+        outbox_kit_buf_free(&h->out);
+        outbox_kit_buf_init(&h->out, host);
     }
-    outbox_buf_free(&stream);
-    host->free(order);
+    outbox_kit_buf_free(&stream);
+    outbox_kit_keys_free(&k);
     host->free(runs);
     return rc;
 }

@@ -6,26 +6,26 @@
 #include "redis_int.h"
 
 #define READER_BATCH "200"
-#define READER_MAX_HEADERS 32
 
 /* The type of key: "none", "stream", "string", ... into out. */
 static int key_type(redis_sink_t *h, redisContext *c, const char *key, char *out, size_t size,
                     outbox_diag_t *d)
 {
-    outbox_buf_t scratch;
-    outbox_buf_init(&scratch, outbox_redis_host);
+    outbox_kit_buf_t scratch;
+    outbox_kit_buf_init(&scratch, outbox_redis_host);
     const char *argv[2] = {"TYPE", key};
     redisReply *r = outbox_redis_command(c, &scratch, 2, argv);
-    outbox_buf_free(&scratch);
+    outbox_kit_buf_free(&scratch);
     int rc = OUTBOX_OK;
     char text[256];
     if (r == NULL) {
-        outbox_redis_redact(&h->cfg, c->errstr, text, sizeof text);
+        outbox_kit_redact(outbox_redis_host, h->cfg.redactor, c->errstr, text, sizeof text);
         rc = outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: TYPE %s: %s", h->shown,
                                       key, text);
     } else if (r->type != REDIS_REPLY_STATUS) {
-        outbox_redis_redact(&h->cfg, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply",
-                            text, sizeof text);
+        outbox_kit_redact(outbox_redis_host, h->cfg.redactor,
+                          r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", text,
+                          sizeof text);
         rc = outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: TYPE %s: %s", h->shown,
                                       key, text);
     } else {
@@ -78,14 +78,15 @@ int outbox_redis_destination_drop(void *handle, const char *destination, outbox_
                                         "Redis sink %s: key %s holds a %s, not a stream: not "
                                         "dropped",
                                         h->shown, destination, type);
-    outbox_buf_t scratch;
-    outbox_buf_init(&scratch, outbox_redis_host);
+    outbox_kit_buf_t scratch;
+    outbox_kit_buf_init(&scratch, outbox_redis_host);
     const char *argv[2] = {"DEL", destination};
     redisReply *r = outbox_redis_command(h->c, &scratch, 2, argv);
-    outbox_buf_free(&scratch);
+    outbox_kit_buf_free(&scratch);
     char text[256];
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-        outbox_redis_redact(&h->cfg, r ? r->str : h->c->errstr, text, sizeof text);
+        outbox_kit_redact(outbox_redis_host, h->cfg.redactor, r ? r->str : h->c->errstr, text,
+                          sizeof text);
         rc = outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: DEL %s: %s", h->shown,
                                       destination, text);
     }
@@ -103,8 +104,8 @@ typedef struct redis_reader {
     char last_id[64];     /* the last entry handed out; "0-0" before the first */
     redisReply *batch;    /* the entries of the last XREAD */
     size_t next;          /* the next entry of batch to hand out */
-    outbox_header_t headers[READER_MAX_HEADERS];
-    outbox_buf_t scratch;
+    outbox_kit_received_t attrs; /* the attributes of the entry handed out */
+    outbox_kit_buf_t scratch;
 } redis_reader_t;
 
 void outbox_redis_reader_close(void *reader)
@@ -116,20 +117,9 @@ void outbox_redis_reader_close(void *reader)
     redisFree(r->c);
     outbox_redis_config_free(&r->cfg);
     outbox_redis_host->free(r->stream);
-    outbox_buf_free(&r->scratch);
+    outbox_kit_received_free(&r->attrs);
+    outbox_kit_buf_free(&r->scratch);
     outbox_redis_host->free(r);
-}
-
-static int copy_config(const redis_config_t *from, redis_config_t *to)
-{
-    const outbox_host_t *host = outbox_redis_host;
-    *to = *from;
-    to->host = outbox_kit_strdup(host, from->host);
-    to->user = from->user ? outbox_kit_strdup(host, from->user) : NULL;
-    to->password = from->password ? outbox_kit_strdup(host, from->password) : NULL;
-    return to->host == NULL || (from->user && !to->user) || (from->password && !to->password)
-               ? -1
-               : 0;
 }
 
 int outbox_redis_reader_open(void *handle, const char *destination, void **reader,
@@ -142,11 +132,12 @@ int outbox_redis_reader_open(void *handle, const char *destination, void **reade
     if (r == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening a Redis reader");
     memset(r, 0, sizeof *r);
-    outbox_buf_init(&r->scratch, host);
+    outbox_kit_buf_init(&r->scratch, host);
+    outbox_kit_received_init(&r->attrs, host);
     snprintf(r->shown, sizeof r->shown, "%s", h->shown);
     snprintf(r->last_id, sizeof r->last_id, "0-0");
     r->stream = outbox_kit_strdup(host, destination);
-    if (r->stream == NULL || copy_config(&h->cfg, &r->cfg) != 0) {
+    if (r->stream == NULL || outbox_redis_config_copy(&h->cfg, &r->cfg) != 0) {
         outbox_redis_reader_close(r);
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening a Redis reader");
     }
@@ -181,7 +172,8 @@ static int fetch(redis_reader_t *r, int timeout_ms, outbox_diag_t *d)
                           : outbox_redis_command(r->c, &r->scratch, 6, without);
     char text[256];
     if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-        outbox_redis_redact(&r->cfg, rep ? rep->str : r->c->errstr, text, sizeof text);
+        outbox_kit_redact(outbox_redis_host, r->cfg.redactor, rep ? rep->str : r->c->errstr, text,
+                          sizeof text);
         freeReplyObject(rep);
         return outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis reader (%s) on %s: %s",
                                         r->shown, r->stream, text);
@@ -234,7 +226,7 @@ int outbox_redis_reader_next(void *reader, int timeout_ms, outbox_received_t *ou
     out->dedupe_id = NULL; /* Redis has no dedupe id */
     out->payload = "";
     out->payload_len = 0;
-    size_t n = 0;
+    outbox_kit_received_reset(&r->attrs);
     for (size_t i = 0; i + 1 < f->elements; i += 2) {
         redisReply *name = f->element[i], *value = f->element[i + 1];
         if (name->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING)
@@ -242,15 +234,15 @@ int outbox_redis_reader_next(void *reader, int timeout_ms, outbox_received_t *ou
         if (strcmp(name->str, "data") == 0) {
             out->payload = value->str;
             out->payload_len = value->len;
-        } else if (n < READER_MAX_HEADERS) {
-            r->headers[n].name = name->str;
-            r->headers[n].value = value->str;
-            n++;
-            if (strcmp(name->str, "partitionkey") == 0)
-                out->key = value->str;
+            continue;
         }
+        if (strcmp(name->str, "partitionkey") == 0)
+            out->key = value->str;
+        outbox_kit_received_add(&r->attrs, name->str, name->len, value->str, value->len);
     }
-    out->headers = r->headers;
-    out->n_headers = n;
+    if (r->attrs.text.failed)
+        return outbox_redis_host->error(d, OUTBOX_ENOMEM, "Redis reader (%s) on %s: out of memory",
+                                        r->shown, r->stream);
+    outbox_kit_received_fill(&r->attrs, out);
     return OUTBOX_OK;
 }

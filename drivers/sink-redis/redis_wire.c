@@ -13,7 +13,7 @@
 
 /* "<c><n>\r\n": a protocol line's prefix and a length, without printf
  * (a batch writes some thirty of them per event). */
-static void put_count(outbox_buf_t *b, char c, size_t n)
+static void put_count(outbox_kit_buf_t *b, char c, size_t n)
 {
     char text[24];
     size_t w = sizeof text;
@@ -24,19 +24,19 @@ static void put_count(outbox_buf_t *b, char c, size_t n)
         n /= 10;
     } while (n > 0);
     text[--w] = c;
-    outbox_buf_put(b, text + w, sizeof text - w);
+    outbox_kit_buf_put(b, text + w, sizeof text - w);
 }
 
-void outbox_redis_cmd_begin(outbox_buf_t *b, size_t argc)
+void outbox_redis_cmd_begin(outbox_kit_buf_t *b, size_t argc)
 {
     put_count(b, '*', argc);
 }
 
-void outbox_redis_cmd_arg(outbox_buf_t *b, const char *s, size_t n)
+void outbox_redis_cmd_arg(outbox_kit_buf_t *b, const char *s, size_t n)
 {
     put_count(b, '$', n);
-    outbox_buf_put(b, s, n);
-    outbox_buf_put(b, "\r\n", 2);
+    outbox_kit_buf_put(b, s, n);
+    outbox_kit_buf_put(b, "\r\n", 2);
 }
 
 static void set_err(redisContext *c, int type, const char *text)
@@ -72,10 +72,10 @@ redisReply *outbox_redis_reply(redisContext *c)
     return reply;
 }
 
-redisReply *outbox_redis_command(redisContext *c, outbox_buf_t *scratch, size_t argc,
+redisReply *outbox_redis_command(redisContext *c, outbox_kit_buf_t *scratch, size_t argc,
                                  const char *const *argv)
 {
-    outbox_buf_reset(scratch);
+    outbox_kit_buf_reset(scratch);
     outbox_redis_cmd_begin(scratch, argc);
     for (size_t i = 0; i < argc; i++)
         outbox_redis_cmd_arg(scratch, argv[i], strlen(argv[i]));
@@ -103,12 +103,4 @@ int outbox_redis_error_permanent(const char *err)
         if (strlen(permanent[i]) == n && strncmp(err, permanent[i], n) == 0)
             return 1;
     return 0;
-}
-
-void outbox_redis_redact(const redis_config_t *cfg, const char *in, char *out, size_t size)
-{
-    /* The kit's redaction with a URI that holds only our secret, wherever
-     * it came from (the URI or the environment). */
-    outbox_uri_t secrets = {.password = cfg ? cfg->password : NULL};
-    outbox_uri_redact(&secrets, in, out, size);
 }

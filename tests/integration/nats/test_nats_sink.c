@@ -34,6 +34,7 @@ START_TEST(uri_errors)
         {"nats://127.0.0.1:4222/s?token={secret}&timeout=x", "timeout=x"},
         {"nats://alice:{secret}@127.0.0.1:4222/s?token={secret}", "not both"},
         {"nats://bob@127.0.0.1:4222/s?token_env=" TH_SECRET_VAR, "not both"},
+        {"/s?token={secret}&token_env=" TH_SECRET_VAR, "give token or token_env, not both"},
     };
     th_expect_refusals(nats_uri, bad, sizeof bad / sizeof *bad);
 }
