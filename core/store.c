@@ -9,7 +9,7 @@
 #include "outbox_int.h"
 
 /* Read a vtable member only when the driver's vtable is large enough to have it. */
-#define VT_HAS(vt, m) ((vt)->struct_size >= offsetof(outbox_store_vtable_t, m) + sizeof((vt)->m) && (vt)->m != NULL)
+#define VT_HAS(vt, m) OUTBOX_ENTRY_HAS(outbox_store_vtable_t, vt, m)
 
 typedef struct route_cfg {
     char *route;

@@ -368,9 +368,6 @@ int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
 {
     const outbox_host_t *host = outbox_amqp_host;
     amqp_sink_t *h = handle;
-    if (n == 0)
-        return OUTBOX_OK;
-
     outbox_kit_keys_t k;
     if (outbox_kit_keys_init(&k, host, msgs, n) != 0)
         return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);

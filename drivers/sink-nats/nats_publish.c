@@ -307,8 +307,6 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
 {
     const outbox_host_t *host = outbox_nats_host;
     nats_sink_t *h = handle;
-    if (n == 0)
-        return OUTBOX_OK;
     char tmo[32];
     outbox_kit_show_duration(h->timeout_ms * 1000, tmo, sizeof tmo);
 

@@ -331,9 +331,6 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
 {
     const outbox_host_t *host = outbox_redis_host;
     redis_sink_t *h = handle;
-    if (n == 0)
-        return OUTBOX_OK;
-
     int reused = h->c != NULL && !h->c->err;
     outbox_diag_t why = {0};
     if (ensure_connected(h, &why) != 0) {

@@ -49,6 +49,11 @@ enum outbox_status {
 #define OUTBOX_STRUCT_HAS(T, p, member)                                                    \
     ((size_t)(p)->struct_size >= offsetof(T, member) + sizeof(((const T *)0)->member))
 
+/* 1 when the vtable (or host table) *p of type T has the optional entry:
+ * its struct_size covers it and it is not NULL. The one check before
+ * calling an entry the other side may lack. */
+#define OUTBOX_ENTRY_HAS(T, p, entry) (OUTBOX_STRUCT_HAS(T, p, entry) && (p)->entry != NULL)
+
 /* The longest duration the library and its drivers take, parsed or in a
  * config: 36500 days (100 years of 365 days), in microseconds. A duration
  * is added to a clock reading (a poll or a retry delay to now, a lease

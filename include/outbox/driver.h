@@ -536,7 +536,10 @@ typedef struct outbox_sink_vtable {
     void (*close)(void *handle);
     /* Required. Fill results[0..n) (the host zeroes them first). Return
      * OUTBOX_OK when every result is filled in; a negative code means the
-     * call as a whole failed and the host treats every message as RETRY. */
+     * call as a whole failed and the host treats every message as RETRY.
+     * The host has checked: n >= 1, msgs and results are not NULL, and
+     * results are zeroed; a status outside OK, RETRY and REJECT is turned
+     * into RETRY afterwards. */
     int (*publish)(void *handle, const outbox_message_t *msgs, size_t n,
                    outbox_publish_result_t *results, outbox_diag_t *d);
 

@@ -840,7 +840,7 @@ static inline int outbox_kit_opt_secret_builtin(const outbox_uri_t *uri, const c
 /* The host's entry when it has one (ABI 1.4), else the builtin: the one
  * way a driver reads each kind of option. */
 #define OUTBOX_KIT_HOST_HAS_(host, member)                                                     \
-    ((host) != NULL && OUTBOX_STRUCT_HAS(outbox_host_t, host, member) && (host)->member != NULL)
+    ((host) != NULL && OUTBOX_ENTRY_HAS(outbox_host_t, host, member))
 
 /* Option key of uri as a duration in [min_us, max_us], into *out
  * (microseconds). Absent: OUTBOX_OK, *out unchanged. label names the

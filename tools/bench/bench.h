@@ -324,8 +324,7 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
                       bench_drain_t *out, char *err, size_t errlen);
 
 /* 1 when the store vtable has entry m (covered by its struct_size and set). */
-#define BENCH_VT_HAS(vt, m)                                                                      \
-    ((vt)->struct_size >= offsetof(outbox_store_vtable_t, m) + sizeof((vt)->m) && (vt)->m != NULL)
+#define BENCH_VT_HAS(vt, m) OUTBOX_ENTRY_HAS(outbox_store_vtable_t, vt, m)
 /* The optional entries the throughput modes use that drv lacks, as a JSON
  * array of their names ("[]" when none) into out. */
 void bench_missing_entries(const outbox_driver_t *drv, char *out, size_t size);

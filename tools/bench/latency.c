@@ -455,9 +455,8 @@ int bench_latency(const bench_opts_t *o)
             return BENCH_EXIT_USAGE;
         }
         const outbox_sink_vtable_t *kvt = outbox_sink_driver(ctl)->sink;
-        has_dest = kvt->struct_size >= offsetof(outbox_sink_vtable_t, destination_drop) +
-                                           sizeof kvt->destination_drop &&
-                   kvt->destination_create && kvt->destination_drop;
+        has_dest = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
+                   OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
         snprintf(dest, sizeof dest, "outbox_bench_%ld_latency", (long)getpid());
         if (has_dest && outbox_sink_destination_create(ctl, dest) != OUTBOX_OK) {
             bench_err("creating destination %s on the sink: %s", dest, outbox_sink_message(ctl));

@@ -560,10 +560,8 @@ int bench_throughput(const bench_opts_t *o)
     }
     {
         const outbox_sink_vtable_t *kvt = outbox_sink_driver(ss.ctl)->sink;
-        ss.has_destinations =
-            kvt->struct_size >= offsetof(outbox_sink_vtable_t, destination_drop) +
-                                    sizeof kvt->destination_drop &&
-            kvt->destination_create && kvt->destination_drop;
+        ss.has_destinations = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
+                              OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
     }
     ss.producer = has_ceiling && o->backend->messages ? bench_producer_for(o->sink) : NULL;
     if (ss.producer) {

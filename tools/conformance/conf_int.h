@@ -89,8 +89,7 @@ extern conf_env_t conf_env;
 
 /* 1 when the driver's vtable has the optional entry (and is large enough
  * to hold it). */
-#define CONF_VT_HAS(vt, m)                                                                        \
-    ((vt)->struct_size >= offsetof(outbox_store_vtable_t, m) + sizeof((vt)->m) && (vt)->m != NULL)
+#define CONF_VT_HAS(vt, m) OUTBOX_ENTRY_HAS(outbox_store_vtable_t, vt, m)
 
 /* --------------------------------------------------------------- fixture */
 

@@ -32,7 +32,7 @@ static size_t sched_n, sched_i;
 static unsigned leftovers;
 static unsigned destination_seq;    /* never reset, as the store's relation_seq */
 
-#define SINK_VT_HAS(vt, m) (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, (vt), m) && (vt)->m != NULL)
+#define SINK_VT_HAS(vt, m) OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, vt, m)
 
 /* ------------------------------------------------------------ children */
 
