@@ -14,7 +14,6 @@
  * calls curl_global_cleanup, as drivers stay loaded until the process
  * ends. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "http_int.h"
@@ -42,50 +41,13 @@ static const char *const known_params[] = {
     "timeout, connect_timeout, parallel, query, header, password_env, token_env, "           \
     "hmac_secret_env, tls_ca, tls_cert, tls_key, insecure"
 
-/* "500ms", "10s", "2m" -> milliseconds, from 1 ms to 1 h. */
-static int parse_duration_ms(const char *text, long *ms)
-{
-    const char *p = text;
-    long long v = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9') {
-        if (v > 1LL << 40)
-            return -1;
-        v = v * 10 + (*p++ - '0');
-    }
-    long long mult = strcmp(p, "ms") == 0  ? 1
-                     : strcmp(p, "s") == 0 ? 1000
-                     : strcmp(p, "m") == 0 ? 60000
-                                           : 0;
-    if (mult == 0 || v * mult < 1 || v * mult > 3600000)
-        return -1;
-    *ms = (long)(v * mult);
-    return 0;
-}
+/* What a message about the URI starts with, the kit's about an option's
+ * value too. */
+#define HTTP_LABEL "HTTP sink"
 
-static int dup_into(char **dst, const char *src, outbox_diag_t *d)
+static int out_of_memory(outbox_diag_t *d)
 {
-    *dst = src ? outbox_kit_strdup(outbox_http_host, src) : NULL;
-    if (src && !*dst)
-        return outbox_http_host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
-    return OUTBOX_OK;
-}
-
-/* The value of the environment variable a *_env option names. */
-static int from_env(const char *option, const char *var, const char *shown, char **dst,
-                    outbox_diag_t *d)
-{
-    if (var == NULL)
-        return OUTBOX_OK;
-    const char *v = getenv(var);
-    if (v == NULL || v[0] == '\0')
-        return outbox_http_host->error(d, OUTBOX_EINVAL,
-                                       "HTTP sink %s: %s names environment variable %s, which "
-                                       "is not set or empty",
-                                       shown, option, var);
-    outbox_http_host->free(*dst);
-    return dup_into(dst, v, d);
+    return outbox_http_host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
 }
 
 static int bad(const char *shown, outbox_diag_t *d, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
@@ -96,7 +58,7 @@ static int bad(const char *shown, outbox_diag_t *d, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return outbox_http_host->error(d, OUTBOX_EINVAL, "HTTP sink %s: %s", shown, why);
+    return outbox_http_host->error(d, OUTBOX_EINVAL, HTTP_LABEL " %s: %s", shown, why);
 }
 
 /* Headers the sink writes itself, which header= may not replace. */
@@ -131,13 +93,42 @@ static int add_header(http_config_t *c, const char *value, outbox_diag_t *d)
                    (int)n, value);
     char **grown = host->realloc(c->headers, (c->n_headers + 1) * sizeof *grown);
     if (grown == NULL)
-        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+        return out_of_memory(d);
     c->headers = grown;
     c->headers[c->n_headers] = outbox_kit_strdup(host, value);
     if (c->headers[c->n_headers] == NULL)
-        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+        return out_of_memory(d);
     c->n_headers++;
     return OUTBOX_OK;
+}
+
+/* The durations, counts and switches, in the one grammar of every
+ * driver's options. */
+static int parse_options(const outbox_uri_t *uri, http_config_t *c, outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_http_host;
+    struct {
+        const char *name;
+        long *dst;
+        int64_t us;
+    } durations[] = {{"timeout", &c->timeout_ms, INT64_C(10000000)},
+                     {"connect_timeout", &c->connect_timeout_ms, INT64_C(2000000)}};
+    for (size_t i = 0; i < sizeof durations / sizeof *durations; i++) {
+        int rc = outbox_kit_opt_duration(host, uri, HTTP_LABEL, durations[i].name, INT64_C(1000),
+                                         INT64_C(3600000000), &durations[i].us, d);
+        if (rc != OUTBOX_OK)
+            return rc;
+        /* libcurl counts milliseconds; a part of one is not dropped. */
+        *durations[i].dst = (long)((durations[i].us + 999) / 1000);
+    }
+    int64_t parallel = 8;
+    int insecure = 0;
+    int rc = outbox_kit_opt_int(host, uri, HTTP_LABEL, "parallel", 1, 64, &parallel, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_bool(host, uri, HTTP_LABEL, "insecure", &insecure, d);
+    c->parallel = (int)parallel;
+    c->insecure = insecure != 0;
+    return rc;
 }
 
 static int parse_uri(const outbox_uri_t *uri, http_config_t *c, outbox_diag_t *d)
@@ -146,7 +137,7 @@ static int parse_uri(const outbox_uri_t *uri, http_config_t *c, outbox_diag_t *d
     const char *shown = c->shown;
     bool https = strcmp(uri->scheme, "https") == 0;
 
-    const char *unknown = outbox_uri_unknown(uri, known_params);
+    const char *unknown = outbox_kit_uri_unknown(uri, known_params);
     if (unknown)
         return bad(shown, d, "unknown parameter %s (known: " KNOWN_TEXT ")", unknown);
     if (uri->raw == NULL || strncmp(uri->raw + strlen(uri->scheme), "://", 3) != 0 ||
@@ -154,98 +145,73 @@ static int parse_uri(const outbox_uri_t *uri, http_config_t *c, outbox_diag_t *d
         return bad(shown, d, "names no host: use %s://host:port/PATH", uri->scheme);
     if (strchr(uri->host, ',') != NULL)
         return bad(shown, d, "names several hosts; a webhook has one");
-
-    struct {
-        const char *name;
-        long *dst;
-        long dflt;
-    } durations[] = {{"timeout", &c->timeout_ms, 10000},
-                     {"connect_timeout", &c->connect_timeout_ms, 2000}};
-    for (size_t i = 0; i < 2; i++) {
-        const char *v = outbox_uri_get(uri, durations[i].name);
-        *durations[i].dst = durations[i].dflt;
-        if (v && parse_duration_ms(v, durations[i].dst) != 0)
-            return bad(shown, d, "%s=%s is not a duration from 1ms to 1h (e.g. 500ms, 10s, 2m)",
-                       durations[i].name, v);
-    }
-    c->parallel = 8;
-    const char *par = outbox_uri_get(uri, "parallel");
-    if (par) {
-        char *end = NULL;
-        long v = strtol(par, &end, 10);
-        if (end == par || *end != '\0' || v < 1 || v > 64)
-            return bad(shown, d, "parallel=%s is not a number of requests from 1 to 64", par);
-        c->parallel = (int)v;
-    }
-    const char *ins = outbox_uri_get(uri, "insecure");
-    if (ins) {
-        if (strcmp(ins, "1") == 0 || strcmp(ins, "true") == 0)
-            c->insecure = true;
-        else if (strcmp(ins, "0") == 0 || strcmp(ins, "false") == 0)
-            c->insecure = false;
-        else
-            return bad(shown, d, "insecure=%s is not 0 or 1", ins);
-    }
-    int rc = dup_into(&c->tls_ca, outbox_uri_get(uri, "tls_ca"), d);
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_cert, outbox_uri_get(uri, "tls_cert"), d);
-    if (rc == OUTBOX_OK)
-        rc = dup_into(&c->tls_key, outbox_uri_get(uri, "tls_key"), d);
+    int rc = parse_options(uri, c, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (!https && (c->tls_ca || c->tls_cert || c->tls_key || ins))
-        return bad(shown, d, "TLS options (tls_ca, tls_cert, tls_key, insecure) need https://");
-    if (!c->tls_cert != !c->tls_key)
-        return bad(shown, d, "tls_cert and tls_key go together (a client certificate and its key)");
 
-    const char *query = outbox_uri_get(uri, "query");
+    const char *tls_ca = outbox_kit_uri_get(uri, "tls_ca");
+    const char *tls_cert = outbox_kit_uri_get(uri, "tls_cert");
+    const char *tls_key = outbox_kit_uri_get(uri, "tls_key");
+    if (!https && (tls_ca || tls_cert || tls_key || outbox_kit_uri_get(uri, "insecure")))
+        return bad(shown, d, "TLS options (tls_ca, tls_cert, tls_key, insecure) need https://");
+    if (!tls_cert != !tls_key)
+        return bad(shown, d, "tls_cert and tls_key go together (a client certificate and its key)");
+    const char *query = outbox_kit_uri_get(uri, "query");
     if (query && (query[0] == '\0' || strpbrk(query, " #\r\n") != NULL))
         return bad(shown, d, "query=%s is not a URL query (no spaces, no '#')", query);
-    rc = dup_into(&c->query, query, d);
     for (size_t i = 0; rc == OUTBOX_OK && i < uri->n_params; i++)
         if (strcmp(uri->params[i].key, "header") == 0)
             rc = add_header(c, uri->params[i].value ? uri->params[i].value : "", d);
 
+    /* Only the *_env forms are known options: a secret typed into the
+     * query would end up in shell histories and unit files. password_env
+     * stands in for a password in the URI. */
+    const char *user = uri->user && uri->user[0] ? uri->user : NULL, *password = uri->password;
+    const char *token = NULL, *secret = NULL;
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->user, uri->user && uri->user[0] ? uri->user : NULL, d);
+        rc = outbox_kit_opt_secret(host, uri, HTTP_LABEL, "password", &password, d);
     if (rc == OUTBOX_OK)
-        rc = dup_into(&c->password, uri->password, d);
+        rc = outbox_kit_opt_secret(host, uri, HTTP_LABEL, "token", &token, d);
     if (rc == OUTBOX_OK)
-        rc = from_env("password_env", outbox_uri_get(uri, "password_env"), shown, &c->password, d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("token_env", outbox_uri_get(uri, "token_env"), shown, &c->token, d);
-    if (rc == OUTBOX_OK)
-        rc = from_env("hmac_secret_env", outbox_uri_get(uri, "hmac_secret_env"), shown,
-                      &c->secret, d);
+        rc = outbox_kit_opt_secret(host, uri, HTTP_LABEL, "hmac_secret", &secret, d);
     if (rc != OUTBOX_OK)
         return rc;
-    if (c->password && !c->user)
+    if (password && !user)
         return bad(shown, d, "a password needs a user name (http://user:password@host/...)");
-    if (c->token && c->user)
+    if (token && user)
         return bad(shown, d, "give a user name and password or a bearer token, not both");
+
+    const char *path = uri->path && strcmp(uri->path, "/") != 0 && uri->path[0] ? uri->path
+                                                                               : "/{destination}";
+    struct {
+        const char *value;
+        char **dst;
+    } keep[] = {{tls_ca, &c->tls_ca},     {tls_cert, &c->tls_cert}, {tls_key, &c->tls_key},
+                {query, &c->query},       {user, &c->user},         {password, &c->password},
+                {token, &c->token},       {secret, &c->secret},     {path, &c->path_tpl}};
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+        if (keep[i].value != NULL &&
+            (*keep[i].dst = outbox_kit_strdup(host, keep[i].value)) == NULL)
+            return out_of_memory(d);
     if (c->secret) {
         int k = outbox_http_signing_key(c->secret, &c->key, &c->key_len);
         if (k == -2)
-            return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+            return out_of_memory(d);
         if (k != 0 || c->key_len == 0)
             return bad(shown, d,
                        "the signing secret in %s starts with whsec_ but what follows is no "
                        "base64 key",
-                       outbox_uri_get(uri, "hmac_secret_env"));
+                       outbox_kit_uri_get(uri, "hmac_secret_env"));
     }
 
-    outbox_buf_t b;
-    outbox_buf_init(&b, host);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, host);
     bool v6 = strchr(uri->host, ':') != NULL;
-    outbox_buf_printf(&b, "%s://%s%s%s", uri->scheme, v6 ? "[" : "", uri->host, v6 ? "]" : "");
+    outbox_kit_buf_printf(&b, "%s://%s%s%s", uri->scheme, v6 ? "[" : "", uri->host, v6 ? "]" : "");
     if (uri->port > 0)
-        outbox_buf_printf(&b, ":%d", uri->port);
-    c->base = outbox_buf_steal(&b);
-    const char *path = uri->path && strcmp(uri->path, "/") != 0 && uri->path[0] ? uri->path
-                                                                               : "/{destination}";
-    if (c->base == NULL || dup_into(&c->path_tpl, path, d) != OUTBOX_OK)
-        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
-    return OUTBOX_OK;
+        outbox_kit_buf_printf(&b, ":%d", uri->port);
+    c->base = outbox_kit_buf_steal(&b);
+    return c->base != NULL ? OUTBOX_OK : out_of_memory(d);
 }
 
 /* --------------------------------------------------------- open/close */
@@ -275,6 +241,7 @@ static void http_close(void *handle)
     if (h == NULL)
         return;
     outbox_http_slots_free(h);
+    outbox_kit_redactor_free(outbox_http_host, h->redactor);
     config_free(&h->cfg);
     outbox_http_host->free(h);
 }
@@ -285,10 +252,12 @@ static int http_open(const outbox_sink_open_t *params, void **handle, outbox_dia
     *handle = NULL;
     http_sink_t *h = host->alloc(sizeof *h);
     if (h == NULL)
-        return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
+        return out_of_memory(d);
     memset(h, 0, sizeof *h);
-    outbox_uri_show(params->uri, h->cfg.shown, sizeof h->cfg.shown);
+    outbox_kit_uri_show(host, params->uri, h->cfg.shown, sizeof h->cfg.shown);
     int rc = parse_uri(params->uri, &h->cfg, d);
+    if (rc == OUTBOX_OK && (h->redactor = outbox_kit_redactor_new(host, params->uri)) == NULL)
+        rc = out_of_memory(d);
     if (rc == OUTBOX_OK)
         rc = outbox_http_slots_init(h, d);
     if (rc != OUTBOX_OK) {

@@ -18,35 +18,34 @@
 #include "http_int.h"
 
 /* The path deliveries to destination go to, through the template. */
-static void destination_path(const http_sink_t *h, const char *destination, outbox_buf_t *b)
+static void destination_path(const http_sink_t *h, const char *destination, outbox_kit_buf_t *b)
 {
-    outbox_message_t m = {.route = destination, .destination = destination};
-    outbox_buf_t raw;
-    outbox_buf_init(&raw, outbox_http_host);
-    outbox_kit_destination(&raw, h->cfg.path_tpl, &m);
+    outbox_kit_buf_t raw;
+    outbox_kit_buf_init(&raw, outbox_http_host);
+    outbox_kit_template(&raw, h->cfg.path_tpl, destination, destination);
     if (raw.data == NULL || raw.data[0] != '/')
-        outbox_buf_putc(b, '/');
+        outbox_kit_buf_putc(b, '/');
     /* As the receiver sees it: encoded as publishing encodes it. */
     outbox_http_encode(b, raw.data ? raw.data : "", true);
     if (raw.failed)
         b->failed = 1;
-    outbox_buf_free(&raw);
+    outbox_kit_buf_free(&raw);
 }
 
 static size_t into_buf(char *data, size_t size, size_t nmemb, void *arg)
 {
-    outbox_buf_t *b = arg;
-    outbox_buf_put(b, data, size * nmemb);
+    outbox_kit_buf_t *b = arg;
+    outbox_kit_buf_put(b, data, size * nmemb);
     return b->failed ? 0 : size * nmemb;
 }
 
 /* One inspection request on e; the answer's body into body. */
 static int inspect(const char *shown, CURL *e, const char *method, const char *url,
-                   long timeout_ms, outbox_buf_t *body, long *status, char *errbuf,
+                   long timeout_ms, outbox_kit_buf_t *body, long *status, char *errbuf,
                    outbox_diag_t *d)
 {
     const outbox_host_t *host = outbox_http_host;
-    outbox_buf_reset(body);
+    outbox_kit_buf_reset(body);
     errbuf[0] = '\0';
     CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url);
     if (rc == CURLE_OK)
@@ -77,10 +76,10 @@ static int inspect(const char *shown, CURL *e, const char *method, const char *u
 }
 
 /* "base/_received?path=<P>" plus more. */
-static void received_url(const http_config_t *c, const char *path, outbox_buf_t *b)
+static void received_url(const http_config_t *c, const char *path, outbox_kit_buf_t *b)
 {
-    outbox_buf_puts(b, c->base);
-    outbox_buf_puts(b, "/_received?path=");
+    outbox_kit_buf_puts(b, c->base);
+    outbox_kit_buf_puts(b, "/_received?path=");
     outbox_http_encode(b, path, false);
 }
 
@@ -90,10 +89,10 @@ static int clear_destination(void *handle, const char *destination, outbox_diag_
     http_sink_t *h = handle;
     if (destination == NULL)
         return host->error(d, OUTBOX_EINVAL, "HTTP sink: no destination given");
-    outbox_buf_t path, url, body;
-    outbox_buf_init(&path, host);
-    outbox_buf_init(&url, host);
-    outbox_buf_init(&body, host);
+    outbox_kit_buf_t path, url, body;
+    outbox_kit_buf_init(&path, host);
+    outbox_kit_buf_init(&url, host);
+    outbox_kit_buf_init(&body, host);
     destination_path(h, destination, &path);
     received_url(&h->cfg, path.data ? path.data : "/", &url);
     char errbuf[CURL_ERROR_SIZE];
@@ -109,9 +108,9 @@ static int clear_destination(void *handle, const char *destination, outbox_diag_
         rc = inspect(h->cfg.shown, e, "DELETE", url.data, h->cfg.timeout_ms, &body, &status,
                      errbuf, d);
     curl_easy_cleanup(e);
-    outbox_buf_free(&path);
-    outbox_buf_free(&url);
-    outbox_buf_free(&body);
+    outbox_kit_buf_free(&path);
+    outbox_kit_buf_free(&url);
+    outbox_kit_buf_free(&body);
     return rc;
 }
 
@@ -128,7 +127,6 @@ int outbox_http_destination_drop(void *handle, const char *destination, outbox_d
 
 /* ---------------------------------------------------------------- reader */
 
-#define READER_MAX_HEADERS 32
 #define READER_PAGE 1000
 
 typedef struct http_reader {
@@ -139,11 +137,10 @@ typedef struct http_reader {
     char errbuf[CURL_ERROR_SIZE];
     long timeout_ms;
     size_t seen;          /* records taken so far */
-    outbox_buf_t page;    /* the last answer */
+    outbox_kit_buf_t page;    /* the last answer */
     size_t pos;           /* the next record in page */
-    outbox_buf_t text;    /* decoded header values of the current record */
-    size_t offs[READER_MAX_HEADERS][2]; /* name and value offsets in text */
-    outbox_header_t headers[READER_MAX_HEADERS];
+    outbox_kit_buf_t attr;    /* one attribute's name, lower case, then its value decoded */
+    outbox_kit_received_t received; /* the current record's attributes */
 } http_reader_t;
 
 void outbox_http_reader_close(void *reader)
@@ -154,8 +151,9 @@ void outbox_http_reader_close(void *reader)
     curl_easy_cleanup(r->easy);
     outbox_http_host->free(r->url);
     outbox_http_host->free(r->destination);
-    outbox_buf_free(&r->page);
-    outbox_buf_free(&r->text);
+    outbox_kit_buf_free(&r->page);
+    outbox_kit_buf_free(&r->attr);
+    outbox_kit_received_free(&r->received);
     outbox_http_host->free(r);
 }
 
@@ -170,17 +168,18 @@ int outbox_http_reader_open(void *handle, const char *destination, void **reader
     if (r == NULL)
         return host->error(d, OUTBOX_ENOMEM, "out of memory opening an HTTP reader");
     memset(r, 0, sizeof *r);
-    outbox_buf_init(&r->page, host);
-    outbox_buf_init(&r->text, host);
+    outbox_kit_buf_init(&r->page, host);
+    outbox_kit_buf_init(&r->attr, host);
+    outbox_kit_received_init(&r->received, host);
     snprintf(r->shown, sizeof r->shown, "%s", h->cfg.shown);
     r->timeout_ms = h->cfg.timeout_ms;
-    outbox_buf_t path, url;
-    outbox_buf_init(&path, host);
-    outbox_buf_init(&url, host);
+    outbox_kit_buf_t path, url;
+    outbox_kit_buf_init(&path, host);
+    outbox_kit_buf_init(&url, host);
     destination_path(h, destination, &path);
     received_url(&h->cfg, path.data ? path.data : "/", &url);
-    outbox_buf_free(&path);
-    r->url = outbox_buf_steal(&url);
+    outbox_kit_buf_free(&path);
+    r->url = outbox_kit_buf_steal(&url);
     r->destination = outbox_kit_strdup(host, destination);
     r->easy = curl_easy_init();
     if (r->url == NULL || r->destination == NULL || r->easy == NULL) {
@@ -200,16 +199,16 @@ int outbox_http_reader_open(void *handle, const char *destination, void **reader
  * for one. */
 static int fetch(http_reader_t *r, int wait_ms, outbox_diag_t *d)
 {
-    outbox_buf_t url;
-    outbox_buf_init(&url, outbox_http_host);
-    outbox_buf_printf(&url, "%s&from=%zu&limit=%d&wait=%d", r->url, r->seen, READER_PAGE,
-                      wait_ms);
+    outbox_kit_buf_t url;
+    outbox_kit_buf_init(&url, outbox_http_host);
+    outbox_kit_buf_printf(&url, "%s&from=%zu&limit=%d&wait=%d", r->url, r->seen, READER_PAGE,
+                          wait_ms);
     if (url.failed)
         return outbox_http_host->error(d, OUTBOX_ENOMEM, "HTTP reader: out of memory");
     long status = 0;
     int rc = inspect(r->shown, r->easy, "GET", url.data, r->timeout_ms + wait_ms, &r->page,
                      &status, r->errbuf, d);
-    outbox_buf_free(&url);
+    outbox_kit_buf_free(&url);
     r->pos = 0;
     return rc;
 }
@@ -261,12 +260,9 @@ int outbox_http_reader_next(void *reader, int timeout_ms, outbox_received_t *out
     r->seen++;
 
     /* Header lines after the request line, up to the empty one. */
-    outbox_buf_reset(&r->text);
-    size_t n = 0;
+    outbox_kit_received_reset(&r->received);
     const char *q = memchr(head, '\n', head_len);
-    const char *key = NULL;
-    size_t key_off = SIZE_MAX;
-    while (q != NULL && q + 1 < body && n < READER_MAX_HEADERS) {
+    while (q != NULL && q + 1 < body) {
         const char *ls = q + 1;
         const char *le = memchr(ls, '\n', (size_t)(body - ls));
         if (le == NULL)
@@ -286,35 +282,29 @@ int outbox_http_reader_next(void *reader, int timeout_ms, outbox_received_t *out
         const char *v = colon + 1;
         while (v < ls + ll && (*v == ' ' || *v == '\t'))
             v++;
-        r->offs[n][0] = r->text.len;
+        outbox_kit_buf_reset(&r->attr);
         size_t an = strcspn(attr, ":");
         for (size_t k = 0; k < an; k++)
-            outbox_buf_putc(&r->text, (char)tolower((unsigned char)attr[k]));
-        outbox_buf_putc(&r->text, '\0');
-        r->offs[n][1] = r->text.len;
+            outbox_kit_buf_putc(&r->attr, (char)tolower((unsigned char)attr[k]));
         if (strncasecmp(ls, "ce-", 3) == 0)
-            outbox_http_ce_decode(&r->text, v, (size_t)(ls + ll - v));
+            outbox_http_ce_decode(&r->attr, v, (size_t)(ls + ll - v));
         else
-            outbox_buf_put(&r->text, v, (size_t)(ls + ll - v));
-        outbox_buf_putc(&r->text, '\0');
-        if (strncmp(r->text.data + r->offs[n][0], "partitionkey", 13) == 0)
-            key_off = r->offs[n][1];
-        n++;
+            outbox_kit_buf_put(&r->attr, v, (size_t)(ls + ll - v));
+        if (r->attr.failed || outbox_kit_received_add(&r->received, r->attr.data, an,
+                                                      r->attr.data + an, r->attr.len - an) != 0)
+            break; /* out of memory, or beyond OUTBOX_KIT_RECEIVED_MAX: left out */
     }
-    if (r->text.failed)
+    if (r->attr.failed || r->received.text.failed)
         return outbox_http_host->error(d, OUTBOX_ENOMEM, "HTTP reader: out of memory");
-    for (size_t k = 0; k < n; k++) {
-        r->headers[k].name = r->text.data + r->offs[k][0];
-        r->headers[k].value = r->text.data + r->offs[k][1];
-    }
-    if (key_off != SIZE_MAX)
-        key = r->text.data + key_off;
+    outbox_kit_received_fill(&r->received, out);
+    const char *key = NULL;
+    for (size_t k = 0; k < out->n_headers; k++)
+        if (strcmp(out->headers[k].name, "partitionkey") == 0)
+            key = out->headers[k].value;
     out->destination = r->destination;
     out->key = key;
     out->dedupe_id = NULL;
     out->payload = body;
     out->payload_len = (size_t)body_len;
-    out->headers = r->headers;
-    out->n_headers = n;
     return OUTBOX_OK;
 }

@@ -51,6 +51,7 @@ typedef struct http_sink {
     http_config_t cfg;
     CURLM *multi;         /* its connection cache keeps the connections alive */
     http_slot_t *slots;   /* cfg.parallel of them, easy handles reused */
+    outbox_redactor_t *redactor; /* the URI's secrets, taken out of text the sink quotes */
     int64_t hold_until_us; /* a Retry-After: send nothing before (monotonic) */
     char hold_why[200];
 } http_sink_t;
@@ -58,22 +59,20 @@ typedef struct http_sink {
 /* http_wire.c */
 /* The URL of m's delivery: base, the template with "{route}" and
  * "{destination}" filled in and percent-encoded, then the query. */
-void outbox_http_url(outbox_buf_t *b, const http_config_t *c, const outbox_message_t *m);
+void outbox_http_url(outbox_kit_buf_t *b, const http_config_t *c, const outbox_message_t *m);
 /* Appends s percent-encoded for a URL path (keep_slash) or a query value. */
-void outbox_http_encode(outbox_buf_t *b, const char *s, bool keep_slash);
+void outbox_http_encode(outbox_kit_buf_t *b, const char *s, bool keep_slash);
 /* The request headers of m: Content-Type, ce-*, traceparent, the extra
  * ones and the signature. NULL with why filled in when m cannot be sent
  * as given (a line break in a value: REJECT); *oom set when memory ran out. */
 struct curl_slist *outbox_http_headers(const http_config_t *c, const outbox_message_t *m,
                                        int64_t now_s, char *why, size_t size, bool *oom);
 /* The CloudEvents HTTP binding's header value encoding, and back. */
-void outbox_http_ce_encode(outbox_buf_t *b, const char *value);
-void outbox_http_ce_decode(outbox_buf_t *b, const char *value, size_t n);
+void outbox_http_ce_encode(outbox_kit_buf_t *b, const char *value);
+void outbox_http_ce_decode(outbox_kit_buf_t *b, const char *value, size_t n);
 /* Seconds to wait from a Retry-After value (delta-seconds or an HTTP
  * date), at most HTTP_RETRY_AFTER_MAX_S; -1 when it is neither. */
 long outbox_http_retry_after(const char *value, int64_t now_s);
-/* in as one line with every secret of c taken out. */
-void outbox_http_redact(const http_config_t *c, const char *in, char *out, size_t size);
 /* The key from a signing secret: "whsec_" + base64 is decoded (the
  * Standard Webhooks form), anything else is the key as it is. -1 when the
  * whsec_ part is no base64. *key is host->alloc'ed. */

@@ -6,18 +6,14 @@
  * one key one after another in array order: a key's next message is sent
  * only once the one ahead of it was answered 2xx. After a key's message
  * fails (RETRY or REJECT) its later messages in the call are not sent
- * (RETRY, "held back"): the order promise of OUTBOX_SINK_CAP_ORDERED.
+ * (RETRY, "held back"): the order promise of OUTBOX_SINK_CAP_ORDERED, kept
+ * by the kit's per-key scheduler.
  *
  * A Retry-After on a 429 or 503 (or any RETRY status) stops the sink
  * from starting requests for the rest of the call, and for the delay it
  * asks (at most HTTP_RETRY_AFTER_MAX_S) later calls send nothing either
  * and report RETRY at once: the relay counts a call whose every message is
  * RETRY as an outage, which costs the events no attempts. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* qsort_r */
-#endif
-
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,21 +30,8 @@ struct http_slot {
     char retry_after[64];
     char location[200];
     char errbuf[CURL_ERROR_SIZE];
-    outbox_buf_t url;
+    outbox_kit_buf_t url;
 };
-
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-    OUTBOX_PRINTF(3, 4);
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-{
-    r->status = status;
-    char text[OUTBOX_MESSAGE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    outbox_text_line(text, r->message, sizeof r->message);
-}
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
@@ -98,7 +81,7 @@ void outbox_http_slots_free(http_sink_t *h)
             curl_easy_cleanup(s->easy);
         }
         curl_slist_free_all(s->headers);
-        outbox_buf_free(&s->url);
+        outbox_kit_buf_free(&s->url);
     }
     outbox_http_host->free(h->slots);
     h->slots = NULL;
@@ -120,7 +103,7 @@ int outbox_http_slots_init(http_sink_t *h, outbox_diag_t *d)
     for (int i = 0; i < h->cfg.parallel; i++) {
         http_slot_t *s = &h->slots[i];
         s->msg = SIZE_MAX;
-        outbox_buf_init(&s->url, host);
+        outbox_kit_buf_init(&s->url, host);
         s->easy = curl_easy_init();
         if (s->easy == NULL)
             return host->error(d, OUTBOX_ENOMEM, "out of memory opening the HTTP sink");
@@ -143,25 +126,6 @@ int outbox_http_slots_init(http_sink_t *h, outbox_diag_t *d)
     return OUTBOX_OK;
 }
 
-/* Index order by key, then position: runs of one key, in array order. */
-static int by_key(const void *a, const void *b, void *arg)
-{
-    const outbox_message_t *msgs = arg;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(msgs[i].key, msgs[j].key);
-    return c ? c : (i > j) - (i < j);
-}
-
-/* Later messages of i's key in this call: RETRY, never sent. */
-static void hold_back(const outbox_message_t *msgs, outbox_publish_result_t *results,
-                      const size_t *next, size_t i, const char *why)
-{
-    const char *id = msgs[i].event_id ? msgs[i].event_id : "?";
-    for (size_t j = next[i]; j != SIZE_MAX; j = next[j])
-        set_result(&results[j], OUTBOX_PUBLISH_RETRY, "held back: event %s of the same key %s",
-                   id, why);
-}
-
 /* Where the URL of a message ends for a message: without the query, which
  * may hold what the user would rather not see in logs. */
 static int url_shown_len(const char *url)
@@ -179,12 +143,12 @@ static long verdict(http_sink_t *h, http_slot_t *s, CURLcode code, const outbox_
     int ul = url_shown_len(url);
     char text[OUTBOX_MESSAGE_MAX];
     if (code != CURLE_OK) {
-        outbox_http_redact(&h->cfg, s->errbuf[0] ? s->errbuf : curl_easy_strerror(code), text,
-                           sizeof text / 2);
+        const char *why = s->errbuf[0] ? s->errbuf : curl_easy_strerror(code);
+        outbox_kit_redact(outbox_http_host, h->redactor, why, text, sizeof text / 2);
         /* Every transport failure may clear up: refused, reset, timeout,
          * TLS. A URL libcurl cannot parse never will. */
-        set_result(r, code == CURLE_URL_MALFORMAT ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
-                   "event %s: POST %.*s failed: %s", id, ul, url, text);
+        int outcome = code == CURLE_URL_MALFORMAT ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY;
+        outbox_kit_result(r, outcome, "event %s: POST %.*s failed: %s", id, ul, url, text);
         return -1;
     }
     long status = 0;
@@ -195,31 +159,33 @@ static long verdict(http_sink_t *h, http_slot_t *s, CURLcode code, const outbox_
         return -1;
     }
     char excerpt[HTTP_EXCERPT + 1];
-    outbox_http_redact(&h->cfg, s->excerpt, excerpt, sizeof excerpt);
-    if (status == 408 || status == 429 || status >= 500) {
+    outbox_kit_redact(outbox_http_host, h->redactor, s->excerpt, excerpt, sizeof excerpt);
+    /* 401 and 403: the sink's credentials or the receiver's permissions,
+     * which an operator fixes; then the same event goes through. */
+    if (status == 401 || status == 403 || status == 408 || status == 429 || status >= 500) {
         long wait = s->retry_after[0] ? outbox_http_retry_after(s->retry_after,
                                                                  outbox_http_host->now_us() / 1000000)
                                       : -1;
         if (wait >= 0)
-            set_result(r, OUTBOX_PUBLISH_RETRY,
-                       "event %s: HTTP %ld from %.*s, Retry-After %ld s: %s", id, status, ul, url,
-                       wait, excerpt);
+            outbox_kit_result(r, OUTBOX_PUBLISH_RETRY,
+                              "event %s: HTTP %ld from %.*s, Retry-After %ld s: %s", id, status, ul,
+                              url, wait, excerpt);
         else
-            set_result(r, OUTBOX_PUBLISH_RETRY, "event %s: HTTP %ld from %.*s: %s", id, status, ul,
-                       url, excerpt);
+            outbox_kit_result(r, OUTBOX_PUBLISH_RETRY, "event %s: HTTP %ld from %.*s: %s", id,
+                              status, ul, url, excerpt);
         return wait;
     }
     if (status >= 300 && status < 400) {
         char where[sizeof s->location];
-        outbox_http_redact(&h->cfg, s->location, where, sizeof where);
-        set_result(r, OUTBOX_PUBLISH_REJECT,
-                   "event %s: HTTP %ld from %.*s redirects to %s: the sink does not follow "
-                   "redirects; point its URI at the final address",
-                   id, status, ul, url, where[0] ? where : "(no Location)");
+        outbox_kit_redact(outbox_http_host, h->redactor, s->location, where, sizeof where);
+        outbox_kit_result(r, OUTBOX_PUBLISH_REJECT,
+                          "event %s: HTTP %ld from %.*s redirects to %s: the sink does not follow "
+                          "redirects; point its URI at the final address",
+                          id, status, ul, url, where[0] ? where : "(no Location)");
         return -1;
     }
-    set_result(r, OUTBOX_PUBLISH_REJECT, "event %s: HTTP %ld from %.*s: %s", id, status, ul, url,
-               excerpt);
+    outbox_kit_result(r, OUTBOX_PUBLISH_REJECT, "event %s: HTTP %ld from %.*s: %s", id, status, ul,
+                      url, excerpt);
     return -1;
 }
 
@@ -231,10 +197,10 @@ static int start(http_sink_t *h, http_slot_t *s, const outbox_message_t *msgs, s
     const outbox_message_t *m = &msgs[i];
     const char *id = m->event_id ? m->event_id : "?";
     if (m->payload == NULL) {
-        set_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s has no payload", id);
+        outbox_kit_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s has no payload", id);
         return -1;
     }
-    outbox_buf_reset(&s->url);
+    outbox_kit_buf_reset(&s->url);
     outbox_http_url(&s->url, &h->cfg, m);
     char why[200];
     bool oom = false;
@@ -243,11 +209,13 @@ static int start(http_sink_t *h, http_slot_t *s, const outbox_message_t *msgs, s
                                : outbox_http_headers(&h->cfg, m, outbox_http_host->now_us() / 1000000,
                                                      why, sizeof why, &oom);
     if (s->url.failed || oom) {
-        set_result(&results[i], OUTBOX_PUBLISH_RETRY, "event %s not sent: out of memory", id);
+        outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY, "event %s not sent: out of memory",
+                          id);
         return -1;
     }
     if (s->headers == NULL) {
-        set_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s cannot be sent: %s", id, why);
+        outbox_kit_result(&results[i], OUTBOX_PUBLISH_REJECT, "event %s cannot be sent: %s", id,
+                          why);
         return -1;
     }
     s->excerpt[0] = '\0';
@@ -261,19 +229,32 @@ static int start(http_sink_t *h, http_slot_t *s, const outbox_message_t *msgs, s
     if (rc == CURLE_OK)
         rc = curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, m->payload);
     if (rc != CURLE_OK) {
-        set_result(&results[i], rc == CURLE_URL_MALFORMAT ? OUTBOX_PUBLISH_REJECT
-                                                          : OUTBOX_PUBLISH_RETRY,
-                   "event %s not sent: %s", id, curl_easy_strerror(rc));
+        outbox_kit_result(&results[i],
+                          rc == CURLE_URL_MALFORMAT ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,
+                          "event %s not sent: %s", id, curl_easy_strerror(rc));
         return -1;
     }
     CURLMcode mc = curl_multi_add_handle(h->multi, s->easy);
     if (mc != CURLM_OK) {
-        set_result(&results[i], OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id,
-                   curl_multi_strerror(mc));
+        outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id,
+                          curl_multi_strerror(mc));
         return -1;
     }
     s->msg = i;
     return 0;
+}
+
+/* The next message that may go, or SIZE_MAX: the rest of the round, then
+ * the next round. A round follows as soon as the last one has all gone
+ * out, not come back, so a free slot never waits for a slow request of
+ * another key: keys side by side, each key's messages one after another. */
+static size_t next_ready(outbox_kit_keys_t *keys, size_t *head)
+{
+    if (*head == keys->n_round && keys->n_coming > 0) {
+        outbox_kit_keys_next(keys);
+        *head = 0;
+    }
+    return *head < keys->n_round ? keys->round[(*head)++] : SIZE_MAX;
 }
 
 int outbox_http_publish(void *handle, const outbox_message_t *msgs, size_t n,
@@ -281,61 +262,37 @@ int outbox_http_publish(void *handle, const outbox_message_t *msgs, size_t n,
 {
     const outbox_host_t *host = outbox_http_host;
     http_sink_t *h = handle;
-    if (n == 0)
-        return OUTBOX_OK;
     int64_t now = host->monotonic_us();
     if (h->hold_until_us > now) {
         long left = (long)((h->hold_until_us - now + 999999) / 1000000);
         for (size_t i = 0; i < n; i++)
-            set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                       "not sent: %s asked to wait, %ld s left", h->hold_why, left);
+            outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                              "not sent: %s asked to wait, %ld s left", h->hold_why, left);
         return OUTBOX_OK;
     }
 
-    /* next[i]: the following message of i's key; ready: the messages that
-     * may go now, first the first of each key in array order. */
-    size_t *mem = host->alloc(3 * n * sizeof(size_t));
-    if (mem == NULL)
+    outbox_kit_keys_t keys;
+    if (outbox_kit_keys_init(&keys, host, msgs, n) != 0)
         return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
-    size_t *order = mem, *next = mem + n, *ready = mem + 2 * n;
-    size_t n_keyed = 0, head = 0, tail = 0;
-    for (size_t i = 0; i < n; i++) {
-        next[i] = SIZE_MAX;
-        if (msgs[i].key)
-            order[n_keyed++] = i;
-    }
-    qsort_r(order, n_keyed, sizeof *order, by_key, (void *)msgs);
-    unsigned char *later = host->alloc(n);
-    if (later == NULL) {
-        host->free(mem);
-        return host->error(d, OUTBOX_ENOMEM, "out of memory publishing %zu events", n);
-    }
-    memset(later, 0, n);
-    for (size_t k = 0; k + 1 < n_keyed; k++)
-        if (strcmp(msgs[order[k]].key, msgs[order[k + 1]].key) == 0) {
-            next[order[k]] = order[k + 1];
-            later[order[k + 1]] = 1;
-        }
-    for (size_t i = 0; i < n; i++)
-        if (!later[i])
-            ready[tail++] = i;
-    host->free(later);
-
+    size_t head = 0; /* the next of keys.round to start */
     int running = 0;
     bool stop = false;
     char stop_why[300] = "";
     for (;;) {
-        for (int k = 0; k < h->cfg.parallel && head < tail && !stop; k++) {
+        for (int k = 0; k < h->cfg.parallel && !stop; k++) {
             http_slot_t *s = &h->slots[k];
             if (s->msg != SIZE_MAX)
                 continue;
-            size_t i = ready[head++];
+            size_t i = next_ready(&keys, &head);
+            if (i == SIZE_MAX)
+                break;
             if (start(h, s, msgs, i, results) == 0) {
                 running++;
             } else {
-                hold_back(msgs, results, next, i,
-                          results[i].status == OUTBOX_PUBLISH_REJECT ? "was refused in this call"
-                                                                     : "was not sent");
+                outbox_kit_keys_hold(&keys, i, msgs, results,
+                                     results[i].status == OUTBOX_PUBLISH_REJECT
+                                         ? "was refused in this call"
+                                         : "was not sent");
                 k--; /* the slot is still free */
             }
         }
@@ -352,10 +309,10 @@ int outbox_http_publish(void *handle, const outbox_message_t *msgs, size_t n,
                 if (s->msg == SIZE_MAX)
                     continue;
                 curl_multi_remove_handle(h->multi, s->easy);
-                set_result(&results[s->msg], OUTBOX_PUBLISH_RETRY, "event %s: libcurl: %s",
-                           msgs[s->msg].event_id ? msgs[s->msg].event_id : "?",
-                           curl_multi_strerror(mc));
-                hold_back(msgs, results, next, s->msg, "failed in this call");
+                outbox_kit_result(&results[s->msg], OUTBOX_PUBLISH_RETRY, "event %s: libcurl: %s",
+                                  msgs[s->msg].event_id ? msgs[s->msg].event_id : "?",
+                                  curl_multi_strerror(mc));
+                outbox_kit_keys_hold(&keys, s->msg, msgs, results, "failed in this call");
                 s->msg = SIZE_MAX;
             }
             running = 0;
@@ -384,22 +341,20 @@ int outbox_http_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          url_shown_len(s->url.data), s->url.data, wait);
                 snprintf(stop_why, sizeof stop_why, "%s asked to wait", h->hold_why);
             }
-            if (results[i].status == OUTBOX_PUBLISH_OK) {
-                if (next[i] != SIZE_MAX)
-                    ready[tail++] = next[i];
-            } else {
-                hold_back(msgs, results, next, i,
-                          results[i].status == OUTBOX_PUBLISH_REJECT ? "was refused in this call"
-                                                                     : "failed in this call");
-            }
+            if (results[i].status == OUTBOX_PUBLISH_OK)
+                outbox_kit_keys_ok(&keys, i);
+            else
+                outbox_kit_keys_hold(&keys, i, msgs, results,
+                                     results[i].status == OUTBOX_PUBLISH_REJECT
+                                         ? "was refused in this call"
+                                         : "failed in this call");
         }
     }
-    /* What a Retry-After kept from going. */
-    for (; head < tail; head++) {
-        size_t i = ready[head];
-        set_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", stop_why);
-        hold_back(msgs, results, next, i, "was not sent");
+    /* What a Retry-After or a failed multi handle kept from going. */
+    for (size_t i; (i = next_ready(&keys, &head)) != SIZE_MAX;) {
+        outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY, "not sent: %s", stop_why);
+        outbox_kit_keys_hold(&keys, i, msgs, results, "was not sent");
     }
-    host->free(mem);
+    outbox_kit_keys_free(&keys);
     return OUTBOX_OK;
 }

@@ -10,49 +10,49 @@
 
 #include "http_int.h"
 
-void outbox_http_encode(outbox_buf_t *b, const char *s, bool keep_slash)
+void outbox_http_encode(outbox_kit_buf_t *b, const char *s, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         unsigned char c = *p;
         if (isalnum(c) || strchr("-._~", c) != NULL || (keep_slash && c == '/')) {
-            outbox_buf_putc(b, (char)c);
+            outbox_kit_buf_putc(b, (char)c);
         } else {
             char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-            outbox_buf_put(b, esc, 3);
+            outbox_kit_buf_put(b, esc, 3);
         }
     }
 }
 
-void outbox_http_url(outbox_buf_t *b, const http_config_t *c, const outbox_message_t *m)
+void outbox_http_url(outbox_kit_buf_t *b, const http_config_t *c, const outbox_message_t *m)
 {
-    outbox_buf_t path;
-    outbox_buf_init(&path, outbox_http_host);
+    outbox_kit_buf_t path;
+    outbox_kit_buf_init(&path, outbox_http_host);
     outbox_kit_destination(&path, c->path_tpl, m);
-    outbox_buf_puts(b, c->base);
+    outbox_kit_buf_puts(b, c->base);
     if (path.data == NULL || path.data[0] != '/')
-        outbox_buf_putc(b, '/');
+        outbox_kit_buf_putc(b, '/');
     outbox_http_encode(b, path.data ? path.data : "", true);
     if (path.failed)
         b->failed = 1;
-    outbox_buf_free(&path);
+    outbox_kit_buf_free(&path);
     if (c->query != NULL) {
-        outbox_buf_putc(b, '?');
-        outbox_buf_puts(b, c->query);
+        outbox_kit_buf_putc(b, '?');
+        outbox_kit_buf_puts(b, c->query);
     }
 }
 
 /* The HTTP binding: space, '"', '%' and everything outside printable
  * ASCII are percent-encoded (UTF-8 bytes each). */
-void outbox_http_ce_encode(outbox_buf_t *b, const char *value)
+void outbox_http_ce_encode(outbox_kit_buf_t *b, const char *value)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
         if (*p < 0x21 || *p > 0x7e || *p == '"' || *p == '%') {
             char esc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            outbox_buf_put(b, esc, 3);
+            outbox_kit_buf_put(b, esc, 3);
         } else {
-            outbox_buf_putc(b, (char)*p);
+            outbox_kit_buf_putc(b, (char)*p);
         }
     }
 }
@@ -65,21 +65,21 @@ static int hexval(char c)
                                   : -1;
 }
 
-void outbox_http_ce_decode(outbox_buf_t *b, const char *value, size_t n)
+void outbox_http_ce_decode(outbox_kit_buf_t *b, const char *value, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         int hi, lo;
         if (value[i] == '%' && i + 2 < n &&
             (hi = hexval(value[i + 1])) >= 0 && (lo = hexval(value[i + 2])) >= 0) {
-            outbox_buf_putc(b, (char)(hi << 4 | lo));
+            outbox_kit_buf_putc(b, (char)(hi << 4 | lo));
             i += 2;
         } else {
-            outbox_buf_putc(b, value[i]);
+            outbox_kit_buf_putc(b, value[i]);
         }
     }
 }
 
-static void put_header(outbox_buf_t *line, struct curl_slist **list, bool *oom)
+static void put_header(outbox_kit_buf_t *line, struct curl_slist **list, bool *oom)
 {
     if (line->failed) {
         *oom = true;
@@ -127,10 +127,10 @@ struct curl_slist *outbox_http_headers(const http_config_t *c, const outbox_mess
                                        int64_t now_s, char *why, size_t size, bool *oom)
 {
     struct curl_slist *list = NULL;
-    outbox_buf_t line;
-    outbox_buf_init(&line, outbox_http_host);
+    outbox_kit_buf_t line;
+    outbox_kit_buf_init(&line, outbox_http_host);
     *oom = false;
-    const char *type = outbox_message_header(m, "datacontenttype");
+    const char *type = outbox_kit_header(m, "datacontenttype");
     for (size_t k = 0; k < m->n_headers; k++) {
         const outbox_header_t *hd = &m->headers[k];
         if (hd->name == NULL || hd->value == NULL)
@@ -139,13 +139,13 @@ struct curl_slist *outbox_http_headers(const http_config_t *c, const outbox_mess
             snprintf(why, size, "header %s holds a line break", hd->name);
             goto refuse;
         }
-        outbox_buf_reset(&line);
+        outbox_kit_buf_reset(&line);
         if (strcmp(hd->name, "datacontenttype") == 0)
             continue; /* Content-Type, below */
         if (strcmp(hd->name, "traceparent") == 0) {
-            outbox_buf_printf(&line, "traceparent: %s", hd->value);
+            outbox_kit_buf_printf(&line, "traceparent: %s", hd->value);
         } else {
-            outbox_buf_printf(&line, "ce-%s: ", hd->name);
+            outbox_kit_buf_printf(&line, "ce-%s: ", hd->name);
             outbox_http_ce_encode(&line, hd->value);
         }
         put_header(&line, &list, oom);
@@ -154,16 +154,16 @@ struct curl_slist *outbox_http_headers(const http_config_t *c, const outbox_mess
         snprintf(why, size, "datacontenttype holds a line break");
         goto refuse;
     }
-    outbox_buf_reset(&line);
-    outbox_buf_printf(&line, "Content-Type: %s", type && type[0] ? type : "application/json");
+    outbox_kit_buf_reset(&line);
+    outbox_kit_buf_printf(&line, "Content-Type: %s", type && type[0] ? type : "application/json");
     put_header(&line, &list, oom);
     /* No "Expect: 100-continue" round trip before larger bodies. */
-    outbox_buf_reset(&line);
-    outbox_buf_puts(&line, "Expect:");
+    outbox_kit_buf_reset(&line);
+    outbox_kit_buf_puts(&line, "Expect:");
     put_header(&line, &list, oom);
     for (size_t k = 0; k < c->n_headers; k++) {
-        outbox_buf_reset(&line);
-        outbox_buf_puts(&line, c->headers[k]);
+        outbox_kit_buf_reset(&line);
+        outbox_kit_buf_puts(&line, c->headers[k]);
         put_header(&line, &list, oom);
     }
     if (c->key != NULL) {
@@ -173,25 +173,25 @@ struct curl_slist *outbox_http_headers(const http_config_t *c, const outbox_mess
         if (sign(c, id, ts, m, sig, sizeof sig) != 0) {
             *oom = true;
         } else {
-            outbox_buf_reset(&line);
-            outbox_buf_printf(&line, "webhook-id: %s", id);
+            outbox_kit_buf_reset(&line);
+            outbox_kit_buf_printf(&line, "webhook-id: %s", id);
             put_header(&line, &list, oom);
-            outbox_buf_reset(&line);
-            outbox_buf_printf(&line, "webhook-timestamp: %s", ts);
+            outbox_kit_buf_reset(&line);
+            outbox_kit_buf_printf(&line, "webhook-timestamp: %s", ts);
             put_header(&line, &list, oom);
-            outbox_buf_reset(&line);
-            outbox_buf_printf(&line, "webhook-signature: %s", sig);
+            outbox_kit_buf_reset(&line);
+            outbox_kit_buf_printf(&line, "webhook-signature: %s", sig);
             put_header(&line, &list, oom);
         }
     }
-    outbox_buf_free(&line);
+    outbox_kit_buf_free(&line);
     if (*oom) {
         curl_slist_free_all(list);
         return NULL;
     }
     return list;
 refuse:
-    outbox_buf_free(&line);
+    outbox_kit_buf_free(&line);
     curl_slist_free_all(list);
     return NULL;
 }
@@ -219,20 +219,6 @@ long outbox_http_retry_after(const char *value, int64_t now_s)
     if (s < 0)
         s = 0;
     return s > HTTP_RETRY_AFTER_MAX_S ? HTTP_RETRY_AFTER_MAX_S : s;
-}
-
-void outbox_http_redact(const http_config_t *c, const char *in, char *out, size_t size)
-{
-    /* The kit's redaction with a URI that holds only our secrets, wherever
-     * they came from (the URI or the environment). */
-    outbox_uri_param_t params[2];
-    size_t n = 0;
-    if (c != NULL && c->token != NULL)
-        params[n++] = (outbox_uri_param_t){.key = "token", .value = c->token};
-    if (c != NULL && c->secret != NULL)
-        params[n++] = (outbox_uri_param_t){.key = "secret", .value = c->secret};
-    outbox_uri_t secrets = {.password = c ? c->password : NULL, .params = params, .n_params = n};
-    outbox_uri_redact(&secrets, in, out, size);
 }
 
 int outbox_http_signing_key(const char *secret, unsigned char **key, size_t *len)

@@ -5,16 +5,21 @@
  * The driver's own names are timeout, partitions and replication; every
  * other name is a librdkafka property, handed over as it stands, so that
  * anything librdkafka can do (TLS, SASL, compression, batching) needs no
- * code here. A value written ${NAME} is read from the environment. The
- * few properties the sink's promises rest on may not be weakened: a URI
- * that tries is refused with the reason. */
-#include <stdlib.h>
+ * code here. PROPERTY_env=VARIABLE reads a property's value from the
+ * environment, as every driver's secret options do. The few properties
+ * the sink's promises rest on may not be weakened: a URI that tries is
+ * refused with the reason. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kafka_int.h"
 
 static const outbox_host_t **host = &outbox_kafka_host;
 #define H (*host)
+
+/* What a message about the URI starts with, the kit's about an option's
+ * value too. */
+#define KAFKA_LABEL "kafka sink URI"
 
 static int cfg_error(outbox_diag_t *d, const kafka_config_t *cfg, const char *fmt, ...)
     OUTBOX_PRINTF(3, 4);
@@ -25,40 +30,35 @@ static int cfg_error(outbox_diag_t *d, const kafka_config_t *cfg, const char *fm
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return H->error(d, OUTBOX_EINVAL, "kafka sink URI %s: %s", cfg->shown, why);
+    return H->error(d, OUTBOX_EINVAL, KAFKA_LABEL " %s: %s", cfg->shown, why);
 }
 
-/* "30s", "500ms", "2m", or a number of seconds; 0 and -1 on error. */
-static int parse_duration_ms(const char *s, int64_t *ms)
+kafka_secrets_t *outbox_kafka_secrets_keep(kafka_secrets_t *s)
 {
-    char *end = NULL;
-    if (s == NULL || s[0] < '0' || s[0] > '9')
-        return -1;
-    double v = strtod(s, &end);
-    double scale = 1000;
-    if (strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (strcmp(end, "s") == 0 || *end == '\0')
-        scale = 1000;
-    else if (strcmp(end, "m") == 0)
-        scale = 60000;
-    else
-        return -1;
-    v *= scale;
-    if (v < 100 || v > 3600000)
-        return -1;
-    *ms = (int64_t)v;
-    return 0;
+    atomic_fetch_add(&s->refs, 1);
+    return s;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
+void outbox_kafka_secrets_drop(kafka_secrets_t *s)
 {
-    char *end = NULL;
-    long v = s != NULL && s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
-    if (v < lo || v > hi || end == NULL || *end != '\0')
-        return -1;
-    *out = (int)v;
-    return 0;
+    if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    outbox_kit_redactor_free(H, s->redactor);
+    H->free(s);
+}
+
+static kafka_secrets_t *secrets_new(const outbox_uri_t *uri)
+{
+    kafka_secrets_t *s = H->alloc(sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->redactor = outbox_kit_redactor_new(H, uri);
+    if (s->redactor == NULL) {
+        H->free(s);
+        return NULL;
+    }
+    atomic_init(&s->refs, 1);
+    return s;
 }
 
 static int add_param(kafka_config_t *cfg, const char *key, const char *value, int hidden)
@@ -96,7 +96,7 @@ static const struct {
     {"transactional.id", {NULL, NULL, NULL}, "the sink does not produce in transactions"},
 };
 
-static int check_pinned(const kafka_config_t *cfg, const char *key, const char *value,
+static int check_pinned(const kafka_config_t *cfg, const char *key, const char *value, int hidden,
                         outbox_diag_t *d)
 {
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
@@ -105,80 +105,107 @@ static int check_pinned(const kafka_config_t *cfg, const char *key, const char *
         for (size_t j = 0; j < 3 && pinned[i].allowed[j]; j++)
             if (strcmp(pinned[i].allowed[j], value) == 0)
                 return OUTBOX_OK;
-        return cfg_error(d, cfg, "%s may not be set to %s here: %s", key,
-                         outbox_uri_secret_key(key) ? "***" : value, pinned[i].why);
+        return cfg_error(d, cfg, "%s may not be set to %s here: %s", key, hidden ? "***" : value,
+                         pinned[i].why);
     }
     return OUTBOX_OK;
+}
+
+/* The sink's own options, in the one grammar of every driver's options. */
+static int parse_options(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d)
+{
+    int64_t timeout_us = INT64_C(30000000), partitions = 3, replication = 1;
+    int rc = outbox_kit_opt_duration(H, uri, KAFKA_LABEL, "timeout", INT64_C(100000),
+                                     INT64_C(3600000000), &timeout_us, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_int(H, uri, KAFKA_LABEL, "partitions", 1, 100000, &partitions, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_int(H, uri, KAFKA_LABEL, "replication", 1, 1000, &replication, d);
+    /* librdkafka counts milliseconds; a part of one is not dropped. */
+    cfg->timeout_ms = (timeout_us + 999) / 1000;
+    cfg->partitions = (int)partitions;
+    cfg->replication = (int)replication;
+    return rc;
+}
+
+static int own_option(const char *key, size_t n)
+{
+    static const char *const own[] = {"timeout", "partitions", "replication"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (strlen(own[i]) == n && strncmp(own[i], key, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Adds uri's parameter p: a librdkafka property, PROPERTY_env=VARIABLE
+ * for one from the environment, or more brokers. */
+static int add_property(const outbox_uri_t *uri, const outbox_uri_param_t *p, kafka_config_t *cfg,
+                        outbox_kit_buf_t *brokers, outbox_diag_t *d)
+{
+    const char *key = p->key, *value = p->value ? p->value : "";
+    size_t kl = strlen(key), vl = strlen(value);
+    char name[124]; /* with "_env" it fits the kit's 128 bytes */
+    int from_env = kl > 4 && strcmp(key + kl - 4, "_env") == 0 && !own_option(key, kl - 4) &&
+                   kl - 4 < sizeof name;
+    if (from_env) {
+        snprintf(name, sizeof name, "%.*s", (int)(kl - 4), key);
+        int rc = outbox_kit_opt_secret(H, uri, KAFKA_LABEL, name, &value, d);
+        if (rc != OUTBOX_OK)
+            return rc;
+        key = name;
+    } else if (vl > 3 && value[0] == '$' && value[1] == '{' && value[vl - 1] == '}') {
+        /* The sink's former spelling: passed on, it would be the value. */
+        return cfg_error(d, cfg,
+                         "%s=${...}: write %s_env=VARIABLE for a value from the environment", key,
+                         key);
+    }
+    if (strcmp(key, "bootstrap.servers") == 0 || strcmp(key, "metadata.broker.list") == 0) {
+        /* More brokers beside the one in the authority. */
+        outbox_kit_buf_printf(brokers, ",%s", value);
+        return OUTBOX_OK;
+    }
+    int hidden = from_env || outbox_kit_secret_key(key);
+    int rc = check_pinned(cfg, key, value, hidden, d);
+    if (rc == OUTBOX_OK && add_param(cfg, key, value, hidden) != 0)
+        rc = OUTBOX_ENOMEM;
+    return rc;
 }
 
 int outbox_kafka_config_parse(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d)
 {
     memset(cfg, 0, sizeof *cfg);
-    outbox_uri_show(uri, cfg->shown, sizeof cfg->shown);
-    cfg->timeout_ms = 30000;
-    cfg->partitions = 3;
-    cfg->replication = 1;
+    outbox_kit_uri_show(H, uri, cfg->shown, sizeof cfg->shown);
+    int rc = parse_options(uri, cfg, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (uri->host == NULL || uri->host[0] == '\0')
+        return cfg_error(d, cfg, "no broker: write kafka://host:port/topic");
 
-    if (uri->host == NULL || uri->host[0] == '\0') {
-        cfg_error(d, cfg, "no broker: write kafka://host:port/topic");
-        return OUTBOX_EINVAL;
-    }
-    outbox_buf_t b;
-    outbox_buf_init(&b, H);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, H);
     if (strchr(uri->host, ',') != NULL) {
         /* kafka://k1:9092,k2:9092/...: the host holds the list, each as
          * librdkafka reads it (a missing port is 9092). */
-        outbox_buf_puts(&b, uri->host);
+        outbox_kit_buf_puts(&b, uri->host);
     } else {
         int v6 = strchr(uri->host, ':') != NULL;
-        outbox_buf_printf(&b, "%s%s%s:%d", v6 ? "[" : "", uri->host, v6 ? "]" : "",
-                          uri->port > 0 ? uri->port : 9092);
+        outbox_kit_buf_printf(&b, "%s%s%s:%d", v6 ? "[" : "", uri->host, v6 ? "]" : "",
+                              uri->port > 0 ? uri->port : 9092);
     }
     const char *path = uri->path ? uri->path : "";
     cfg->topic_tpl = outbox_kit_strdup(H, path[0] == '/' ? path + 1 : path);
-    int rc = OUTBOX_OK;
+    cfg->secrets = secrets_new(uri);
+    if (cfg->secrets == NULL)
+        rc = OUTBOX_ENOMEM;
     if (uri->user != NULL && add_param(cfg, "sasl.username", uri->user, 0) != 0)
         rc = OUTBOX_ENOMEM;
     if (uri->password != NULL && add_param(cfg, "sasl.password", uri->password, 1) != 0)
         rc = OUTBOX_ENOMEM;
     cfg->has_creds = uri->user != NULL || uri->password != NULL;
-
-    for (size_t i = 0; rc == OUTBOX_OK && i < uri->n_params; i++) {
-        const char *key = uri->params[i].key, *value = uri->params[i].value ? uri->params[i].value : "";
-        int secret = outbox_uri_secret_key(key), from_env = 0;
-        size_t vl = strlen(value);
-        if (vl > 3 && value[0] == '$' && value[1] == '{' && value[vl - 1] == '}') {
-            char name[128];
-            snprintf(name, sizeof name, "%.*s", (int)(vl - 3), value + 2);
-            const char *env = getenv(name);
-            if (env == NULL) {
-                rc = cfg_error(d, cfg, "%s: environment variable %s is not set", key, name);
-                break;
-            }
-            value = env;
-            from_env = 1;
-        }
-        if (strcmp(key, "timeout") == 0) {
-            if (parse_duration_ms(value, &cfg->timeout_ms) != 0)
-                rc = cfg_error(d, cfg, "timeout=%s is not a duration from 100ms to 60m (e.g. 30s, 500ms, 2m)",
-                               from_env ? "***" : value);
-        } else if (strcmp(key, "partitions") == 0) {
-            if (parse_int(value, 1, 100000, &cfg->partitions) != 0)
-                rc = cfg_error(d, cfg, "partitions=%s is not a number from 1 to 100000",
-                               from_env ? "***" : value);
-        } else if (strcmp(key, "replication") == 0) {
-            if (parse_int(value, 1, 1000, &cfg->replication) != 0)
-                rc = cfg_error(d, cfg, "replication=%s is not a number from 1 to 1000",
-                               from_env ? "***" : value);
-        } else if (strcmp(key, "bootstrap.servers") == 0 || strcmp(key, "metadata.broker.list") == 0) {
-            /* More brokers beside the one in the authority. */
-            outbox_buf_printf(&b, ",%s", value);
-        } else if ((rc = check_pinned(cfg, key, value, d)) == OUTBOX_OK) {
-            if (add_param(cfg, key, value, secret || from_env) != 0)
-                rc = OUTBOX_ENOMEM;
-        }
-    }
-    cfg->brokers = outbox_buf_steal(&b);
+    for (size_t i = 0; rc == OUTBOX_OK && i < uri->n_params; i++)
+        if (!own_option(uri->params[i].key, strlen(uri->params[i].key)))
+            rc = add_property(uri, &uri->params[i], cfg, &b, d);
+    cfg->brokers = outbox_kit_buf_steal(&b);
     if (rc == OUTBOX_OK && (cfg->brokers == NULL || cfg->topic_tpl == NULL))
         rc = OUTBOX_ENOMEM;
     if (rc == OUTBOX_ENOMEM)
@@ -197,50 +224,22 @@ void outbox_kafka_config_free(kafka_config_t *cfg)
     H->free(cfg->params);
     H->free(cfg->brokers);
     H->free(cfg->topic_tpl);
+    outbox_kafka_secrets_drop(cfg->secrets);
     cfg->params = NULL;
     cfg->n_params = 0;
     cfg->brokers = cfg->topic_tpl = NULL;
-}
-
-void outbox_kafka_redact(const kafka_config_t *cfg, const char *in, char *out, size_t size)
-{
-    char text[1024];
-    size_t w = 0;
-    const char *s = in ? in : "";
-    while (*s && w + 4 < sizeof text) {
-        size_t hit = 0;
-        for (size_t i = 0; i < cfg->n_params && !hit; i++) {
-            const char *v = cfg->params[i].value;
-            size_t n = strlen(v);
-            if (!cfg->params[i].hidden || n == 0 || strncmp(s, v, n) != 0)
-                continue;
-            /* A short secret only where it stands as a word. */
-            int alnum_before = s > in && ((s[-1] | 32) >= 'a' && (s[-1] | 32) <= 'z');
-            int alnum_after = (s[n] | 32) >= 'a' && (s[n] | 32) <= 'z';
-            if (n >= 4 || (!alnum_before && !alnum_after))
-                hit = n;
-        }
-        if (hit) {
-            memcpy(text + w, "***", 3);
-            w += 3;
-            s += hit;
-        } else {
-            text[w++] = *s++;
-        }
-    }
-    text[w] = '\0';
-    outbox_text_line(text, out, size);
+    cfg->secrets = NULL;
 }
 
 /* librdkafka's log and error lines into the host's log, secrets masked.
- * The opaque is the sink handle for a producer, NULL for the reader. */
+ * The opaque is the configuration's kafka_secrets_t. */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    kafka_sink_t *k = rk ? rd_kafka_opaque(rk) : NULL;
-    if (k == NULL)
+    const kafka_secrets_t *s = rk ? rd_kafka_opaque(rk) : NULL;
+    if (s == NULL)
         return;
     char line[400];
-    outbox_kafka_redact(&k->cfg, buf, line, sizeof line);
+    outbox_kit_redact(H, s->redactor, buf, line, sizeof line);
     /* librdkafka speaks syslog levels. Its warning that the gapless
      * guarantee is experimental is the sink's own choice, not news. */
     int lvl = level <= 3 ? OUTBOX_LOG_WARN : level == 4 ? OUTBOX_LOG_INFO : OUTBOX_LOG_DEBUG;
@@ -262,12 +261,11 @@ static int conf_set(rd_kafka_conf_t *conf, const kafka_config_t *cfg, const char
     if (hidden)
         return cfg_error(d, cfg, "librdkafka refuses the value of %s (not shown)", key);
     char shown[400];
-    outbox_kafka_redact(cfg, err, shown, sizeof shown);
+    outbox_kit_redact(H, cfg->secrets->redactor, err, shown, sizeof shown);
     return cfg_error(d, cfg, "%s", shown);
 }
 
-rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, void *opaque,
-                                       outbox_diag_t *d)
+rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, outbox_diag_t *d)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (conf == NULL) {
@@ -316,7 +314,7 @@ rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, 
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    rd_kafka_conf_set_opaque(conf, opaque);
+    rd_kafka_conf_set_opaque(conf, cfg->secrets);
     rd_kafka_conf_set_log_cb(conf, log_cb);
     return conf;
 }

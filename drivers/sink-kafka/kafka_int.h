@@ -8,6 +8,7 @@
 #ifndef OUTBOX_SINK_KAFKA_INT_H
 #define OUTBOX_SINK_KAFKA_INT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
@@ -19,12 +20,21 @@
 extern const outbox_host_t *outbox_kafka_host;
 
 /* One name=value the driver hands to librdkafka as it stands (after a
- * ${NAME} value was read from the environment). */
+ * NAME_env value was read from the environment). */
 typedef struct kafka_param {
     char *key;
     char *value;
     int hidden; /* a secret name, or a value from the environment: never shown */
 } kafka_param_t;
+
+/* The URI's secrets, for every text of librdkafka's the sink passes on,
+ * shared by the sink and its readers and freed with the last of them: a
+ * client's log lines come from librdkafka's threads for as long as it
+ * lives, and a reader outlives the handle that opened it. */
+typedef struct kafka_secrets {
+    outbox_redactor_t *redactor;
+    atomic_uint refs;
+} kafka_secrets_t;
 
 /* What the URI says, parsed once at open. */
 typedef struct kafka_config {
@@ -36,6 +46,7 @@ typedef struct kafka_config {
     kafka_param_t *params;
     size_t n_params;
     int has_creds;        /* a user or password in the URI */
+    kafka_secrets_t *secrets;
     char shown[256];      /* the URI without secrets, for messages */
 } kafka_config_t;
 
@@ -49,13 +60,14 @@ typedef struct kafka_sink {
 /* kafka_conf.c */
 int outbox_kafka_config_parse(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d);
 void outbox_kafka_config_free(kafka_config_t *cfg);
+/* One more holder of s (a reader): s until outbox_kafka_secrets_drop. */
+kafka_secrets_t *outbox_kafka_secrets_keep(kafka_secrets_t *s);
+void outbox_kafka_secrets_drop(kafka_secrets_t *s);
 /* A librdkafka configuration for a producer (the sink) or a consumer (the
- * reader), with opaque set. On error: NULL and the reason, secrets
- * masked, in d. */
-rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, void *opaque,
-                                       outbox_diag_t *d);
-/* in with every hidden value of cfg replaced by "***", as one line. */
-void outbox_kafka_redact(const kafka_config_t *cfg, const char *in, char *out, size_t size);
+ * reader), whose log lines go to the host's log with cfg's secrets masked
+ * (the client must not outlive cfg->secrets). On error: NULL and the
+ * reason, secrets masked, in d. */
+rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, outbox_diag_t *d);
 
 /* kafka_publish.c */
 /* Makes k->rk when it is NULL. */

@@ -17,7 +17,14 @@
  * The broker refuses a whole batch when it exceeds the topic's
  * max.message.bytes, so the messages that shared a batch with the culprit
  * come back with the same error. Those are sent again one at a time within
- * the call, in order, to tell the culprit from its neighbours. */
+ * the call, in order, to tell the culprit from its neighbours.
+ *
+ * The kit's per-key scheduler sends in rounds, a key's next message once
+ * the one before it came back OK: a round trip per message of a key, where
+ * the whole call here costs about one. The sink keeps its own flow and
+ * takes the scheduler's chain of each key's messages (next[]) and its
+ * held-back results: after a message fails for good, no later one of its
+ * key is sent (outbox_kit_keys_hold). */
 #include <string.h>
 
 #include "kafka_int.h"
@@ -25,7 +32,7 @@
 static const outbox_host_t **host = &outbox_kafka_host;
 #define H (*host)
 
-enum { SLOT_NONE, SLOT_SENT, SLOT_DONE };
+enum { SLOT_NONE, SLOT_SENT, SLOT_DONE, SLOT_HELD };
 
 typedef struct slot {
     kafka_sink_t *k;
@@ -52,7 +59,7 @@ int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
 {
     if (k->rk != NULL)
         return OUTBOX_OK;
-    rd_kafka_conf_t *conf = outbox_kafka_conf_new(&k->cfg, 1, k, d);
+    rd_kafka_conf_t *conf = outbox_kafka_conf_new(&k->cfg, 1, d);
     if (conf == NULL)
         return d->code;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
@@ -61,7 +68,7 @@ int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
     if (k->rk == NULL) {
         rd_kafka_conf_destroy(conf);
         char shown[400];
-        outbox_kafka_redact(&k->cfg, err, shown, sizeof shown);
+        outbox_kit_redact(H, k->cfg.secrets->redactor, err, shown, sizeof shown);
         return H->error(d, OUTBOX_EINVAL, "kafka sink URI %s: %s", k->cfg.shown, shown);
     }
     k->fatal[0] = '\0';
@@ -92,44 +99,28 @@ static int verdict(rd_kafka_resp_err_t e)
     case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
     case RD_KAFKA_RESP_ERR_INVALID_RECORD:
     case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
     case RD_KAFKA_RESP_ERR__INVALID_ARG:
         return OUTBOX_PUBLISH_REJECT;
     default:
         /* Transport, timeouts, brokers down, full queues, purges after a
-         * fatal error, and whatever is not known to be permanent. */
+         * fatal error, authorisation refused (granting it is an operator's
+         * fix, after which the same record goes through), and whatever is
+         * not known to be permanent. */
         return OUTBOX_PUBLISH_RETRY;
     }
 }
 
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
-    OUTBOX_PRINTF(3, 4);
-static void set_result(outbox_publish_result_t *r, int status, const char *fmt, ...)
+/* Message i failed for good in this call: the later ones of its key are
+ * RETRY, held back, and not sent. */
+static void stop_key(outbox_kit_keys_t *keys, const outbox_message_t *msgs,
+                     outbox_publish_result_t *res, slot_t *slots, size_t i)
 {
-    r->status = status;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->message, sizeof r->message, fmt, ap);
-    va_end(ap);
-}
-
-static int same_key(const outbox_message_t *a, const outbox_message_t *b)
-{
-    return a->key != NULL && b->key != NULL && strcmp(a->key, b->key) == 0;
-}
-
-/* The first message before i with i's key that did not go out OK, or -1. */
-static long failed_before(const outbox_message_t *msgs, const outbox_publish_result_t *res,
-                          const slot_t *slots, size_t i)
-{
-    for (size_t j = 0; j < i; j++)
-        if (same_key(&msgs[i], &msgs[j]) && !slots[j].again &&
-            (slots[j].state == SLOT_NONE || slots[j].state == SLOT_DONE) &&
-            res[j].status != OUTBOX_PUBLISH_OK)
-            return (long)j;
-    return -1;
+    outbox_kit_keys_hold(keys, i, msgs, res, "failed in this call");
+    for (size_t j = keys->next[i]; j != OUTBOX_KIT_NONE; j = keys->next[j]) {
+        slots[j].state = SLOT_HELD;
+        slots[j].again = 0;
+    }
 }
 
 /* ------------------------------------------------------------- produce */
@@ -146,9 +137,9 @@ static const char *kafka_header_name(const char *ce, char *buf, size_t size)
 
 /* Hands msgs[i] to librdkafka; RD_KAFKA_RESP_ERR_NO_ERROR once it is queued. */
 static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *m, slot_t *s,
-                                       outbox_buf_t *topic, int64_t deadline)
+                                       outbox_kit_buf_t *topic, int64_t deadline)
 {
-    outbox_buf_reset(topic);
+    outbox_kit_buf_reset(topic);
     outbox_kit_destination(topic, k->cfg.topic_tpl, m);
     if (topic->failed)
         return RD_KAFKA_RESP_ERR__CRIT_SYS_RESOURCE;
@@ -188,7 +179,7 @@ static int wait_reports(kafka_sink_t *k, int64_t deadline)
     while (k->pending > 0) {
         char why[256];
         if (rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            outbox_kafka_redact(&k->cfg, why, k->fatal, sizeof k->fatal);
+            outbox_kit_redact(H, k->cfg.secrets->redactor, why, k->fatal, sizeof k->fatal);
             /* The refused batch's own reports (the real verdict: too
              * large, invalid) are queued just after the fatal error is
              * raised: serve them before the purge turns them into RETRY. */
@@ -227,8 +218,9 @@ static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
                    outbox_publish_result_t *r)
 {
     if (s->state != SLOT_DONE) {
-        set_result(r, OUTBOX_PUBLISH_RETRY, "kafka: no delivery report within timeout=%lldms%s%s",
-                   (long long)k->cfg.timeout_ms, k->fatal[0] ? "; " : "", k->fatal);
+        outbox_kit_result(r, OUTBOX_PUBLISH_RETRY,
+                          "kafka: no delivery report within timeout=%lldms%s%s",
+                          (long long)k->cfg.timeout_ms, k->fatal[0] ? "; " : "", k->fatal);
         return;
     }
     int v = verdict(s->err);
@@ -237,13 +229,39 @@ static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
         r->message[0] = '\0';
         return;
     }
-    outbox_buf_t t;
-    outbox_buf_init(&t, H);
+    outbox_kit_buf_t t;
+    outbox_kit_buf_init(&t, H);
     outbox_kit_destination(&t, k->cfg.topic_tpl, m);
     int purged = s->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || s->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
-    set_result(r, v, "kafka topic %s: %s%s%s", t.data ? t.data : "?", rd_kafka_err2str(s->err),
-               purged && k->fatal[0] ? " after: " : "", purged ? k->fatal : "");
-    outbox_buf_free(&t);
+    outbox_kit_result(r, v, "kafka topic %s: %s%s%s", t.data ? t.data : "?",
+                      rd_kafka_err2str(s->err), purged && k->fatal[0] ? " after: " : "",
+                      purged ? k->fatal : "");
+    outbox_kit_buf_free(&t);
+}
+
+/* m alone on the producer, and its report. */
+static void send_alone(kafka_sink_t *k, const outbox_message_t *m, slot_t *s,
+                       outbox_publish_result_t *r, outbox_kit_buf_t *topic, int64_t deadline)
+{
+    rd_kafka_resp_err_t e = produce_one(k, m, s, topic, deadline);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        s->state = SLOT_DONE;
+        s->err = e;
+    } else if (!wait_reports(k, deadline)) {
+        /* Refused, and the guarantee stopped the producer again: the
+         * report, when it came before the purge, names the reason; alone
+         * in its batch, the refusal is this message's own. */
+        if (s->state != SLOT_DONE) {
+            s->state = SLOT_DONE;
+            s->err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+            if (strstr(k->fatal, "too large") == NULL)
+                s->err = RD_KAFKA_RESP_ERR__FATAL;
+        }
+        abandon(k);
+    } else if (rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        abandon(k);
+    }
+    report(k, m, s, r);
 }
 
 /* After the gapless guarantee stopped the producer, the reports of the
@@ -252,111 +270,87 @@ static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
  * was is not known. So every message of the call that did not go out is
  * sent again alone, in array order, on a new producer, within the call's
  * time; only the message the broker refuses on its own is REJECT. A key
- * stops at its first failure; what the time does not cover stays RETRY.
- * This costs a round trip per message, and happens only after a refusal. */
+ * stops at its first failure; what the time does not cover keeps its
+ * result. This costs a round trip per message, and happens only after a
+ * refusal. */
 static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
-                    outbox_publish_result_t *res, slot_t *slots, int64_t deadline)
+                    outbox_publish_result_t *res, slot_t *slots, outbox_kit_keys_t *keys,
+                    int64_t deadline)
 {
     size_t any = 0;
     for (size_t i = 0; i < n; i++) {
-        slots[i].again = slots[i].state != SLOT_NONE && res[i].status != OUTBOX_PUBLISH_OK;
+        slots[i].again = (slots[i].state == SLOT_SENT || slots[i].state == SLOT_DONE) &&
+                         res[i].status != OUTBOX_PUBLISH_OK;
         any += (size_t)slots[i].again;
     }
     if (any == 0)
         return;
-    outbox_buf_t topic;
-    outbox_buf_init(&topic, H);
+    outbox_kit_buf_t topic;
+    outbox_kit_buf_init(&topic, H);
+    int sending = 1;
     for (size_t i = 0; i < n; i++) {
         if (!slots[i].again)
             continue;
         slots[i].again = 0;
-        long f = failed_before(msgs, res, slots, i);
-        if (f >= 0) {
-            set_result(&res[i], OUTBOX_PUBLISH_RETRY,
-                       "held back: an earlier message of the same key (event %s) failed in this call",
-                       msgs[f].event_id ? msgs[f].event_id : "?");
-            continue;
-        }
-        if (H->monotonic_us() >= deadline)
-            continue; /* stays RETRY */
         outbox_diag_t d = {0};
-        if (outbox_kafka_producer(k, &d) != OUTBOX_OK)
-            break;
-        rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], &topic, deadline);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            slots[i].state = SLOT_DONE;
-            slots[i].err = e;
-        } else if (!wait_reports(k, deadline)) {
-            /* Refused, and the guarantee stopped the producer again: the
-             * report, when it came before the purge, names the reason;
-             * alone in its batch, the refusal is this message's own. */
-            if (slots[i].state != SLOT_DONE) {
-                slots[i].state = SLOT_DONE;
-                slots[i].err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
-                if (strstr(k->fatal, "too large") == NULL)
-                    slots[i].err = RD_KAFKA_RESP_ERR__FATAL;
-            }
-            abandon(k);
-        } else if (rd_kafka_fatal_error(k->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            abandon(k);
-        }
-        report(k, &msgs[i], &slots[i], &res[i]);
+        if (sending && (H->monotonic_us() >= deadline || outbox_kafka_producer(k, &d) != OUTBOX_OK))
+            sending = 0;
+        if (sending)
+            send_alone(k, &msgs[i], &slots[i], &res[i], &topic, deadline);
+        if (res[i].status != OUTBOX_PUBLISH_OK)
+            stop_key(keys, msgs, res, slots, i);
     }
-    outbox_buf_free(&topic);
+    outbox_kit_buf_free(&topic);
 }
 
 int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d)
 {
     kafka_sink_t *k = handle;
-    if (n == 0)
-        return OUTBOX_OK;
     int rc = outbox_kafka_producer(k, d);
     if (rc != OUTBOX_OK)
         return rc;
+    outbox_kit_keys_t keys;
     slot_t *slots = H->alloc(n * sizeof *slots);
-    if (slots == NULL)
+    if (slots == NULL || outbox_kit_keys_init(&keys, H, msgs, n) != 0) {
+        H->free(slots);
         return H->error(d, OUTBOX_ENOMEM, "out of memory for %zu delivery slots", n);
+    }
+    for (size_t i = 0; i < n; i++)
+        slots[i] = (slot_t){.k = k, .state = SLOT_NONE, .partition = -1, .again = 0};
     int64_t deadline = H->monotonic_us() + k->cfg.timeout_ms * 1000;
-    outbox_buf_t topic;
-    outbox_buf_init(&topic, H);
-    size_t local_failures = 0;
+    outbox_kit_buf_t topic;
+    outbox_kit_buf_init(&topic, H);
     k->pending = 0;
     k->fatal[0] = '\0';
 
     for (size_t i = 0; i < n; i++) {
-        slots[i] = (slot_t){.k = k, .state = SLOT_NONE, .partition = -1, .again = 0};
-        /* A key whose message failed here already sends nothing more. */
-        long f = local_failures ? failed_before(msgs, results, slots, i) : -1;
-        if (f >= 0) {
-            set_result(&results[i], OUTBOX_PUBLISH_RETRY,
-                       "held back: an earlier message of the same key (event %s) failed in this call",
-                       msgs[f].event_id ? msgs[f].event_id : "?");
+        if (slots[i].state == SLOT_HELD)
             continue;
-        }
         rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], &topic, deadline);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
             slots[i].state = SLOT_DONE;
             slots[i].err = e;
             report(k, &msgs[i], &slots[i], &results[i]);
             slots[i].state = SLOT_NONE;
-            local_failures++;
+            stop_key(&keys, msgs, results, slots, i);
         }
     }
-    outbox_buf_free(&topic);
+    outbox_kit_buf_free(&topic);
 
     int complete = wait_reports(k, deadline);
     char why[256];
     if (k->fatal[0] == '\0' && rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        outbox_kafka_redact(&k->cfg, why, k->fatal, sizeof k->fatal);
+        outbox_kit_redact(H, k->cfg.secrets->redactor, why, k->fatal, sizeof k->fatal);
     int refused = k->fatal[0] != '\0';
     if (!complete || refused)
         abandon(k);
     for (size_t i = 0; i < n; i++)
-        if (slots[i].state != SLOT_NONE)
+        if (slots[i].state == SLOT_SENT || slots[i].state == SLOT_DONE)
             report(k, &msgs[i], &slots[i], &results[i]);
     if (refused)
-        isolate(k, msgs, n, results, slots, deadline);
+        isolate(k, msgs, n, results, slots, &keys, deadline);
+    outbox_kit_keys_free(&keys);
     H->free(slots);
     return OUTBOX_OK;
 }

@@ -13,11 +13,10 @@ static const outbox_host_t **host = &outbox_kafka_host;
 /* The topic for destination through the URI's template. */
 static char *topic_for(const kafka_sink_t *k, const char *destination)
 {
-    outbox_message_t m = {.route = destination, .destination = destination};
-    outbox_buf_t b;
-    outbox_buf_init(&b, H);
-    outbox_kit_destination(&b, k->cfg.topic_tpl, &m);
-    return outbox_buf_steal(&b);
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, H);
+    outbox_kit_template(&b, k->cfg.topic_tpl, destination, destination);
+    return outbox_kit_buf_steal(&b);
 }
 
 /* Runs an admin request queued on q and waits for its result event. */
@@ -35,7 +34,8 @@ static int admin_error(kafka_sink_t *k, outbox_diag_t *d, const char *what, cons
                        rd_kafka_resp_err_t e, const char *text)
 {
     char shown[300];
-    outbox_kafka_redact(&k->cfg, text ? text : rd_kafka_err2str(e), shown, sizeof shown);
+    outbox_kit_redact(H, k->cfg.secrets->redactor, text ? text : rd_kafka_err2str(e), shown,
+                      sizeof shown);
     int code = e == RD_KAFKA_RESP_ERR__TIMED_OUT || e == RD_KAFKA_RESP_ERR__TRANSPORT ||
                        e == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT
                    ? OUTBOX_ETRANSIENT
@@ -126,10 +126,11 @@ int outbox_kafka_destination_drop(void *handle, const char *destination, outbox_
 
 typedef struct kafka_reader {
     rd_kafka_t *rk;
-    rd_kafka_message_t *msg; /* the last one handed out */
+    kafka_secrets_t *secrets; /* rk's log lines mask them */
+    rd_kafka_message_t *msg;  /* the last one handed out */
     char *topic;
-    outbox_buf_t text;       /* key and header values, NUL-terminated, back to back */
-    outbox_header_t headers[32];
+    outbox_kit_buf_t key;         /* msg's key, NUL-terminated */
+    outbox_kit_received_t received; /* msg's attributes */
 } kafka_reader_t;
 
 void outbox_kafka_reader_close(void *reader)
@@ -143,7 +144,9 @@ void outbox_kafka_reader_close(void *reader)
         rd_kafka_consumer_close(r->rk);
         rd_kafka_destroy(r->rk);
     }
-    outbox_buf_free(&r->text);
+    outbox_kafka_secrets_drop(r->secrets);
+    outbox_kit_buf_free(&r->key);
+    outbox_kit_received_free(&r->received);
     H->free(r->topic);
     H->free(r);
 }
@@ -157,11 +160,13 @@ int outbox_kafka_reader_open(void *handle, const char *destination, void **reade
     if (r == NULL)
         return H->error(d, OUTBOX_ENOMEM, "out of memory opening a kafka reader");
     memset(r, 0, sizeof *r);
-    outbox_buf_init(&r->text, H);
+    outbox_kit_buf_init(&r->key, H);
+    outbox_kit_received_init(&r->received, H);
+    /* The reader may outlive the handle: its consumer logs with secrets of
+     * its own keeping. */
+    r->secrets = outbox_kafka_secrets_keep(k->cfg.secrets);
     r->topic = topic_for(k, destination ? destination : "");
-    /* No opaque: the reader outlives the sink handle, and its log lines
-     * (kafka_conf.c's log_cb) would need the handle's secrets to mask them. */
-    rd_kafka_conf_t *conf = r->topic ? outbox_kafka_conf_new(&k->cfg, 0, NULL, d) : NULL;
+    rd_kafka_conf_t *conf = r->topic ? outbox_kafka_conf_new(&k->cfg, 0, d) : NULL;
     if (conf == NULL) {
         /* The conf's own error is in d; without a topic, memory ran out. */
         int named = r->topic != NULL;
@@ -174,7 +179,7 @@ int outbox_kafka_reader_open(void *handle, const char *destination, void **reade
         rd_kafka_conf_destroy(conf);
         outbox_kafka_reader_close(r);
         char shown[400];
-        outbox_kafka_redact(&k->cfg, err, shown, sizeof shown);
+        outbox_kit_redact(H, k->cfg.secrets->redactor, err, shown, sizeof shown);
         return H->error(d, OUTBOX_EINVAL, "kafka reader: %s", shown);
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(r->rk, r->topic, NULL);
@@ -250,42 +255,30 @@ int outbox_kafka_reader_next(void *reader, int timeout_ms, outbox_received_t *ou
     }
     r->msg = m;
 
-    /* Copy the key and every header value into one buffer first, then point
-     * into it: the buffer may move while it grows. */
-    outbox_buf_reset(&r->text);
-    size_t offsets[33], n = 0;
-    const char *names[32];
-    outbox_buf_put(&r->text, m->key ? m->key : "", m->key ? m->key_len : 0);
-    outbox_buf_putc(&r->text, '\0');
+    outbox_kit_buf_reset(&r->key);
+    outbox_kit_buf_put(&r->key, m->key ? m->key : "", m->key ? m->key_len : 0);
+    outbox_kit_received_reset(&r->received);
     rd_kafka_headers_t *hs = NULL;
     if (rd_kafka_message_headers(m, &hs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         const char *name;
         const void *value;
         size_t size;
-        for (size_t i = 0; n < 32 && rd_kafka_header_get_all(hs, i, &name, &value, &size) ==
-                                           RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (size_t i = 0; rd_kafka_header_get_all(hs, i, &name, &value, &size) ==
+                           RD_KAFKA_RESP_ERR_NO_ERROR;
              i++) {
             const char *ce = ce_name(name);
-            if (ce == NULL)
-                continue;
-            names[n] = ce;
-            offsets[n++] = r->text.len;
-            outbox_buf_put(&r->text, value ? value : "", value ? size : 0);
-            outbox_buf_putc(&r->text, '\0');
+            if (ce != NULL && outbox_kit_received_add(&r->received, ce, strlen(ce),
+                                                      value ? value : "", value ? size : 0) != 0)
+                break; /* out of memory, or beyond OUTBOX_KIT_RECEIVED_MAX: left out */
         }
     }
-    if (r->text.failed)
+    if (r->key.failed || r->received.text.failed)
         return H->error(d, OUTBOX_ENOMEM, "out of memory reading a kafka message");
-    for (size_t i = 0; i < n; i++) {
-        r->headers[i].name = names[i];
-        r->headers[i].value = r->text.data + offsets[i];
-    }
+    outbox_kit_received_fill(&r->received, out);
     out->destination = r->topic;
-    out->key = m->key ? r->text.data : NULL;
+    out->key = m->key ? r->key.data : NULL;
     out->dedupe_id = NULL;
     out->payload = m->payload ? m->payload : "";
     out->payload_len = m->len;
-    out->headers = r->headers;
-    out->n_headers = n;
     return OUTBOX_OK;
 }

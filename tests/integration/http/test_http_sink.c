@@ -92,12 +92,14 @@ START_TEST(uri_errors)
     static const th_refusal_t bad[] = {
         {"x?colour=red", "unknown parameter colour"},
         {"x?timeout=soon", "timeout=soon is not a duration"},
+        {"x?timeout=2h", "timeout=2h is not a duration from 1ms to 1h"},
+        {"x?timeout=30", "timeout=30 is not a duration"},
         {"x?connect_timeout=0ms", "connect_timeout=0ms"},
         {"x?parallel=0", "parallel=0"},
         {"x?parallel=65", "parallel=65"},
         {"x?tls_ca=/etc/ssl/ca.pem", "need https://"},
         {"https://127.0.0.1:1/x?tls_cert=/c.pem", "tls_cert and tls_key go together"},
-        {"https://127.0.0.1:1/x?insecure=maybe", "insecure=maybe is not 0 or 1"},
+        {"https://127.0.0.1:1/x?insecure=maybe", "insecure=maybe is not a boolean"},
         {"x?header=NoColon", "header=NoColon is not"},
         {"x?header=ce-id:%201", "sets that header itself"},
         {"x?header=Content-Type:%20a/b", "sets that header itself"},
@@ -114,6 +116,9 @@ START_TEST(uri_errors)
     setenv("OUTBOX_IT_BAD_WHSEC", "whsec_not*base64", 1);
     setenv("OUTBOX_IT_TOKEN", "tok-abcdef", 1);
     th_expect_refusals(recv_uri, bad, sizeof bad / sizeof *bad);
+    /* Every driver's grammar: an hour is a duration, yes a boolean. */
+    outbox_sink_close(th_open_sink(th_uri_with(recv_uri, "x?timeout=1h&connect_timeout=1500ms")));
+    outbox_sink_close(th_open_sink("https://127.0.0.1:1/x?insecure=yes"));
 }
 END_TEST
 
@@ -228,6 +233,9 @@ START_TEST(status_mapping)
         {"s500", "\"status\": 500, \"body\": \"boom\"", OUTBOX_PUBLISH_RETRY, "HTTP 500"},
         {"s503", "\"status\": 503", OUTBOX_PUBLISH_RETRY, "HTTP 503"},
         {"s408", "\"status\": 408", OUTBOX_PUBLISH_RETRY, "HTTP 408"},
+        /* Credentials or permissions: an operator's fix, not the event's. */
+        {"s401", "\"status\": 401", OUTBOX_PUBLISH_RETRY, "HTTP 401"},
+        {"s403", "\"status\": 403, \"body\": \"forbidden\"", OUTBOX_PUBLISH_RETRY, "HTTP 403"},
         {"s400", "\"status\": 400, \"body\": \"missing field x\"", OUTBOX_PUBLISH_REJECT,
          "HTTP 400"},
         {"s404", "\"status\": 404", OUTBOX_PUBLISH_REJECT, "HTTP 404"},

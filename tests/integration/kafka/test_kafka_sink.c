@@ -107,7 +107,7 @@ static got_t read_all(outbox_sink_t *k, const char *topic, const msgs_t *want)
     ck_assert_msg(rc == OUTBOX_OK, "reader_open %s: %s", topic, outbox_sink_message(k));
     got_t g = {.id = calloc(want->n + 100, sizeof *g.id)};
     outbox_received_t m = {.struct_size = sizeof m};
-    while ((rc = outbox_sink_reader_next(r, 5000, &m)) == OUTBOX_OK) {
+    while ((rc = outbox_sink_reader_read(r, 5000000, &m)) == OUTBOX_OK) {
         ck_assert_msg(g.n < want->n + 100, "more messages than published");
         const char *id = NULL;
         for (size_t h = 0; h < m.n_headers; h++)
@@ -174,6 +174,12 @@ START_TEST(uri_errors)
                   "enable.gapless.guarantee", NULL);
     th_open_error(uri_with("/t?message.timeout.ms=1000"), OUTBOX_EINVAL, "timeout=", NULL);
     th_open_error(uri_with("/t?timeout=soon"), OUTBOX_EINVAL, "timeout=soon", NULL);
+    /* Every driver's duration grammar: a unit is required, an hour is the
+     * most. */
+    th_open_error(uri_with("/t?timeout=30"), OUTBOX_EINVAL, "timeout=30 is not a duration", NULL);
+    th_open_error(uri_with("/t?timeout=61m"), OUTBOX_EINVAL, "from 100ms to 1h", NULL);
+    th_open_error(uri_with("/t?partitions=0"), OUTBOX_EINVAL, "partitions=0", NULL);
+    th_open_error(uri_with("/t?replication=x"), OUTBOX_EINVAL, "replication=x", NULL);
     th_open_error("kafka:///t", OUTBOX_EINVAL, "broker", NULL);
 
     /* Secrets: a secret-named value, a password, a value from the
@@ -184,17 +190,64 @@ START_TEST(uri_errors)
     snprintf(u, sizeof u, "kafka://bob:Sw0rdfish42@%s/t?acks=0", broker());
     th_open_error(u, OUTBOX_EINVAL, "acks", "Sw0rdfish42");
     setenv("KT_SECRET", "Env5ecretValue", 1);
-    th_open_error(uri_with("/t?sasl.password=${KT_SECRET}&queue.buffering.max.ms=never"),
+    th_open_error(uri_with("/t?sasl.password_env=KT_SECRET&queue.buffering.max.ms=never"),
                   OUTBOX_EINVAL, "", "Env5ecretValue");
     /* librdkafka's own refusal of a value from the environment. */
-    th_open_error(uri_with("/t?linger.ms=${KT_SECRET}"), OUTBOX_EINVAL, "linger.ms",
+    th_open_error(uri_with("/t?linger.ms_env=KT_SECRET"), OUTBOX_EINVAL, "linger.ms",
                   "Env5ecretValue");
-    th_open_error(uri_with("/t?sasl.password=${KT_UNSET_VARIABLE}"), OUTBOX_EINVAL,
+    th_open_error(uri_with("/t?sasl.password_env=KT_UNSET_VARIABLE"), OUTBOX_EINVAL,
                   "KT_UNSET_VARIABLE", NULL);
+    th_open_error(uri_with("/t?sasl.password=Sw0rdfish42&sasl.password_env=KT_SECRET"),
+                  OUTBOX_EINVAL, "not both", "Env5ecretValue");
+    /* The former ${NAME} spelling says what to write instead. */
+    th_open_error(uri_with("/t?sasl.password=${KT_SECRET}"), OUTBOX_EINVAL,
+                  "sasl.password_env=VARIABLE", "Env5ecretValue");
 
     /* A value from the environment is used: a good one opens. */
     setenv("KT_LINGER", "2", 1);
-    outbox_sink_close(th_open_sink(uri_with("/t?linger.ms=${KT_LINGER}&compression.type=lz4")));
+    outbox_sink_close(
+        th_open_sink(uri_with("/t?linger.ms_env=KT_LINGER&compression.type=lz4&timeout=1h")));
+}
+END_TEST
+
+/* librdkafka's log lines reach the host's log with the secrets masked,
+ * the reader's too, also after the sink that opened it was closed. The
+ * secret is also the client.id, which librdkafka's configuration dump
+ * (debug=conf) prints as it stands. */
+static int log_leaks, log_masked;
+
+static void keep_log(void *ctx, int level, const char *line)
+{
+    (void)ctx;
+    (void)level;
+    log_leaks += strstr(line, "Env5ecretValue") != NULL;
+    log_masked += strstr(line, "client.id = ***") != NULL;
+}
+
+START_TEST(secrets_not_logged)
+{
+    setenv("KT_SECRET", "Env5ecretValue", 1);
+    const char *topic = th_name("log");
+    char u[1024];
+    snprintf(u, sizeof u,
+             "kafka://%s/%s?debug=conf&sasl.password_env=KT_SECRET&client.id=Env5ecretValue",
+             broker(), topic);
+    outbox_set_logger(keep_log, NULL);
+    outbox_sink_t *k = th_open_sink(u);
+    ck_assert_int_eq(outbox_sink_destination_create(k, topic), OUTBOX_OK);
+    outbox_sink_reader_t *r = NULL;
+    ck_assert_msg(outbox_sink_reader_open(k, topic, &r) == OUTBOX_OK, "reader_open: %s",
+                  outbox_sink_message(k));
+    outbox_sink_close(k);
+    outbox_received_t m = {.struct_size = sizeof m};
+    ck_assert_int_eq(outbox_sink_reader_read(r, 200000, &m), OUTBOX_ENOTFOUND);
+    outbox_sink_reader_close(r);
+    outbox_set_logger(NULL, NULL);
+    ck_assert_msg(log_leaks == 0, "%d log lines show the secret", log_leaks);
+    ck_assert_msg(log_masked >= 2, "the producer's and the reader's dumps: %d masked", log_masked);
+    k = th_open_sink(base_uri);
+    ck_assert_int_eq(outbox_sink_destination_drop(k, topic), OUTBOX_OK);
+    outbox_sink_close(k);
 }
 END_TEST
 
@@ -357,5 +410,5 @@ START_TEST(order_after_broker_reject)
 END_TEST
 
 TH_SINK_MAIN("kafka_sink", 180, "OUTBOX_KAFKA_URI", "kafka", base_uri,
-             uri_errors, topic_create_twice, broker_list, reject_unknown_topic,
+             uri_errors, secrets_not_logged, topic_create_twice, broker_list, reject_unknown_topic,
              order_after_broker_reject)
