@@ -1,5 +1,6 @@
 /* The services table lent to drivers, and the clocks the core uses. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -18,6 +19,15 @@ int64_t outbox_monotonic_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int outbox_us_to_ms(int64_t us)
+{
+    if (us <= 0)
+        return 0;
+    if (us / 1000 >= INT_MAX)
+        return INT_MAX;
+    return (int)((us + 999) / 1000);
 }
 
 void outbox_sleep_us(int64_t us, const atomic_int *stop)

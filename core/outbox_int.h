@@ -35,6 +35,9 @@ int64_t outbox_now_us(void);
 int64_t outbox_monotonic_us(void);
 /* Sleep up to us microseconds; returns early when *stop becomes non-zero. */
 void outbox_sleep_us(int64_t us, const atomic_int *stop);
+/* A timeout in microseconds as the whole milliseconds a driver entry
+ * takes: rounded up, negative as 0, at most INT_MAX. */
+int outbox_us_to_ms(int64_t us);
 
 /* uri.c: a URI split into an outbox_uri_t that owns its storage. */
 typedef struct outbox_uri_owned {

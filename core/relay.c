@@ -480,7 +480,7 @@ static int settle_batch(outbox_relay_t *r, batch_t *b)
      * transient failure is retried at once: fewer duplicates later. */
     for (int tries = 0; tries < 3 && rc == OUTBOX_ETRANSIENT; tries++) {
         size_t applied = 0;
-        rc = outbox_settle(r->store, &b->fence, b->items, b->n, &applied);
+        rc = outbox_store_settle(r->store, &b->fence, b->items, b->n, &applied);
         if (rc == OUTBOX_ETRANSIENT)
             outbox_sleep_us(50000 << tries, NULL);
     }
@@ -671,7 +671,7 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         .lease_us = r->cfg.lease_us,
         .hlc_order = r->cfg.hlc_order,
     };
-    int rc = outbox_claim(r->store, &req, &b.rows, &b.n, &b.fence);
+    int rc = outbox_store_claim(r->store, &req, &b.rows, &b.n, &b.fence);
     int64_t mark_us = 0;
     if (observed) {
         mark_us = outbox_monotonic_us();
@@ -697,7 +697,7 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
         for (size_t i = 0; b.items != NULL && i < b.n; i++)
             b.items[i] = (outbox_settle_item_t){.id = b.rows[i].id, .kind = OUTBOX_SETTLE_RELEASE};
         if (b.items != NULL)
-            outbox_settle(r->store, &b.fence, b.items, b.n, NULL);
+            outbox_store_settle(r->store, &b.fence, b.items, b.n, NULL);
         batch_free(&b);
         rc = rfail(r, rc, "relay: out of memory preparing a batch");
         if (observed)
@@ -755,9 +755,9 @@ static void idle_wait(outbox_relay_t *r)
         outbox_sleep_us(r->cfg.poll_us, &r->stop);
         return;
     }
-    int64_t ms = r->cfg.poll_us / 1000;
-    ms = ms < 1 ? 1 : ms > 250 ? 250 : ms;
-    outbox_store_wait(r->store, r->route, (int)ms);
+    int64_t us = r->cfg.poll_us;
+    us = us < 1000 ? 1000 : us > 250000 ? 250000 : us;
+    outbox_store_wait_for(r->store, r->route, us);
 }
 
 /* A step that failed with a transient store error, about to pause for

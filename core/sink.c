@@ -12,7 +12,13 @@ struct outbox_sink {
     outbox_diag_t diag;
 };
 
-int outbox_sink_open(const char *uri, const char *driver, outbox_sink_t **out, outbox_diag_t *d)
+/* The largest struct_size taken for outbox_sink_options_t: far above any
+ * version's, far below the first bytes of a driver name read as a number
+ * (what a caller of 0.1's outbox_sink_open(uri, "name", ...) passes). */
+#define SINK_OPTIONS_SIZE_MAX 4096
+
+int outbox_sink_open(const char *uri, const outbox_sink_options_t *opts, outbox_sink_t **out,
+                     outbox_diag_t *d)
 {
     outbox_diag_clear(d);
     if (out == NULL)
@@ -20,6 +26,17 @@ int outbox_sink_open(const char *uri, const char *driver, outbox_sink_t **out, o
     *out = NULL;
     if (uri == NULL)
         return outbox_diag_set(d, OUTBOX_EINVAL, "sink URI is missing");
+    outbox_sink_options_t o = {.struct_size = sizeof o};
+    if (opts != NULL) {
+        if (opts->struct_size < sizeof(uint32_t) || opts->struct_size > SINK_OPTIONS_SIZE_MAX)
+            return outbox_diag_set(d, OUTBOX_EINVAL,
+                                   "sink options: struct_size %u is not that of an "
+                                   "outbox_sink_options_t (set it to sizeof; since 0.2 the "
+                                   "second argument is options, not a driver name)",
+                                   (unsigned)opts->struct_size);
+        OUTBOX_STRUCT_READ(outbox_sink_options_t, &o, opts, driver);
+    }
+    const char *driver = o.driver;
     outbox_sink_t *k = calloc(1, sizeof *k);
     if (k == NULL)
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
@@ -171,14 +188,15 @@ int outbox_sink_reader_open(outbox_sink_t *k, const char *destination, outbox_si
     return OUTBOX_OK;
 }
 
-int outbox_sink_reader_next(outbox_sink_reader_t *r, int timeout_ms, outbox_received_t *out)
+int outbox_sink_reader_read(outbox_sink_reader_t *r, int64_t timeout_us, outbox_received_t *out)
 {
+    int timeout_ms = outbox_us_to_ms(timeout_us);
     if (r == NULL || out == NULL)
         return OUTBOX_EINVAL;
     outbox_diag_clear(&r->diag);
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
-    int rc = r->drv->sink->reader_next(r->h, timeout_ms < 0 ? 0 : timeout_ms, out, &r->diag);
+    int rc = r->drv->sink->reader_next(r->h, timeout_ms, out, &r->diag);
     if (rc != OUTBOX_OK && rc != OUTBOX_ENOTFOUND && r->diag.message[0] == '\0')
         outbox_diag_set(&r->diag, rc, "reading: %s", outbox_strerror(rc));
     return rc;

@@ -265,7 +265,7 @@ int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t 
             return fail(s, OUTBOX_ENOTSUP, "route %s: checkpoint node key needs the %s table",
                         cfg->route, s->checkpoint_relation);
         int64_t mark = 0;
-        int rc = outbox_checkpoint_recover(s, &mark);
+        int rc = outbox_store_checkpoint_recover(s, &mark);
         if (rc != OUTBOX_OK)
             return rc;
         outbox_hlc_observe(outbox_hlc_default(), mark);
@@ -292,7 +292,7 @@ int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t 
     return OUTBOX_OK;
 }
 
-int outbox_begin(outbox_store_t *s)
+int outbox_store_begin(outbox_store_t *s)
 {
     if (s == NULL)
         return OUTBOX_EINVAL;
@@ -319,12 +319,12 @@ static int end_tx(outbox_store_t *s, int commit)
     return driver_rc(s, rc, commit ? "commit" : "rollback");
 }
 
-int outbox_commit(outbox_store_t *s)
+int outbox_store_commit(outbox_store_t *s)
 {
     return end_tx(s, 1);
 }
 
-int outbox_rollback(outbox_store_t *s)
+int outbox_store_rollback(outbox_store_t *s)
 {
     return end_tx(s, 0);
 }
@@ -416,7 +416,7 @@ static int prepare_row(outbox_store_t *s, const route_cfg_t *rc, const char *rou
 
 enum { IDS_PER_ROW = 6 };
 
-int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
+int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
                  const outbox_event_t *events, size_t n, size_t *staged)
 {
     if (staged != NULL)
@@ -436,7 +436,7 @@ int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
     if (native_tx != NULL && !(s->caps & OUTBOX_STORE_CAP_NATIVE_TX))
         return not_supported(s, "staging through a native transaction handle");
     if (rc != NULL && rc->require_transaction && !in_tx)
-        return fail(s, OUTBOX_EINVAL, "route %s requires a transaction: call outbox_begin or pass the native transaction",
+        return fail(s, OUTBOX_EINVAL, "route %s requires a transaction: call outbox_store_begin or pass the native transaction",
                     route);
     if (n > SIZE_MAX / (sizeof(outbox_row_t) + IDS_PER_ROW * (OUTBOX_UUID_STRLEN + 1)))
         return fail(s, OUTBOX_EINVAL, "too many events in one call");
@@ -472,7 +472,7 @@ int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
     return err;
 }
 
-int outbox_stats(outbox_store_t *s, const char *route, outbox_stats_t *out)
+int outbox_store_stats(outbox_store_t *s, const char *route, outbox_stats_t *out)
 {
     if (s == NULL || out == NULL)
         return OUTBOX_EINVAL;
@@ -483,7 +483,7 @@ int outbox_stats(outbox_store_t *s, const char *route, outbox_stats_t *out)
     return driver_rc(s, s->vt->stats(s->h, route, out, &s->diag), "stats");
 }
 
-int outbox_replay(outbox_store_t *s, const char *route, const char *event_id, uint64_t *count)
+int outbox_store_replay(outbox_store_t *s, const char *route, const char *event_id, uint64_t *count)
 {
     if (s == NULL || count == NULL)
         return OUTBOX_EINVAL;
@@ -502,7 +502,7 @@ int outbox_replay(outbox_store_t *s, const char *route, const char *event_id, ui
                      "replay");
 }
 
-int outbox_purge(outbox_store_t *s, const char *route, int64_t published_before, uint64_t *count)
+int outbox_store_purge(outbox_store_t *s, const char *route, int64_t published_before, uint64_t *count)
 {
     if (s == NULL || count == NULL)
         return OUTBOX_EINVAL;
@@ -513,7 +513,7 @@ int outbox_purge(outbox_store_t *s, const char *route, int64_t published_before,
     return driver_rc(s, s->vt->purge(s->h, route, published_before, count, &s->diag), "purge");
 }
 
-int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req, const outbox_row_t **rows,
+int outbox_store_claim(outbox_store_t *s, const outbox_claim_req_t *req, const outbox_row_t **rows,
                  size_t *n, outbox_fence_t *fence)
 {
     if (s == NULL || req == NULL || rows == NULL || n == NULL || fence == NULL)
@@ -532,7 +532,7 @@ int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req, const outbox_
     return driver_rc(s, s->vt->claim(s->h, req, rows, n, fence, &s->diag), "claim");
 }
 
-int outbox_settle(outbox_store_t *s, const outbox_fence_t *fence, outbox_settle_item_t *items,
+int outbox_store_settle(outbox_store_t *s, const outbox_fence_t *fence, outbox_settle_item_t *items,
                   size_t n, size_t *applied)
 {
     if (applied != NULL)
@@ -557,7 +557,7 @@ int outbox_settle(outbox_store_t *s, const outbox_fence_t *fence, outbox_settle_
     return rc;
 }
 
-int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key, int64_t hlc)
+int outbox_store_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key, int64_t hlc)
 {
     if (s == NULL)
         return OUTBOX_EINVAL;
@@ -575,7 +575,7 @@ int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *no
                      "checkpoint advance");
 }
 
-int outbox_checkpoint_recover(outbox_store_t *s, int64_t *hlc)
+int outbox_store_checkpoint_recover(outbox_store_t *s, int64_t *hlc)
 {
     if (s == NULL || hlc == NULL)
         return OUTBOX_EINVAL;
@@ -586,16 +586,17 @@ int outbox_checkpoint_recover(outbox_store_t *s, int64_t *hlc)
     return driver_rc(s, s->vt->checkpoint_recover(s->h, hlc, &s->diag), "checkpoint recover");
 }
 
-int outbox_store_wait(outbox_store_t *s, const char *route, int timeout_ms)
+int outbox_store_wait_for(outbox_store_t *s, const char *route, int64_t timeout_us)
 {
     if (s == NULL)
         return OUTBOX_EINVAL;
     outbox_diag_clear(&s->diag);
+    int ms = outbox_us_to_ms(timeout_us);
     if (!VT_HAS(s->vt, wait)) {
-        outbox_sleep_us((int64_t)timeout_ms * 1000, NULL);
+        outbox_sleep_us((int64_t)ms * 1000, NULL);
         return OUTBOX_OK;
     }
-    return driver_rc(s, s->vt->wait(s->h, route, timeout_ms, &s->diag), "wait");
+    return driver_rc(s, s->vt->wait(s->h, route, ms, &s->diag), "wait");
 }
 
 /* The caller's options as a full local copy (see OUTBOX_STRUCT_READ). */
@@ -671,7 +672,7 @@ int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t 
     return *ddl_out ? OUTBOX_OK : outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
 }
 
-int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts)
+int outbox_store_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts)
 {
     if (s == NULL)
         return OUTBOX_EINVAL;
@@ -698,7 +699,7 @@ static void ignore_problem(void *ctx, const char *problem)
     (void)problem;
 }
 
-int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
+int outbox_store_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
                         outbox_schema_report_fn report, void *ctx, size_t *problems)
 {
     if (s == NULL || problems == NULL)
@@ -767,7 +768,7 @@ static int route_cmp(const void *a, const void *b)
     return strcmp(((const route_entry_t *)a)->route, ((const route_entry_t *)b)->route);
 }
 
-int outbox_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx)
+int outbox_store_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx)
 {
     if (s == NULL || fn == NULL)
         return OUTBOX_EINVAL;
@@ -818,7 +819,7 @@ static int dead_forward(void *ctx, const outbox_row_t *row)
     return rc;
 }
 
-int outbox_dead_list(outbox_store_t *s, const char *route, const char *after_id, size_t limit,
+int outbox_store_dead_list(outbox_store_t *s, const char *route, const char *after_id, size_t limit,
                      outbox_row_fn fn, void *ctx, char next[OUTBOX_UUID_STRLEN + 1])
 {
     if (next != NULL)

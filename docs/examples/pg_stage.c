@@ -94,7 +94,7 @@ int main(int argc, char **argv)
                  atoll(order_id));
         outbox_event_t ev = {.event_type = "order.paid", .payload = payload, .ordering_key = order_id};
         size_t staged = 0;
-        if (outbox_stage(store, conn, "orders", &ev, 1, &staged) != OUTBOX_OK)
+        if (outbox_store_stage(store, conn, "orders", &ev, 1, &staged) != OUTBOX_OK)
             rc = fail(conn, "staging the event", outbox_store_message(store));
         else
             printf("staged %zu event(s) for order %s\n", staged, order_id);

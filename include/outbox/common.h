@@ -22,8 +22,10 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define OUTBOX_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define OUTBOX_DEPRECATED(msg) __attribute__((deprecated(msg)))
 #else
 #define OUTBOX_PRINTF(fmt, args)
+#define OUTBOX_DEPRECATED(msg)
 #endif
 
 enum outbox_status {

@@ -1,7 +1,27 @@
 /* liboutbox: the application API.
  *
  * Open a store by URI, stage events in the same transaction as business
- * rows, and run a relay that publishes them to a sink.
+ * rows, and run a relay that publishes them to a sink. The relay and the
+ * store operations it is built from are in outbox/relay.h (included at the
+ * end of this header); the conformance battery is in outbox/conformance.h.
+ *
+ * Names: every function on a store handle is outbox_store_<verb>, on a sink
+ * handle outbox_sink_<verb>, on a relay outbox_relay_<verb>. The names of
+ * 0.1 (outbox_stage, outbox_begin, outbox_claim, ...) remain, deprecated,
+ * until 1.0 of the library (see the end of this header).
+ *
+ * Durations are int64_t microseconds everywhere (names end in _us).
+ *
+ * Errors: a function returning int returns OUTBOX_OK (0) or a negative
+ * OUTBOX_E* code (outbox/common.h, outbox_strerror()). A NULL handle or a
+ * NULL required pointer is OUTBOX_EINVAL. On a handle, the handle's
+ * message (outbox_store_message(), outbox_sink_message(),
+ * outbox_relay_message()) then says why in one line, with secrets masked;
+ * an open function says it in the outbox_diag_t it is given (may be NULL).
+ * Any call that reaches a driver may also return what the driver returned:
+ * OUTBOX_ETRANSIENT (connection lost, lock or statement timeout, busy:
+ * worth retrying), OUTBOX_EPERMANENT, OUTBOX_ENOMEM. A function below
+ * lists the codes it has beyond those.
  *
  * Thread safety: a store, sink or relay handle is used by one thread at a
  * time. outbox_hlc_* and outbox_relay_stop() are safe from any thread (and
@@ -79,14 +99,26 @@ typedef struct outbox_store_options {
     uint32_t flags;                  /* OUTBOX_OPEN_* */
 } outbox_store_options_t;
 
-/* Open a store. opts may be NULL. On failure returns a negative code, *out
- * is NULL and, when d is non-NULL, d says why. */
+/* Open a store: load the driver for the URI's scheme (or opts->driver),
+ * connect, and find the relation. opts may be NULL (defaults). On failure
+ * *out is NULL and d (may be NULL) says why.
+ * Errors: OUTBOX_EINVAL (a malformed URI, an invalid relation name, opts
+ * with struct_size not set, an option the driver refuses), OUTBOX_ENOTFOUND
+ * (no driver serves the scheme or has the name), OUTBOX_EABI (the driver
+ * was refused), OUTBOX_EMISSING (the table, collection or database file
+ * does not exist: outbox_store_schema_apply() makes it), OUTBOX_ESCHEMA
+ * (a required column is missing), OUTBOX_ETRANSIENT (cannot connect). */
 OUTBOX_API int outbox_store_open(const char *uri, const outbox_store_options_t *opts,
                                  outbox_store_t **out, outbox_diag_t *d);
+/* Close and free; NULL is a no-op. An open transaction is rolled back. */
 OUTBOX_API void outbox_store_close(outbox_store_t *s);
-/* The message of the last failed call on this handle. */
+/* The message of the last failed call on this handle ("" after a call
+ * that succeeded). */
 OUTBOX_API const char *outbox_store_message(const outbox_store_t *s);
+/* OUTBOX_STORE_CAP_* of the handle: the driver's, and what open found
+ * (the hlc and traceparent columns, the checkpoint table). 0 for NULL. */
 OUTBOX_API uint32_t outbox_store_capabilities(const outbox_store_t *s);
+/* The driver behind the handle; NULL for NULL. */
 OUTBOX_API const outbox_driver_t *outbox_store_driver(const outbox_store_t *s);
 
 /* Per-route settings for staging. */
@@ -101,11 +133,20 @@ typedef struct outbox_route_config {
     const char *checkpoint_node_key;
 } outbox_route_config_t;
 
+/* Set how the handle stages on cfg->route (again: replaces).
+ * Errors: OUTBOX_EINVAL (struct_size not set; a route or node key that is
+ * empty, too long or not UTF-8), OUTBOX_ENOTSUP (hlc without the hlc
+ * column, a node key without the checkpoint table). */
 OUTBOX_API int outbox_store_configure_route(outbox_store_t *s, const outbox_route_config_t *cfg);
 
-OUTBOX_API int outbox_begin(outbox_store_t *s);
-OUTBOX_API int outbox_commit(outbox_store_t *s);
-OUTBOX_API int outbox_rollback(outbox_store_t *s);
+/* The handle's own transaction, for stores with OUTBOX_STORE_CAP_TRANSACTIONS:
+ * every outbox_store_stage() between begin and commit is in it.
+ * Errors: OUTBOX_ENOTSUP (the driver has no transactions), OUTBOX_EINVAL
+ * (begin with one open; commit or rollback with none open). After a failed
+ * commit the transaction is over. */
+OUTBOX_API int outbox_store_begin(outbox_store_t *s);
+OUTBOX_API int outbox_store_commit(outbox_store_t *s);
+OUTBOX_API int outbox_store_rollback(outbox_store_t *s);
 
 typedef struct outbox_event {
     const char *event_id;       /* UUID; NULL = a fresh UUIDv7 */
@@ -124,70 +165,107 @@ typedef struct outbox_event {
 /* Stage n events on route in one go. native_tx: the application's own
  * transaction handle (PGconn*, sqlite3*, mongoc_client_session_t*) inside
  * an open transaction, or NULL to use the handle's own transaction when
- * outbox_begin() is open, or else a transaction of its own. *staged (may be
- * NULL) is the number inserted; duplicates of (route, event_id) are skipped.
- * Every event is checked before anything is written. */
-OUTBOX_API int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
-                            const outbox_event_t *events, size_t n, size_t *staged);
+ * outbox_store_begin() is open, or else a transaction of its own. *staged
+ * (may be NULL) is the number inserted; duplicates of (route, event_id)
+ * are skipped. Every event is checked before anything is written, so a
+ * refused call writes nothing. n = 0 stages nothing and succeeds.
+ * Errors: OUTBOX_EINVAL (the message names the event and the field: a
+ * route, type or key that is empty, too long or not UTF-8, a payload that
+ * is missing or not JSON, an id that is not a UUID, a malformed
+ * traceparent, a route that requires a transaction staged outside one),
+ * OUTBOX_ENOTSUP (native_tx on a driver without OUTBOX_STORE_CAP_NATIVE_TX,
+ * a traceparent without the traceparent column). */
+OUTBOX_API int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
+                                  const outbox_event_t *events, size_t n, size_t *staged);
 
-OUTBOX_API int outbox_stats(outbox_store_t *s, const char *route, outbox_stats_t *out);
-OUTBOX_API int outbox_replay(outbox_store_t *s, const char *route, const char *event_id,
-                             uint64_t *count);
-OUTBOX_API int outbox_purge(outbox_store_t *s, const char *route, int64_t published_before,
-                            uint64_t *count);
+/* Counts of route's rows by status (route NULL: every route), into *out.
+ * Errors: OUTBOX_ENOTSUP (the driver has no stats). */
+OUTBOX_API int outbox_store_stats(outbox_store_t *s, const char *route, outbox_stats_t *out);
+/* Dead rows back to pending, attempts 0: of route (NULL: every route),
+ * only the one with event_id when it is not NULL. *count: rows changed.
+ * Errors: OUTBOX_EINVAL (event_id not a UUID), OUTBOX_ENOTSUP. */
+OUTBOX_API int outbox_store_replay(outbox_store_t *s, const char *route, const char *event_id,
+                                   uint64_t *count);
+/* Delete published rows of route (NULL: every route) published before the
+ * time given (microseconds since the epoch). *count: rows deleted.
+ * Errors: OUTBOX_ENOTSUP. */
+OUTBOX_API int outbox_store_purge(outbox_store_t *s, const char *route, int64_t published_before,
+                                  uint64_t *count);
 
-/* Store-level operations, mostly for relays and tests. */
-OUTBOX_API int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req,
-                            const outbox_row_t **rows, size_t *n, outbox_fence_t *fence);
-/* settle: OUTBOX_ECONFLICT when some item did not hold the fence any more
- * (the others are applied; see items[i].applied). */
-OUTBOX_API int outbox_settle(outbox_store_t *s, const outbox_fence_t *fence,
-                             outbox_settle_item_t *items, size_t n, size_t *applied);
-OUTBOX_API int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key,
-                                         int64_t hlc);
-OUTBOX_API int outbox_checkpoint_recover(outbox_store_t *s, int64_t *hlc);
-OUTBOX_API int outbox_store_wait(outbox_store_t *s, const char *route, int timeout_ms);
-
-/* Schema. ddl_out is malloc'd; free() it. report may be NULL. */
+/* Schema. outbox_schema_ddl needs no store: the DDL that the driver named
+ * by store_kind_or_uri ("sqlite", "postgres", or a URI) would apply, into
+ * *ddl_out (malloc'd; free() it). opts may be NULL (the required parts
+ * only). Errors: OUTBOX_ENOTFOUND (no such driver), OUTBOX_EINVAL. */
 OUTBOX_API int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t *opts,
                                  char **ddl_out, outbox_diag_t *d);
-OUTBOX_API int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts);
-OUTBOX_API int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
-                                   outbox_schema_report_fn report, void *ctx, size_t *problems);
+/* Create what the DDL describes and is missing (idempotent). Open the
+ * store with OUTBOX_OPEN_SCHEMA_ONLY to apply to an empty database.
+ * Errors: OUTBOX_ENOTSUP (the driver cannot apply a schema). */
+OUTBOX_API int outbox_store_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts);
+/* Compare the live schema with the DDL's: OUTBOX_OK, with *problems
+ * the number of differences (0: it matches), each also given to report
+ * (may be NULL) as one line. problems is required.
+ * Errors: OUTBOX_ENOTSUP (the driver cannot check). */
+OUTBOX_API int outbox_store_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
+                                         outbox_schema_report_fn report, void *ctx,
+                                         size_t *problems);
 
 /* ------------------------------------------- routes and dead rows (1.3) */
 
-/* The most rows one outbox_dead_list call returns. */
+/* The most rows one outbox_store_dead_list call returns. */
 #define OUTBOX_DEAD_LIST_MAX 10000
 
 /* Calls fn once per route the relation holds rows of, in byte order of the
- * route, with its counts (as outbox_stats gives them). fn returning
- * non-zero stops the listing and outbox_routes returns that value.
- * OUTBOX_ENOTSUP when the driver lacks the entry (a driver built for ABI
- * 1.2 or older); the store's message names the driver. */
-OUTBOX_API int outbox_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx);
+ * route, with its counts (as outbox_store_stats gives them). fn returning
+ * non-zero stops the listing and outbox_store_routes returns that value.
+ * Errors: OUTBOX_ENOTSUP when the driver lacks the entry (a driver built
+ * for ABI 1.2 or older); the store's message names the driver. */
+OUTBOX_API int outbox_store_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx);
 
 /* Calls fn for up to limit (1..OUTBOX_DEAD_LIST_MAX) dead rows of route in
  * claim order (created_at, id), after the row whose id is after_id (NULL:
- * from the first; else a UUID of a row of the route, OUTBOX_ENOTFOUND when
- * there is none). Each row has id, route, event_id, event_type,
- * ordering_key, attempts, created_at and last_error; it lives only for the
- * call of fn. next (may be NULL) receives the id to pass as after_id for
- * the next page, or "" when this page is the last. fn returning non-zero
- * stops the listing and outbox_dead_list returns that value. */
-OUTBOX_API int outbox_dead_list(outbox_store_t *s, const char *route, const char *after_id,
-                                size_t limit, outbox_row_fn fn, void *ctx,
-                                char next[OUTBOX_UUID_STRLEN + 1]);
+ * from the first; else a UUID of a row of the route). Each row has id,
+ * route, event_id, event_type, ordering_key, attempts, created_at and
+ * last_error; it lives only for the call of fn. next (may be NULL)
+ * receives the id to pass as after_id for the next page, or "" when this
+ * page is the last. fn returning non-zero stops the listing and
+ * outbox_store_dead_list returns that value.
+ * Errors: OUTBOX_EINVAL (limit out of range, after_id not a UUID),
+ * OUTBOX_ENOTFOUND (no row of the route has after_id), OUTBOX_ENOTSUP. */
+OUTBOX_API int outbox_store_dead_list(outbox_store_t *s, const char *route, const char *after_id,
+                                      size_t limit, outbox_row_fn fn, void *ctx,
+                                      char next[OUTBOX_UUID_STRLEN + 1]);
 
 /* --------------------------------------------------------------- sink */
 
 typedef struct outbox_sink outbox_sink_t;
 
-OUTBOX_API int outbox_sink_open(const char *uri, const char *driver, outbox_sink_t **out,
-                                outbox_diag_t *d);
+typedef struct outbox_sink_options {
+    uint32_t struct_size; /* sizeof(outbox_sink_options_t) */
+    const char *driver;   /* name or path; default chosen by URI scheme */
+} outbox_sink_options_t;
+
+/* Open a sink: load the driver for the URI's scheme (or opts->driver) and
+ * open it. opts may be NULL (defaults). Sinks connect lazily: a broker
+ * that is down shows in outbox_sink_publish(), not here. On failure *out
+ * is NULL and d (may be NULL) says why.
+ * Errors: OUTBOX_EINVAL (a malformed URI, an option the driver refuses;
+ * opts whose struct_size is not set or implausible, as when a driver name
+ * is passed where 0.1 took one), OUTBOX_ENOTFOUND (no driver), OUTBOX_EABI
+ * (the driver was refused). */
+OUTBOX_API int outbox_sink_open(const char *uri, const outbox_sink_options_t *opts,
+                                outbox_sink_t **out, outbox_diag_t *d);
+/* Close and free; NULL is a no-op. */
 OUTBOX_API void outbox_sink_close(outbox_sink_t *k);
+/* The message of the last failed call on this handle. */
 OUTBOX_API const char *outbox_sink_message(const outbox_sink_t *k);
+/* OUTBOX_SINK_CAP_* of the driver; 0 for NULL. */
 OUTBOX_API uint32_t outbox_sink_capabilities(const outbox_sink_t *k);
+/* Publish msgs[0..n), one result each: OK (the broker holds it), RETRY or
+ * REJECT, with a reason. Returns OUTBOX_OK when every result is filled in;
+ * a negative code when the call as a whole failed, every result then RETRY
+ * with the handle's message. A result the driver left outside the three
+ * statuses reads RETRY. n = 0 succeeds at once. */
 OUTBOX_API int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msgs, size_t n,
                                    outbox_publish_result_t *results);
 /* The driver behind the handle. */
@@ -203,97 +281,20 @@ OUTBOX_API int outbox_sink_destination_drop(outbox_sink_t *k, const char *destin
 typedef struct outbox_sink_reader outbox_sink_reader_t;
 
 /* A reader of what was published to destination, from its first message,
- * on a connection of its own. */
+ * on a connection of its own. Errors: OUTBOX_ENOTSUP (no reader). */
 OUTBOX_API int outbox_sink_reader_open(outbox_sink_t *k, const char *destination,
                                        outbox_sink_reader_t **out);
-/* OUTBOX_OK: *out holds the next message (valid until the next call or
- * close); OUTBOX_ENOTFOUND: none arrived within timeout_ms. out->struct_size
- * is set by this call. */
-OUTBOX_API int outbox_sink_reader_next(outbox_sink_reader_t *r, int timeout_ms,
+/* Wait up to timeout_us for the next message. OUTBOX_OK: *out holds it
+ * (valid until the next call or close; out->struct_size is set by this
+ * call); OUTBOX_ENOTFOUND: none arrived in time. */
+OUTBOX_API int outbox_sink_reader_read(outbox_sink_reader_t *r, int64_t timeout_us,
                                        outbox_received_t *out);
+/* The message of the reader's last failed call. */
 OUTBOX_API const char *outbox_sink_reader_message(const outbox_sink_reader_t *r);
+/* Close and free; NULL is a no-op. */
 OUTBOX_API void outbox_sink_reader_close(outbox_sink_reader_t *r);
 
-/* -------------------------------------------------------------- relay */
-
-typedef struct outbox_relay outbox_relay_t;
-
-struct outbox_relay_observation;
-
-typedef struct outbox_relay_config {
-    uint32_t struct_size;     /* sizeof(outbox_relay_config_t) */
-    const char *route;        /* required */
-    size_t batch;             /* default 100 */
-    int max_attempts;         /* default 10 */
-    /* Durations: each at most OUTBOX_DURATION_MAX_US. */
-    int64_t lease_us;         /* default 30 s */
-    int64_t poll_us;          /* default 100 ms */
-    int64_t backoff_base_us;  /* default 1 s; 0 = retry at once */
-    int64_t backoff_cap_us;   /* default 5 min */
-    int hlc_order;            /* claim in hlc order */
-    const char *source;       /* CloudEvents source; default "/outbox/<route>" */
-    const char *destination;  /* template; "{route}" is replaced; default "{route}" */
-    int until_idle;           /* outbox_relay_run returns once nothing is claimable, or
-                                 after 8 transient failures in a row */
-    /* Observer (NULL = none, and nothing is measured for it): called on the
-     * relay's thread once per step that claimed, including an empty claim
-     * and a failed one, with what the step did. See
-     * outbox_relay_observation_t. */
-    void (*observe)(void *ctx, const struct outbox_relay_observation *o);
-    void *observe_ctx;
-} outbox_relay_config_t;
-
-/* What one relay step did, for outbox_relay_config_t.observe. Valid only
- * during the call (copy what you keep). Counts are of this step only and
- * follow the same rules as outbox_relay_counters_t. */
-typedef struct outbox_relay_observation {
-    uint32_t struct_size;    /* sizeof(outbox_relay_observation_t) of the library */
-    const char *route;
-    uint64_t claimed, published, retried, dead, released, fence_lost;
-    /* Phase durations, microseconds on the monotonic clock; -1 when the
-     * phase did not run (publish and settle after an empty or failed claim,
-     * settle after an out-of-memory batch). publish_us covers every wave. */
-    int64_t claim_us, publish_us, settle_us;
-    int outage;              /* 1: the breaker released this batch (the sink looked down) */
-    int breaker_open;        /* 1: the last batch published was released by the breaker */
-    int ok;                  /* 0: the claim or the settle failed */
-    /* When !ok, the relay's message (outbox_relay_message()); on an outage,
-     * the sink's reason; "" otherwise. Masked like every library message. */
-    const char *error;
-    /* Commit-to-publish lag of each row published in this step: the wall
-     * clock at the end of publishing minus the row's created_at, in us. */
-    const int64_t *lag_us;
-    size_t n_lag;
-} outbox_relay_observation_t;
-
-/* The largest batch a relay claims at once (outbox_relay_config_t.batch). */
-#define OUTBOX_RELAY_BATCH_MAX 100000
-
-/* Fill cfg with the defaults (route NULL). */
-OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);
-
-typedef struct outbox_relay_counters {
-    uint64_t claimed, published, retried, dead, released, fence_lost, outages;
-} outbox_relay_counters_t;
-
-/* The relay borrows store and sink; both must outlive it. */
-OUTBOX_API int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink,
-                                const outbox_relay_config_t *cfg, outbox_relay_t **out,
-                                outbox_diag_t *d);
-OUTBOX_API void outbox_relay_free(outbox_relay_t *r);
-/* One cycle: claim a batch, publish it, settle it. *claimed = rows claimed
- * (0 = nothing was claimable). */
-OUTBOX_API int outbox_relay_step(outbox_relay_t *r, size_t *claimed);
-/* Loop until outbox_relay_stop() (or, with until_idle, until idle). Returns
- * OUTBOX_OK after a graceful stop with nothing left in processing by it.
- * Transient failures (store errors, a sink that retries every message) are
- * retried for as long as they last; with until_idle, 8 in a row end the run
- * with OUTBOX_ETRANSIENT and outbox_relay_message() naming the last one. */
-OUTBOX_API int outbox_relay_run(outbox_relay_t *r);
-/* Async-signal-safe. */
-OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
-OUTBOX_API const char *outbox_relay_message(const outbox_relay_t *r);
-OUTBOX_API void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out);
+/* ---------------------------------------------------------------- log */
 
 /* Where the core's log lines go (default: nowhere). fn gets one line at a
  * time, without a newline or timestamp, and an OUTBOX_LOG_* level; calls are
@@ -352,6 +353,54 @@ OUTBOX_API char *outbox_uri_mask(const char *text, char *out, size_t size);
 OUTBOX_API void outbox_uri_secrets(const char *text,
                                    void (*fn)(void *ctx, const char *secret, size_t len),
                                    void *ctx);
+
+#include "outbox/relay.h"
+
+/* ------------------------------------------------------ names before 0.2
+ *
+ * The names of 0.1, kept until 1.0 of the library: each does what the
+ * function it names does. Compilers warn where they are used. */
+#define OUTBOX_OLD_NAME_(new_name) OUTBOX_DEPRECATED("use " #new_name)
+OUTBOX_API int outbox_begin(outbox_store_t *s) OUTBOX_OLD_NAME_(outbox_store_begin);
+OUTBOX_API int outbox_commit(outbox_store_t *s) OUTBOX_OLD_NAME_(outbox_store_commit);
+OUTBOX_API int outbox_rollback(outbox_store_t *s) OUTBOX_OLD_NAME_(outbox_store_rollback);
+OUTBOX_API int outbox_stage(outbox_store_t *s, void *native_tx, const char *route,
+                            const outbox_event_t *events, size_t n, size_t *staged)
+    OUTBOX_OLD_NAME_(outbox_store_stage);
+OUTBOX_API int outbox_stats(outbox_store_t *s, const char *route, outbox_stats_t *out)
+    OUTBOX_OLD_NAME_(outbox_store_stats);
+OUTBOX_API int outbox_replay(outbox_store_t *s, const char *route, const char *event_id,
+                             uint64_t *count) OUTBOX_OLD_NAME_(outbox_store_replay);
+OUTBOX_API int outbox_purge(outbox_store_t *s, const char *route, int64_t published_before,
+                            uint64_t *count) OUTBOX_OLD_NAME_(outbox_store_purge);
+OUTBOX_API int outbox_claim(outbox_store_t *s, const outbox_claim_req_t *req,
+                            const outbox_row_t **rows, size_t *n, outbox_fence_t *fence)
+    OUTBOX_OLD_NAME_(outbox_store_claim);
+OUTBOX_API int outbox_settle(outbox_store_t *s, const outbox_fence_t *fence,
+                             outbox_settle_item_t *items, size_t n, size_t *applied)
+    OUTBOX_OLD_NAME_(outbox_store_settle);
+OUTBOX_API int outbox_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key,
+                                         int64_t hlc) OUTBOX_OLD_NAME_(outbox_store_checkpoint_advance);
+OUTBOX_API int outbox_checkpoint_recover(outbox_store_t *s, int64_t *hlc)
+    OUTBOX_OLD_NAME_(outbox_store_checkpoint_recover);
+/* timeout in milliseconds */
+OUTBOX_API int outbox_store_wait(outbox_store_t *s, const char *route, int timeout_ms)
+    OUTBOX_OLD_NAME_(outbox_store_wait_for);
+OUTBOX_API int outbox_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opts)
+    OUTBOX_OLD_NAME_(outbox_store_schema_apply);
+OUTBOX_API int outbox_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
+                                   outbox_schema_report_fn report, void *ctx, size_t *problems)
+    OUTBOX_OLD_NAME_(outbox_store_schema_check);
+OUTBOX_API int outbox_routes(outbox_store_t *s, outbox_route_fn fn, void *ctx)
+    OUTBOX_OLD_NAME_(outbox_store_routes);
+OUTBOX_API int outbox_dead_list(outbox_store_t *s, const char *route, const char *after_id,
+                                size_t limit, outbox_row_fn fn, void *ctx,
+                                char next[OUTBOX_UUID_STRLEN + 1])
+    OUTBOX_OLD_NAME_(outbox_store_dead_list);
+/* timeout in milliseconds */
+OUTBOX_API int outbox_sink_reader_next(outbox_sink_reader_t *r, int timeout_ms,
+                                       outbox_received_t *out)
+    OUTBOX_OLD_NAME_(outbox_sink_reader_read);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,7 @@ static outbox_store_t *fresh(const char *uri, uint32_t schema_flags)
     outbox_store_t *s = open_store(uri, NULL, OUTBOX_OPEN_SCHEMA_ONLY, &d);
     ck_assert_msg(s != NULL, "opening %s for schema apply: %s", uri, d.message);
     outbox_schema_opts_t so = {.struct_size = sizeof so, .flags = schema_flags};
-    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
     outbox_store_close(s);
     s = open_store(uri, NULL, 0, &d);
     ck_assert_msg(s != NULL, "opening %s: %s", uri, d.message);
@@ -46,7 +46,7 @@ static size_t stage(outbox_store_t *s, const char *route, const char *event_id, 
     outbox_event_t e = {
         .event_id = event_id, .event_type = "abi10.test", .payload = "{}", .ordering_key = key};
     size_t n = 99;
-    int rc = outbox_stage(s, NULL, route, &e, 1, &n);
+    int rc = outbox_store_stage(s, NULL, route, &e, 1, &n);
     ck_assert_msg(rc == want_rc, "staging on %s gave %s, expected %s (%s)", route,
                   outbox_strerror(rc), outbox_strerror(want_rc), outbox_store_message(s));
     return n;
@@ -55,7 +55,7 @@ static size_t stage(outbox_store_t *s, const char *route, const char *event_id, 
 static outbox_stats_t stats(outbox_store_t *s, const char *route)
 {
     outbox_stats_t st;
-    ck_assert_msg(outbox_stats(s, route, &st) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_stats(s, route, &st) == OUTBOX_OK, "%s", outbox_store_message(s));
     return st;
 }
 
@@ -163,20 +163,20 @@ START_TEST(purge_deletes_old_published_rows)
     const outbox_row_t *rows = NULL;
     size_t n = 0;
     outbox_fence_t fence;
-    ck_assert_int_eq(outbox_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
     ck_assert_uint_eq(n, 3);
     outbox_settle_item_t items[3] = {{.id = rows[0].id, .kind = OUTBOX_SETTLE_PUBLISHED},
                                      {.id = rows[1].id, .kind = OUTBOX_SETTLE_PUBLISHED},
                                      {.id = rows[2].id, .kind = OUTBOX_SETTLE_RELEASE}};
     size_t applied = 0;
-    ck_assert_int_eq(outbox_settle(s, &fence, items, 3, &applied), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &fence, items, 3, &applied), OUTBOX_OK);
 
     uint64_t count = 99;
-    ck_assert_int_eq(outbox_purge(s, "r", 1, &count), OUTBOX_OK); /* before anything published */
+    ck_assert_int_eq(outbox_store_purge(s, "r", 1, &count), OUTBOX_OK); /* before anything published */
     ck_assert_uint_eq(count, 0);
-    ck_assert_int_eq(outbox_purge(s, "other", INT64_MAX, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_purge(s, "other", INT64_MAX, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 0);
-    ck_assert_int_eq(outbox_purge(s, NULL, INT64_MAX, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_purge(s, NULL, INT64_MAX, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 2);
     outbox_stats_t st = stats(s, NULL);
     ck_assert_msg(st.published == 0 && st.pending == 1 && st.oldest_pending_created_at > 0,
@@ -184,7 +184,7 @@ START_TEST(purge_deletes_old_published_rows)
                   (unsigned long long)st.published, (unsigned long long)st.pending);
     /* The pending row is still there to claim, its key still taken; the
      * purged ones are gone with their keys. */
-    ck_assert_int_eq(outbox_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
     ck_assert_msg(n == 1 && strcmp(rows[0].event_id, ids[2]) == 0, "claimed %zu rows after purge", n);
     ck_assert_uint_eq(stage(s, "r", ids[2], NULL, OUTBOX_OK), 0);
     ck_assert_uint_eq(stage(s, "r", ids[0], NULL, OUTBOX_OK), 1);
@@ -200,15 +200,15 @@ START_TEST(replay_all_and_traceparent)
     outbox_event_t ev[2] = {{.event_type = "t", .payload = "[1]", .traceparent = tp},
                             {.event_type = "t", .payload = "[2]"}};
     size_t n = 0;
-    ck_assert_int_eq(outbox_stage(s, NULL, "a", &ev[0], 1, &n), OUTBOX_OK);
-    ck_assert_int_eq(outbox_stage(s, NULL, "b", &ev[1], 1, &n), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stage(s, NULL, "a", &ev[0], 1, &n), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stage(s, NULL, "b", &ev[1], 1, &n), OUTBOX_OK);
     const char *routes[] = {"a", "b"};
     for (int i = 0; i < 2; i++) {
         outbox_claim_req_t req = {.struct_size = sizeof req, .route = routes[i], .limit = 10,
                                   .lease_us = 60000000};
         const outbox_row_t *rows = NULL;
         outbox_fence_t fence;
-        ck_assert_int_eq(outbox_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
         ck_assert_uint_eq(n, 1);
         ck_assert_msg(i == 0 ? rows[0].traceparent && strcmp(rows[0].traceparent, tp) == 0
                              : rows[0].traceparent == NULL,
@@ -217,11 +217,11 @@ START_TEST(replay_all_and_traceparent)
         ck_assert_msg(strncmp(rows[0].payload, i ? "[2]" : "[1]", 3) == 0 && rows[0].payload_len == 3,
                       "payload %.*s", (int)rows[0].payload_len, rows[0].payload);
         outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_DEAD, .error = "no"};
-        ck_assert_int_eq(outbox_settle(s, &fence, &it, 1, &n), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_settle(s, &fence, &it, 1, &n), OUTBOX_OK);
     }
     ck_assert_uint_eq(stats(s, NULL).dead, 2);
     uint64_t count = 0;
-    ck_assert_int_eq(outbox_replay(s, NULL, NULL, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_replay(s, NULL, NULL, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 2);
     ck_assert_uint_eq(stats(s, NULL).pending, 2);
     outbox_store_close(s);
@@ -235,7 +235,7 @@ START_TEST(open_transaction_holds_its_event_keys)
     outbox_store_t *b = open_store("mem10:tx", NULL, 0, &d);
     ck_assert_ptr_nonnull(b);
     static const char id[] = "00000000-0000-7000-8000-0000000000aa";
-    ck_assert_int_eq(outbox_begin(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(a), OUTBOX_OK);
     ck_assert_uint_eq(stage(a, "r", id, NULL, OUTBOX_OK), 1);
     ck_assert_uint_eq(stage(a, "r", id, NULL, OUTBOX_OK), 0); /* its own duplicate */
     /* B may neither skip it (A may roll back) nor insert it (A may commit). */
@@ -246,16 +246,16 @@ START_TEST(open_transaction_holds_its_event_keys)
     const outbox_row_t *rows = NULL;
     size_t n = 0;
     outbox_fence_t fence;
-    ck_assert_int_eq(outbox_claim(a, &req, &rows, &n, &fence), OUTBOX_EINVAL); /* not in a tx */
-    ck_assert_int_eq(outbox_rollback(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(a, &req, &rows, &n, &fence), OUTBOX_EINVAL); /* not in a tx */
+    ck_assert_int_eq(outbox_store_rollback(a), OUTBOX_OK);
     ck_assert_uint_eq(stage(b, "r", id, NULL, OUTBOX_OK), 1);
 
-    ck_assert_int_eq(outbox_begin(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(a), OUTBOX_OK);
     ck_assert_uint_eq(stage(a, "r", NULL, NULL, OUTBOX_OK), 1);
-    ck_assert_int_eq(outbox_commit(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_commit(a), OUTBOX_OK);
     ck_assert_uint_eq(stats(b, "r").pending, 2);
     /* Closing with a transaction open rolls it back. */
-    ck_assert_int_eq(outbox_begin(b), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(b), OUTBOX_OK);
     ck_assert_uint_eq(stage(b, "r", NULL, NULL, OUTBOX_OK), 1);
     outbox_store_close(b);
     ck_assert_uint_eq(stats(a, "r").pending, 2);

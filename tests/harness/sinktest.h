@@ -330,7 +330,7 @@ static inline int th_read_ids(outbox_sink_t *k, const char *dest, char ids[][40]
                   outbox_sink_message(k));
     int n = 0, rc;
     outbox_received_t got = {.struct_size = sizeof got};
-    while ((rc = outbox_sink_reader_next(r, wait_ms, &got)) == OUTBOX_OK) {
+    while ((rc = outbox_sink_reader_read(r, (int64_t)wait_ms * 1000, &got)) == OUTBOX_OK) {
         ck_assert_msg(n < max, "more than %d messages in %s", max, dest);
         const char *id = th_header(&got, "id");
         ck_assert_msg(id != NULL, "a message in %s has no id attribute", dest);
@@ -362,14 +362,14 @@ static inline void th_expect_call_read_back(outbox_sink_t *k, const char *dest, 
                       dest, outbox_sink_message(k));
         for (int i = 0; i < N; i++) {
             outbox_received_t got = {.struct_size = sizeof got};
-            ck_assert_msg(outbox_sink_reader_next(rd, 5000, &got) == OUTBOX_OK,
+            ck_assert_msg(outbox_sink_reader_read(rd, 5000000, &got) == OUTBOX_OK,
                           "pass %d, message %d: %s", pass, i, outbox_sink_reader_message(rd));
             ck_assert_str_eq(got.destination, dest);
             ck_assert_ptr_null(got.key);
             ck_assert_str_eq(got.dedupe_id, b->t[i].id);
         }
         outbox_received_t more = {.struct_size = sizeof more};
-        ck_assert_int_eq(outbox_sink_reader_next(rd, 500, &more), OUTBOX_ENOTFOUND);
+        ck_assert_int_eq(outbox_sink_reader_read(rd, 500000, &more), OUTBOX_ENOTFOUND);
         outbox_sink_reader_close(rd);
     }
 }

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
                                      .ordering_key = keys ? key[i] : NULL};
         }
         size_t staged = 0;
-        rc = outbox_stage(s, NULL, argv[3], ev, (size_t)m, &staged);
+        rc = outbox_store_stage(s, NULL, argv[3], ev, (size_t)m, &staged);
         done += (long)staged;
     }
     if (rc != OUTBOX_OK)

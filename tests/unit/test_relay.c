@@ -29,7 +29,7 @@ static void setup(void)
     outbox_store_t *s = NULL;
     ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
     outbox_schema_opts_t so = {.struct_size = sizeof so};
-    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
     outbox_store_close(s);
     ck_assert_msg(outbox_store_open(uri, NULL, &store, &d) == OUTBOX_OK, "%s", d.message);
     test_sink_register();
@@ -53,7 +53,7 @@ static void stage(const char *route, const char *key, char out[OUTBOX_UUID_STRLE
     outbox_uuid_v7(id);
     outbox_event_t e = {.event_id = id, .event_type = "t", .payload = "{\"n\":1}", .ordering_key = key};
     size_t n = 0;
-    ck_assert_msg(outbox_stage(store, NULL, route, &e, 1, &n) == OUTBOX_OK, "%s",
+    ck_assert_msg(outbox_store_stage(store, NULL, route, &e, 1, &n) == OUTBOX_OK, "%s",
                   outbox_store_message(store));
     ck_assert_int_eq(n, 1);
     if (out != NULL)
@@ -143,7 +143,7 @@ START_TEST(retry_then_success)
     ck_assert_str_eq(st.status, "published");
     ck_assert_int_eq(st.attempts, 2);
     outbox_stats_t stats;
-    ck_assert_int_eq(outbox_stats(store, "r", &stats), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &stats), OUTBOX_OK);
     ck_assert_int_eq(stats.published, 4);
     ck_assert_int_eq(stats.pending + stats.processing + stats.dead, 0);
     outbox_relay_counters_t c;
@@ -180,7 +180,7 @@ START_TEST(dead_after_max_attempts)
     ck_assert_int_eq(st.attempts, 3);
     ck_assert_msg(strstr(st.last_error, "max attempts reached"), "%s", st.last_error);
     outbox_stats_t stats;
-    ck_assert_int_eq(outbox_stats(store, "r", &stats), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &stats), OUTBOX_OK);
     ck_assert_int_eq(stats.published, 10);
     ck_assert_int_eq(stats.dead, 1);
     outbox_relay_free(r);
@@ -520,7 +520,7 @@ static void failure_lost_in_crash(const char *sink_uri, int fail_status)
     assert_first_delivery_order("k", k, 3);
     assert_first_delivery_order("o", o, 4);
     outbox_stats_t stats;
-    ck_assert_int_eq(outbox_stats(store, "r", &stats), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &stats), OUTBOX_OK);
     ck_assert_int_eq(stats.published, 7);
     ck_assert_int_eq(stats.pending + stats.processing + stats.dead, 0);
     outbox_relay_free(r);
@@ -586,7 +586,7 @@ START_TEST(fencing_after_lease_expiry)
     const outbox_row_t *rows;
     size_t n;
     outbox_fence_t slow;
-    ck_assert_int_eq(outbox_claim(store, &req, &rows, &n, &slow), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(store, &req, &rows, &n, &slow), OUTBOX_OK);
     ck_assert_int_eq(n, 1);
     usleep(5000);
     /* Another relay takes the row over and publishes it. */
@@ -605,7 +605,7 @@ START_TEST(fencing_after_lease_expiry)
     /* The slow relay's verdict arrives late and must change nothing. */
     outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_DEAD, .error = "late"};
     size_t applied = 99;
-    ck_assert_int_eq(outbox_settle(store, &slow, &it, 1, &applied), OUTBOX_ECONFLICT);
+    ck_assert_int_eq(outbox_store_settle(store, &slow, &it, 1, &applied), OUTBOX_ECONFLICT);
     ck_assert_int_eq(applied, 0);
     ck_assert_int_eq(it.applied, 0);
     ck_assert_str_eq(state_of(x).status, "published");
@@ -669,7 +669,7 @@ START_TEST(graceful_stop_leaves_nothing_processing)
     test_sink_on_publish(stop_on_second_call, r);
     ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
     outbox_stats_t st;
-    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     ck_assert_int_eq(st.processing, 0);
     ck_assert_int_eq(st.published, 2);
     ck_assert_int_eq(st.pending, 18);
@@ -707,7 +707,7 @@ START_TEST(sigkill_mid_run_loses_nothing)
                                  .ordering_key = i % 3 ? NULL : "k"};
     }
     size_t staged = 0;
-    ck_assert_int_eq(outbox_stage(store, NULL, "r", ev, N, &staged), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stage(store, NULL, "r", ev, N, &staged), OUTBOX_OK);
     ck_assert_int_eq(staged, N);
     free(ev);
     char out[600], sink_uri[700];
@@ -734,13 +734,13 @@ START_TEST(sigkill_mid_run_loses_nothing)
     outbox_stats_t st = {0};
     for (int i = 0; i < 500 && st.published < N / 4; i++) {
         usleep(2000);
-        ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     }
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
     ck_assert(WIFSIGNALED(status));
-    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     ck_assert_msg(st.published > 0 && st.published < N, "kill landed outside the run: %llu published",
                   (unsigned long long)st.published);
     /* A second relay runs past the lease and finishes the job. */
@@ -756,7 +756,7 @@ START_TEST(sigkill_mid_run_loses_nothing)
     ck_assert_int_eq(outbox_sink_open(sink_uri, NULL, &k, &d), OUTBOX_OK);
     ck_assert_int_eq(outbox_relay_new(store, k, &cfg, &r, &d), OUTBOX_OK);
     ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
-    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     ck_assert_int_eq(st.published, N);
     ck_assert_int_eq(st.pending + st.processing + st.dead, 0);
     count_ids_in_file(out, ids, N, seen);
@@ -986,7 +986,7 @@ static outbox_store_t *impatient_store(void)
 static void assert_all_pending_uncharged(int n)
 {
     outbox_stats_t st;
-    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     ck_assert_int_eq(st.pending, n);
     ck_assert_int_eq(st.processing + st.published + st.dead, 0);
     sqlite3 *db = NULL;
@@ -1050,7 +1050,7 @@ START_TEST(until_idle_gives_up_on_a_failing_store)
     unlock_database();
     ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
     outbox_stats_t st;
-    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     ck_assert_int_eq(st.published, 3);
     outbox_relay_free(r);
     outbox_sink_close(sink);
@@ -1216,7 +1216,7 @@ START_TEST(store_failures_are_retried_and_warned_sparingly)
     ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: store recovered after 12 failures in a row (", NULL),
                      1);
     outbox_stats_t st;
-    ck_assert_int_eq(outbox_stats(store, "r", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(store, "r", &st), OUTBOX_OK);
     ck_assert_int_eq(st.published, 3);
     outbox_relay_free(watched);
     watched = NULL;
@@ -1535,7 +1535,7 @@ static void steal_rows(void *ctx)
     const outbox_row_t *rows;
     size_t n;
     outbox_fence_t f;
-    ck_assert_int_eq(outbox_claim(other, &req, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(other, &req, &rows, &n, &f), OUTBOX_OK);
     ck_assert_int_eq(n, 1);
     outbox_store_close(other);
 }

@@ -212,19 +212,19 @@ START_TEST(reader_reads_what_was_published)
     ck_assert_int_eq(outbox_sink_reader_open(k, "d", &r), OUTBOX_OK);
     outbox_received_t m;
     memset(&m, 0xff, sizeof m); /* the call sets every member it does not fill */
-    ck_assert_int_eq(outbox_sink_reader_next(r, 10, &m), OUTBOX_OK);
+    ck_assert_int_eq(outbox_sink_reader_read(r, 10000, &m), OUTBOX_OK);
     ck_assert_uint_eq(m.struct_size, sizeof m);
     ck_assert_ptr_null(m.key);
     ck_assert_ptr_null(m.dedupe_id);
     ck_assert_uint_eq(m.payload_len, 7);
     ck_assert_int_eq(memcmp(m.payload, "{\"a\":1}", 7), 0);
     ck_assert_str_eq(m.headers[0].name, "id");
-    ck_assert_int_eq(outbox_sink_reader_next(r, 10, &m), OUTBOX_OK);
+    ck_assert_int_eq(outbox_sink_reader_read(r, 10000, &m), OUTBOX_OK);
     ck_assert_int_eq(memcmp(m.payload, "[2]", 3), 0);
-    ck_assert_int_eq(outbox_sink_reader_next(r, 10, &m), OUTBOX_ENOTFOUND);
-    ck_assert_int_eq(outbox_sink_reader_next(r, -5, &m), OUTBOX_ENOTFOUND);
-    ck_assert_int_eq(outbox_sink_reader_next(NULL, 10, &m), OUTBOX_EINVAL);
-    ck_assert_int_eq(outbox_sink_reader_next(r, 10, NULL), OUTBOX_EINVAL);
+    ck_assert_int_eq(outbox_sink_reader_read(r, 10000, &m), OUTBOX_ENOTFOUND);
+    ck_assert_int_eq(outbox_sink_reader_read(r, -5000, &m), OUTBOX_ENOTFOUND);
+    ck_assert_int_eq(outbox_sink_reader_read(NULL, 10000, &m), OUTBOX_EINVAL);
+    ck_assert_int_eq(outbox_sink_reader_read(r, 10000, NULL), OUTBOX_EINVAL);
     outbox_sink_reader_close(r);
     ck_assert_int_eq(mem.readers_open, 0);
     outbox_sink_reader_close(NULL);

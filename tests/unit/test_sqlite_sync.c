@@ -98,7 +98,7 @@ static void stage(outbox_store_t *s, int n0, int n)
         outbox_uuid_v7(id);
         outbox_event_t e = {.event_id = id, .event_type = "t", .payload = "{}"};
         size_t staged = 0;
-        ck_assert_msg(outbox_stage(s, NULL, "r", &e, 1, &staged) == OUTBOX_OK && staged == 1,
+        ck_assert_msg(outbox_store_stage(s, NULL, "r", &e, 1, &staged) == OUTBOX_OK && staged == 1,
                       "stage %d: %s", n0 + i, outbox_store_message(s));
     }
 }
@@ -111,14 +111,14 @@ static size_t claim_settle(outbox_store_t *s, int kind)
     const outbox_row_t *rows = NULL;
     size_t n = 0;
     outbox_fence_t fence;
-    ck_assert_msg(outbox_claim(s, &req, &rows, &n, &fence) == OUTBOX_OK, "claim: %s",
+    ck_assert_msg(outbox_store_claim(s, &req, &rows, &n, &fence) == OUTBOX_OK, "claim: %s",
                   outbox_store_message(s));
     outbox_settle_item_t items[100];
     for (size_t i = 0; i < n; i++)
         items[i] = (outbox_settle_item_t){.id = rows[i].id, .kind = kind, .error = "x"};
     size_t applied = 0;
     if (n > 0)
-        ck_assert_msg(outbox_settle(s, &fence, items, n, &applied) == OUTBOX_OK && applied == n,
+        ck_assert_msg(outbox_store_settle(s, &fence, items, n, &applied) == OUTBOX_OK && applied == n,
                       "settle: %s", outbox_store_message(s));
     return n;
 }
@@ -133,7 +133,7 @@ START_TEST(claims_and_settles_run_normal_the_rest_full)
 
     outbox_store_t *s = open_store(uri, OUTBOX_OPEN_SCHEMA_ONLY);
     outbox_schema_opts_t so = {.struct_size = sizeof so};
-    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
     outbox_store_close(s);
 
     /* One handle does everything, in turns: the setting must follow the
@@ -141,14 +141,14 @@ START_TEST(claims_and_settles_run_normal_the_rest_full)
     s = open_store(uri, 0);
     stage(s, 0, 3);
     ck_assert_uint_eq(claim_settle(s, OUTBOX_SETTLE_PUBLISHED), 3);
-    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
     stage(s, 3, 2);
-    ck_assert_int_eq(outbox_commit(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_commit(s), OUTBOX_OK);
     ck_assert_uint_eq(claim_settle(s, OUTBOX_SETTLE_DEAD), 2);
     uint64_t count = 0;
-    ck_assert_msg(outbox_purge(s, "r", INT64_MAX / 2, &count) == OUTBOX_OK && count == 3, "purge: %s",
+    ck_assert_msg(outbox_store_purge(s, "r", INT64_MAX / 2, &count) == OUTBOX_OK && count == 3, "purge: %s",
                   outbox_store_message(s));
-    ck_assert_msg(outbox_replay(s, "r", NULL, &count) == OUTBOX_OK && count == 2, "replay: %s",
+    ck_assert_msg(outbox_store_replay(s, "r", NULL, &count) == OUTBOX_OK && count == 2, "replay: %s",
                   outbox_store_message(s));
     stage(s, 5, 1);
     ck_assert_uint_eq(claim_settle(s, OUTBOX_SETTLE_PUBLISHED), 3);

@@ -24,7 +24,7 @@ static void setup(void)
     outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
     ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
     outbox_schema_opts_t so = {.struct_size = sizeof so, .flags = OUTBOX_SCHEMA_CHECKPOINT};
-    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
 }
 
 static void teardown(void)
@@ -40,7 +40,7 @@ static void teardown(void)
 static size_t rows_in_store(void)
 {
     outbox_stats_t st;
-    ck_assert_msg(outbox_stats(s, NULL, &st) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_stats(s, NULL, &st) == OUTBOX_OK, "%s", outbox_store_message(s));
     return (size_t)(st.pending + st.processing + st.published + st.dead);
 }
 
@@ -76,7 +76,7 @@ START_TEST(ordering_key_not_utf8)
         {.event_type = "t", .payload = "{}", .ordering_key = bad_utf8[_i]},
     };
     size_t staged = 99;
-    expect_refused(outbox_stage(s, NULL, "r", ev, 2, &staged), "ordering_key", "event 1");
+    expect_refused(outbox_store_stage(s, NULL, "r", ev, 2, &staged), "ordering_key", "event 1");
     ck_assert_uint_eq(staged, 0);
     ck_assert_uint_eq(rows_in_store(), 0);
 }
@@ -89,7 +89,7 @@ START_TEST(event_type_not_utf8)
         {.event_type = "b", .payload = "{}"},
         {.event_type = bad_utf8[_i], .payload = "{}"},
     };
-    expect_refused(outbox_stage(s, NULL, "r", ev, 3, NULL), "event_type", "event 2");
+    expect_refused(outbox_store_stage(s, NULL, "r", ev, 3, NULL), "event_type", "event 2");
     ck_assert_uint_eq(rows_in_store(), 0);
 }
 END_TEST
@@ -97,7 +97,7 @@ END_TEST
 START_TEST(route_not_utf8)
 {
     outbox_event_t ev = {.event_type = "t", .payload = "{}"};
-    expect_refused(outbox_stage(s, NULL, bad_utf8[_i], &ev, 1, NULL), "route", NULL);
+    expect_refused(outbox_store_stage(s, NULL, bad_utf8[_i], &ev, 1, NULL), "route", NULL);
     ck_assert_uint_eq(rows_in_store(), 0);
 
     outbox_route_config_t rc = {.struct_size = sizeof rc, .route = bad_utf8[_i]};
@@ -108,7 +108,7 @@ START_TEST(route_not_utf8)
     const outbox_row_t *rows;
     size_t n;
     outbox_fence_t fence;
-    expect_refused(outbox_claim(s, &req, &rows, &n, &fence), "route", NULL);
+    expect_refused(outbox_store_claim(s, &req, &rows, &n, &fence), "route", NULL);
 }
 END_TEST
 
@@ -117,7 +117,7 @@ START_TEST(node_key_not_utf8)
     outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "r",
                                 .checkpoint_node_key = bad_utf8[_i]};
     expect_refused(outbox_store_configure_route(s, &rc), "node key", NULL);
-    expect_refused(outbox_checkpoint_advance(s, NULL, bad_utf8[_i], 5), "node key", NULL);
+    expect_refused(outbox_store_checkpoint_advance(s, NULL, bad_utf8[_i], 5), "node key", NULL);
 }
 END_TEST
 
@@ -128,10 +128,10 @@ START_TEST(control_characters)
                                       "a\xc2\x9b" "b"};
     for (size_t k = 0; k < sizeof ctl / sizeof ctl[0]; k++) {
         outbox_event_t ev = {.event_type = "t", .payload = "{}", .ordering_key = ctl[k]};
-        expect_refused(outbox_stage(s, NULL, "r", &ev, 1, NULL), "ordering_key", "event 0");
+        expect_refused(outbox_store_stage(s, NULL, "r", &ev, 1, NULL), "ordering_key", "event 0");
         outbox_event_t ev2 = {.event_type = ctl[k], .payload = "{}"};
-        expect_refused(outbox_stage(s, NULL, "r", &ev2, 1, NULL), "event_type", "event 0");
-        expect_refused(outbox_stage(s, NULL, ctl[k], &ev2, 1, NULL), "route", NULL);
+        expect_refused(outbox_store_stage(s, NULL, "r", &ev2, 1, NULL), "event_type", "event 0");
+        expect_refused(outbox_store_stage(s, NULL, ctl[k], &ev2, 1, NULL), "route", NULL);
     }
     ck_assert_uint_eq(rows_in_store(), 0);
 }
@@ -144,7 +144,7 @@ START_TEST(valid_utf8_staged)
     outbox_event_t ev = {.event_type = "commande.cr\xc3\xa9\xc3\xa9" "e", .payload = "{}",
                          .ordering_key = key};
     size_t staged = 0;
-    ck_assert_msg(outbox_stage(s, NULL, "r\xc3\xa9seau", &ev, 1, &staged) == OUTBOX_OK, "%s",
+    ck_assert_msg(outbox_store_stage(s, NULL, "r\xc3\xa9seau", &ev, 1, &staged) == OUTBOX_OK, "%s",
                   outbox_store_message(s));
     ck_assert_uint_eq(staged, 1);
     outbox_claim_req_t req = {.struct_size = sizeof req, .route = "r\xc3\xa9seau", .limit = 5,
@@ -152,7 +152,7 @@ START_TEST(valid_utf8_staged)
     const outbox_row_t *rows;
     size_t n;
     outbox_fence_t fence;
-    ck_assert_msg(outbox_claim(s, &req, &rows, &n, &fence) == OUTBOX_OK, "%s",
+    ck_assert_msg(outbox_store_claim(s, &req, &rows, &n, &fence) == OUTBOX_OK, "%s",
                   outbox_store_message(s));
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(rows[0].ordering_key, key);

@@ -314,7 +314,7 @@ int bench_schema_apply(const char *store_uri, const char *relation, char *err, s
 
 /* Throughput mode's staging and relay drain (throughput.c), on route of
  * relation, through o->driver when set. Staging runs in transactions of
- * 10,000 events when the store has them, else each outbox_stage() call of
+ * 10,000 events when the store has them, else each outbox_store_stage() call of
  * 1,000 is its own. */
 int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char *route,
                         double *seconds, char *err, size_t errlen);

@@ -261,11 +261,11 @@ static void *produce(void *arg)
             ev.ordering_key = key;
         }
         size_t staged = 0;
-        if (outbox_begin(p->store) != OUTBOX_OK ||
-            outbox_stage(p->store, NULL, BENCH_ROUTE, &ev, 1, &staged) != OUTBOX_OK ||
-            outbox_commit(p->store) != OUTBOX_OK) {
+        if (outbox_store_begin(p->store) != OUTBOX_OK ||
+            outbox_store_stage(p->store, NULL, BENCH_ROUTE, &ev, 1, &staged) != OUTBOX_OK ||
+            outbox_store_commit(p->store) != OUTBOX_OK) {
             snprintf(p->err, sizeof p->err, "producer: %s", outbox_store_message(p->store));
-            outbox_rollback(p->store);
+            outbox_store_rollback(p->store);
             p->rc = BENCH_EXIT_FAIL;
             break;
         }
@@ -336,7 +336,7 @@ static int warm_up(const bench_opts_t *o, lat_state_t *st, char *err, size_t err
     outbox_event_t ev = {.event_type = "bench.order_created", .payload = payload,
                          .payload_len = len};
     int rc = 0;
-    if (outbox_stage(s, NULL, BENCH_ROUTE, &ev, 1, NULL) != OUTBOX_OK) {
+    if (outbox_store_stage(s, NULL, BENCH_ROUTE, &ev, 1, NULL) != OUTBOX_OK) {
         snprintf(err, errlen, "warm-up: %s", outbox_store_message(s));
         rc = BENCH_EXIT_FAIL;
     }

@@ -5,7 +5,7 @@
  * which the bench has only for SQLite and PostgreSQL. This mode needs
  * nothing but the public API, the way an application drives the driver:
  *
- *  - the relation is created with outbox_schema_apply() when it does not
+ *  - the relation is created with outbox_store_schema_apply() when it does not
  *    exist yet (and used as it is when it does);
  *  - each round stages the backlog on a route of its own, "bench-" and 12
  *    random hex digits, so no row of any other route is ever claimed,
@@ -13,7 +13,7 @@
  *  - the relays drain it to the sink (null: by default); the relays' own
  *    counters, and the driver's stats when it has them, must agree that
  *    every row was published exactly once;
- *  - the round's rows are then purged with outbox_purge() when the driver
+ *  - the round's rows are then purged with outbox_store_purge() when the driver
  *    has it, leaving the relation as it was.
  *
  * Nothing is ever dropped: the bench has no connection of its own to the
@@ -96,7 +96,7 @@ static int open_relation(const bench_opts_t *o, outbox_store_t **admin, int *cre
         /* Schema apply is idempotent; the in-tree drivers refuse a foreign
          * table of that name, which they cannot make canonical, unchanged. */
         outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = o->relation};
-        int arc = outbox_schema_apply(probe, &so);
+        int arc = outbox_store_schema_apply(probe, &so);
         if (arc != OUTBOX_OK) {
             snprintf(err, errlen, "schema apply on %s: %s", o->relation,
                      outbox_store_message(probe));
@@ -131,7 +131,7 @@ static void note_missing(const outbox_driver_t *drv, int created)
     if (!BENCH_VT_HAS(vt, schema_apply) && !created)
         what[k++] = "schema_apply (not needed: the relation exists)";
     if (!(BENCH_VT_HAS(vt, begin) && BENCH_VT_HAS(vt, commit) && BENCH_VT_HAS(vt, rollback)))
-        what[k++] = "begin/commit/rollback (staging commits every outbox_stage() call of 1,000 "
+        what[k++] = "begin/commit/rollback (staging commits every outbox_store_stage() call of 1,000 "
                     "events on its own)";
     if (k == 0)
         return;
@@ -145,7 +145,7 @@ static int check_stats(outbox_store_t *admin, const char *route, long events, ch
                        size_t errlen)
 {
     outbox_stats_t st;
-    if (outbox_stats(admin, route, &st) != OUTBOX_OK) {
+    if (outbox_store_stats(admin, route, &st) != OUTBOX_OK) {
         snprintf(err, errlen, "stats: %s", outbox_store_message(admin));
         return BENCH_EXIT_FAIL;
     }
@@ -206,7 +206,7 @@ static int round_once(const bench_opts_t *o, outbox_store_t *admin, double *stag
         uint64_t purged = 0;
         /* Every row of the route is published by now; a second of margin
          * for a store whose clock runs a little ahead. */
-        if (outbox_purge(admin, route, wall_us() + 1000000, &purged) != OUTBOX_OK) {
+        if (outbox_store_purge(admin, route, wall_us() + 1000000, &purged) != OUTBOX_OK) {
             snprintf(err, errlen, "purge of route %s: %s", route, outbox_store_message(admin));
             rc = BENCH_EXIT_FAIL;
         } else if (purged != (uint64_t)o->events) {
@@ -239,7 +239,7 @@ int bench_throughput_no_ceiling(const bench_opts_t *o)
     note_missing(drv, created);
     if (BENCH_VT_HAS(drv->store, stats)) {
         outbox_stats_t st;
-        if (outbox_stats(admin, NULL, &st) == OUTBOX_OK) {
+        if (outbox_store_stats(admin, NULL, &st) == OUTBOX_OK) {
             unsigned long long rows = st.pending + st.processing + st.published + st.dead;
             if (rows > 0)
                 bench_err("note: relation %s already holds %llu rows of other routes (they are "

@@ -13,7 +13,7 @@
  * whose purge runs rarely: the table grows for the whole run. With
  * --purge-after D a purger thread (its own store handle) deletes, every
  * 5 seconds, the rows published more than D ago, as a production outbox's
- * periodic outbox_purge() does; each line then also says how many rows per
+ * periodic outbox_store_purge() does; each line then also says how many rows per
  * second it purged.
  */
 #include <math.h>
@@ -84,11 +84,11 @@ static void *produce(void *arg)
             }
         }
         size_t staged = 0;
-        if (outbox_begin(p->store) != OUTBOX_OK ||
-            outbox_stage(p->store, NULL, BENCH_ROUTE, ev, (size_t)n, &staged) != OUTBOX_OK ||
-            outbox_commit(p->store) != OUTBOX_OK) {
+        if (outbox_store_begin(p->store) != OUTBOX_OK ||
+            outbox_store_stage(p->store, NULL, BENCH_ROUTE, ev, (size_t)n, &staged) != OUTBOX_OK ||
+            outbox_store_commit(p->store) != OUTBOX_OK) {
             snprintf(p->err, sizeof p->err, "producer: %s", outbox_store_message(p->store));
-            outbox_rollback(p->store);
+            outbox_store_rollback(p->store);
             atomic_store(&p->sh->failed, 1);
             atomic_store(&p->sh->stop, 1);
             break;
@@ -135,7 +135,7 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
-/* --purge-after: every PURGE_EVERY_US, outbox_purge() of the rows
+/* --purge-after: every PURGE_EVERY_US, outbox_store_purge() of the rows
  * published before now - purge_after_us. */
 #define PURGE_EVERY_US 5000000LL
 
@@ -158,7 +158,7 @@ static void *purge_main(void *arg)
         clock_gettime(CLOCK_REALTIME, &ts);
         int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
         uint64_t n = 0;
-        if (outbox_purge(p->store, BENCH_ROUTE, now_us - p->o->purge_after_us, &n) != OUTBOX_OK) {
+        if (outbox_store_purge(p->store, BENCH_ROUTE, now_us - p->o->purge_after_us, &n) != OUTBOX_OK) {
             snprintf(p->err, sizeof p->err, "purge: %s", outbox_store_message(p->store));
             atomic_store(&p->sh->failed, 1);
             atomic_store(&p->sh->stop, 1);

@@ -2,7 +2,7 @@
  * drain an identical backlog with the bare SQL of the store (the ceiling),
  * and print one JSON line with both rates and their ratio.
  *
- * The backlog is staged once through outbox_stage() into <relation>_backlog.
+ * The backlog is staged once through outbox_store_stage() into <relation>_backlog.
  * Each round copies it row for row into <relation> (for the relay),
  * <relation>_ceiling and, for a store with a reference claim + mark
  * (both built-in stores), <relation>_reference; it checkpoints the WAL before each
@@ -22,7 +22,7 @@
 #include "bench.h"
 #include "metrics.h"
 
-/* Staging: events per outbox_stage() call and per transaction. */
+/* Staging: events per outbox_store_stage() call and per transaction. */
 #define STAGE_CHUNK 1000
 #define STAGE_TX 10000
 
@@ -38,7 +38,7 @@ int bench_schema_apply(const char *store_uri, const char *relation, char *err, s
         return BENCH_EXIT_FAIL;
     }
     outbox_schema_opts_t opts = {.struct_size = sizeof opts, .relation = relation};
-    int rc = outbox_schema_apply(s, &opts);
+    int rc = outbox_store_schema_apply(s, &opts);
     if (rc != OUTBOX_OK)
         snprintf(err, errlen, "schema apply on %s: %s", relation, outbox_store_message(s));
     outbox_store_close(s);
@@ -86,12 +86,12 @@ int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char 
             }
         }
         if (use_tx && !in_tx) {
-            if (outbox_begin(s) != OUTBOX_OK)
+            if (outbox_store_begin(s) != OUTBOX_OK)
                 break;
             in_tx = 1;
         }
         size_t staged = 0;
-        if (outbox_stage(s, NULL, route, ev, (size_t)m, &staged) != OUTBOX_OK)
+        if (outbox_store_stage(s, NULL, route, ev, (size_t)m, &staged) != OUTBOX_OK)
             break;
         if ((long)staged != m) {
             snprintf(err, errlen, "staging: %zu of %ld events staged", staged, m);
@@ -101,7 +101,7 @@ int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char 
         i += m;
         if (in_tx && (i % STAGE_TX == 0 || i == o->events)) {
             in_tx = 0;
-            if (outbox_commit(s) != OUTBOX_OK)
+            if (outbox_store_commit(s) != OUTBOX_OK)
                 break;
         }
     }
@@ -110,7 +110,7 @@ int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char 
         rc = BENCH_EXIT_FAIL;
     }
     if (in_tx)
-        outbox_rollback(s);
+        outbox_store_rollback(s);
     *seconds = (double)(bench_mono_us() - t0) / 1e6;
     free(ev);
     free(payload);
@@ -485,7 +485,7 @@ static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relatio
         outbox_relay_new(s, k, &cfg, &r, &d) != OUTBOX_OK) {
         snprintf(err, errlen, "checking the driver's SQL: %s", d.message);
         rc = BENCH_EXIT_FAIL;
-    } else if (outbox_stage(s, NULL, BENCH_ROUTE, ev, 3, NULL) != OUTBOX_OK) {
+    } else if (outbox_store_stage(s, NULL, BENCH_ROUTE, ev, 3, NULL) != OUTBOX_OK) {
         snprintf(err, errlen, "checking the driver's SQL: %s", outbox_store_message(s));
         rc = BENCH_EXIT_FAIL;
     } else if (outbox_relay_run(r) != OUTBOX_OK) {

@@ -17,7 +17,7 @@ START_TEST(replay_one_event)
     char id[OUTBOX_UUID_STRLEN + 1];
     conf_event_id(id, 1);
     uint64_t count = 0;
-    conf_ok(s, outbox_replay(s, ROUTE, id, &count));
+    conf_ok(s, outbox_store_replay(s, ROUTE, id, &count));
     ck_assert_msg(count == 1, "replaying event 1 of 3 dead rows reported %llu rows",
                   (unsigned long long)count);
     c = conf_claim(s, ROUTE, 10, 1, 0);
@@ -48,7 +48,7 @@ START_TEST(purge_only_old_published)
         {.id = c.rows[2].id, .kind = OUTBOX_SETTLE_DEAD, .error = "rejected"},
     };
     size_t applied = 0;
-    conf_ok(s, outbox_settle(s, &c.fence, items, 3, &applied));
+    conf_ok(s, outbox_store_settle(s, &c.fence, items, 3, &applied));
     ck_assert_uint_eq(applied, 3);
     conf_claim_free(&c);
     c = conf_claim(s, ROUTE ".other", 10, CONF_LONG_LEASE_US, 0);
@@ -64,7 +64,7 @@ START_TEST(purge_only_old_published)
     conf_claim_free(&c);
 
     uint64_t count = 0;
-    conf_ok(s, outbox_purge(s, ROUTE, bound, &count));
+    conf_ok(s, outbox_store_purge(s, ROUTE, bound, &count));
     ck_assert_msg(count == 2,
                   "purge before the bound deleted %llu rows, expected the 2 published before it "
                   "(not the one published after it, not the dead one, not another route's)",

@@ -9,13 +9,13 @@
 static int64_t recover(outbox_store_t *s)
 {
     int64_t mark = -1;
-    conf_ok(s, outbox_checkpoint_recover(s, &mark));
+    conf_ok(s, outbox_store_checkpoint_recover(s, &mark));
     return mark;
 }
 
 static void advance(outbox_store_t *s, const char *key, int64_t hlc)
 {
-    int rc = outbox_checkpoint_advance(s, NULL, key, hlc);
+    int rc = outbox_store_checkpoint_advance(s, NULL, key, hlc);
     ck_assert_msg(rc == OUTBOX_OK, "advancing %s to %lld: %s (%s)", key, (long long)hlc,
                   outbox_strerror(rc), outbox_store_message(s));
 }
@@ -83,14 +83,14 @@ START_TEST(checkpoint_rollback_no_trace)
 {
     outbox_store_t *s = conf_open();
     advance(s, "node-a", 100);
-    conf_ok(s, outbox_begin(s));
+    conf_ok(s, outbox_store_begin(s));
     advance(s, "node-a", 5000);
     advance(s, "node-new", 9000);
-    conf_ok(s, outbox_rollback(s));
+    conf_ok(s, outbox_store_rollback(s));
     ck_assert_mark(s, 100, "after advances in a rolled-back transaction");
-    conf_ok(s, outbox_begin(s));
+    conf_ok(s, outbox_store_begin(s));
     advance(s, "node-a", 200);
-    conf_ok(s, outbox_commit(s));
+    conf_ok(s, outbox_store_commit(s));
     ck_assert_mark(s, 200, "after an advance in a committed transaction");
     outbox_store_close(s);
 }
@@ -113,7 +113,7 @@ static void *racer_run(void *arg)
 {
     racer_t *r = arg;
     do {
-        r->rc = outbox_checkpoint_advance(r->s, NULL, r->key, r->hlc);
+        r->rc = outbox_store_checkpoint_advance(r->s, NULL, r->key, r->hlc);
         if (r->rc == OUTBOX_ETRANSIENT)
             conf_sleep_ms(10);
     } while (r->rc == OUTBOX_ETRANSIENT && ++r->transient < 500);
@@ -129,7 +129,7 @@ static void race(const char *key, int64_t held, int64_t racing)
 {
     outbox_store_t *a = conf_open();
     outbox_store_t *b = conf_open();
-    conf_ok(a, outbox_begin(a));
+    conf_ok(a, outbox_store_begin(a));
     advance(a, key, held);
 
     racer_t r = {.s = b, .key = key, .hlc = racing};
@@ -137,7 +137,7 @@ static void race(const char *key, int64_t held, int64_t racing)
     pthread_t t;
     ck_assert_msg(pthread_create(&t, NULL, racer_run, &r) == 0, "cannot start a thread");
     conf_sleep_ms(200); /* long enough for B to be at the store, waiting */
-    int rc = outbox_commit(a);
+    int rc = outbox_store_commit(a);
     pthread_join(t, NULL);
     ck_assert_msg(rc == OUTBOX_OK, "committing A's advance: %s (%s)", outbox_strerror(rc),
                   outbox_store_message(a));
@@ -199,7 +199,7 @@ static void *advancer_run(void *arg)
         x ^= x >> 17;
         x ^= x << 5;
         int64_t hlc = (int64_t)(x % 1000000000u) + 1;
-        a->rc = outbox_checkpoint_advance(a->s, NULL, "node-random", hlc);
+        a->rc = outbox_store_checkpoint_advance(a->s, NULL, "node-random", hlc);
         if (a->rc == OUTBOX_ETRANSIENT && ++transient < 1000) {
             i--;
             continue;
@@ -274,16 +274,16 @@ START_TEST(stage_advances_checkpoint)
     ck_assert_mark(s, 0, "after staging outside a transaction");
     claimed_max_hlc(s, 2);
 
-    conf_ok(s, outbox_begin(s));
+    conf_ok(s, outbox_store_begin(s));
     conf_stage(s, NULL, CK_ROUTE, 10, 2, NULL);
-    conf_ok(s, outbox_rollback(s));
+    conf_ok(s, outbox_store_rollback(s));
     ck_assert_mark(s, 0, "after staging in a transaction that rolled back");
     ck_assert_mark(other, 0, "from another handle, after the rollback");
 
-    conf_ok(s, outbox_begin(s));
+    conf_ok(s, outbox_store_begin(s));
     conf_stage(s, NULL, CK_ROUTE, 20, 3, NULL);
     ck_assert_mark(other, 0, "from another handle, before the staging transaction committed");
-    conf_ok(s, outbox_commit(s));
+    conf_ok(s, outbox_store_commit(s));
     int64_t max = claimed_max_hlc(s, 3);
     ck_assert_msg(max > 0, "rows staged with hlc on came back without hlc");
     ck_assert_mark(other, max, "after staging in a transaction that committed (the batch's max hlc)");
@@ -308,7 +308,7 @@ START_TEST(checkpoint_native_tx)
         ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
                       outbox_strerror(rc), d.message);
         conf_stage(s, native, CK_ROUTE, 10 * (unsigned long)commit, 2, NULL);
-        rc = outbox_checkpoint_advance(s, native, "node-native", 1000 + commit);
+        rc = outbox_store_checkpoint_advance(s, native, "node-native", 1000 + commit);
         ck_assert_msg(rc == OUTBOX_OK, "advancing through the native handle: %s (%s)",
                       outbox_strerror(rc), outbox_store_message(s));
         ck_assert_mark(s, 0, "before the native transaction ended");

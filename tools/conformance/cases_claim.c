@@ -68,7 +68,7 @@ static void driver_stage(void *h, const outbox_row_t *rows, size_t count)
                   count, d.message);
 }
 
-/* Row ids the core mints grow with time, so staged through outbox_stage()
+/* Row ids the core mints grow with time, so staged through outbox_store_stage()
  * they always agree with created_at and a claim ordered by id alone would
  * pass claim_order_created_at. Here the rows go through the driver's own
  * stage entry with ids chosen to disagree: a later created_at with a
@@ -550,7 +550,7 @@ static void read_back(int optional)
     const outbox_row_t *got = NULL;
     size_t n = 0;
     outbox_fence_t fence;
-    conf_ok(s, outbox_claim(s, &req, &got, &n, &fence));
+    conf_ok(s, outbox_store_claim(s, &req, &got, &n, &fence));
     ck_assert_msg(n == 2, "claimed %zu of 2 rows", n);
     for (size_t i = 0; i < 2; i++) {
         const outbox_row_t *r = &got[i], *w = &rows[i];

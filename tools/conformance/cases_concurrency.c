@@ -104,7 +104,7 @@ static void *exclusive_worker(void *arg)
         for (size_t i = 0; items && i < c.n; i++)
             items[i] = (outbox_settle_item_t){.id = c.rows[i].id, .kind = OUTBOX_SETTLE_PUBLISHED};
         while (rc == OUTBOX_OK) {
-            rc = outbox_settle(w->s, &c.fence, items, c.n, &applied);
+            rc = outbox_store_settle(w->s, &c.fence, items, c.n, &applied);
             if (rc == OUTBOX_OK || transient_or_fail(w, "settle", rc) < 0)
                 break;
             rc = OUTBOX_OK;
@@ -252,7 +252,7 @@ static int fifo_step(worker_t *w, fifo_t *f, uint32_t *rng)
     }
     size_t applied = 0;
     for (;;) {
-        rc = outbox_settle(w->s, &c.fence, items, c.n, &applied);
+        rc = outbox_store_settle(w->s, &c.fence, items, c.n, &applied);
         if (rc == OUTBOX_OK || transient_or_fail(w, "settle", rc) < 0)
             break;
     }
@@ -301,7 +301,7 @@ static void stage_fifo(outbox_store_t *s)
             };
         }
         size_t staged = 0;
-        conf_ok(s, outbox_stage(s, NULL, ROUTE, ev, CHUNK, &staged));
+        conf_ok(s, outbox_store_stage(s, NULL, ROUTE, ev, CHUNK, &staged));
         ck_assert_uint_eq(staged, CHUNK);
     }
 }

@@ -54,7 +54,7 @@ START_TEST(routes_counts)
 {
     outbox_store_t *s = conf_open();
     seen_routes_t r = {0};
-    conf_ok(s, outbox_routes(s, note_route, &r));
+    conf_ok(s, outbox_store_routes(s, note_route, &r));
     ck_assert_msg(r.n == 0 && r.extra == 0, "routes of an empty relation listed %zu routes",
                   r.n + r.extra);
 
@@ -82,7 +82,7 @@ START_TEST(routes_counts)
     conf_claim_free(&c);
 
     memset(&r, 0, sizeof r);
-    conf_ok(s, outbox_routes(s, note_route, &r));
+    conf_ok(s, outbox_store_routes(s, note_route, &r));
     ck_assert_msg(r.n == 3 && r.extra == 0, "routes listed %zu routes, expected 3",
                   r.n + r.extra);
     check_route(&r, 0, ROUTE ".a", s, 1, 1, 1, 1);
@@ -132,7 +132,7 @@ static int note_row(void *ctx, const outbox_row_t *row)
 static page_t list_page(outbox_store_t *s, const char *after, size_t limit, char *next)
 {
     page_t p = {0};
-    conf_ok(s, outbox_dead_list(s, ROUTE, after, limit, note_row, &p, next));
+    conf_ok(s, outbox_store_dead_list(s, ROUTE, after, limit, note_row, &p, next));
     ck_assert_msg(p.extra == 0, "a page of at most %zu rows gave more than %d", limit, MAX_PAGE);
     ck_assert_msg(p.n <= limit, "a page of at most %zu rows gave %zu", limit, p.n);
     return p;
@@ -291,7 +291,7 @@ START_TEST(dead_list_pages)
     page_t none = {0};
     char unknown[OUTBOX_UUID_STRLEN + 1];
     conf_event_id(unknown, 999);
-    int rc = outbox_dead_list(s, ROUTE, unknown, 10, note_row, &none, next);
+    int rc = outbox_store_dead_list(s, ROUTE, unknown, 10, note_row, &none, next);
     ck_assert_msg(rc == OUTBOX_ENOTFOUND && none.n == 0,
                   "listing after an id no row has: %s, %zu rows (expected OUTBOX_ENOTFOUND)",
                   outbox_strerror(rc), none.n);

@@ -28,7 +28,7 @@ static size_t check(outbox_store_t *s, uint32_t flags, problems_t *p)
     };
     size_t n = 0;
     memset(p, 0, sizeof *p);
-    int rc = outbox_schema_check(s, &o, collect, p, &n);
+    int rc = outbox_store_schema_check(s, &o, collect, p, &n);
     ck_assert_msg(rc == OUTBOX_OK, "schema check: %s (%s); finding problems is not an error",
                   outbox_strerror(rc), outbox_store_message(s));
     ck_assert_msg(n == p->n || (n > p->n && p->n == 16),
@@ -91,7 +91,7 @@ START_TEST(schema_check_names_missing_required)
     problems_t p;
     memset(&p, 0, sizeof p);
     size_t n = 0;
-    int rc = outbox_schema_check(s, &o, collect, &p, &n);
+    int rc = outbox_store_schema_check(s, &o, collect, &p, &n);
     ck_assert_msg(rc == OUTBOX_OK, "schema check of %s: %s (%s); finding problems is not an error",
                   conf_env.checkpoint_relation, outbox_strerror(rc), outbox_store_message(s));
     char all[2048];

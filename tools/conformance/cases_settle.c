@@ -55,7 +55,7 @@ START_TEST(fencing_after_reclaim)
                                           .error = "late verdict", .applied = -1};
     }
     size_t applied = 99;
-    int rc = outbox_settle(a, &stale.fence, items, 4, &applied);
+    int rc = outbox_store_settle(a, &stale.fence, items, 4, &applied);
     ck_assert_msg(rc == OUTBOX_ECONFLICT, "a stale settle of 4 rows returned %s", outbox_strerror(rc));
     ck_assert_msg(applied == 0, "a stale settle applied %zu rows", applied);
     for (size_t i = 0; i < 4; i++)
@@ -76,7 +76,7 @@ START_TEST(fencing_after_reclaim)
         mine[i] = (outbox_settle_item_t){
             .id = fresh.rows[i].id,
             .kind = fresh.rows[i].n == 1 ? OUTBOX_SETTLE_RELEASE : OUTBOX_SETTLE_PUBLISHED};
-    rc = outbox_settle(b, &fresh.fence, mine, 4, &applied);
+    rc = outbox_store_settle(b, &fresh.fence, mine, 4, &applied);
     ck_assert_msg(rc == OUTBOX_OK && applied == 4,
                   "the new claimant could settle %zu of 4 rows (%s): the stale verdicts changed them",
                   applied, outbox_strerror(rc));
@@ -150,7 +150,7 @@ START_TEST(settle_dead)
         {.id = c.rows[1].id, .kind = OUTBOX_SETTLE_PUBLISHED},
     };
     size_t applied = 0;
-    conf_ok(s, outbox_settle(s, &c.fence, items, 2, &applied));
+    conf_ok(s, outbox_store_settle(s, &c.fence, items, 2, &applied));
     ck_assert_msg(applied == 2 && items[0].applied == 1 && items[1].applied == 1,
                   "settle applied %zu of 2", applied);
     conf_claim_free(&c);
@@ -173,7 +173,7 @@ START_TEST(settle_dead)
          * published rows, and a deleted event can be staged again. */
         if (!CONF_VT_HAS(vt, stats) && CONF_VT_HAS(vt, purge)) {
             uint64_t purged = 0;
-            conf_ok(s, outbox_purge(s, ROUTE, conf_now_us() + 1000000, &purged));
+            conf_ok(s, outbox_store_purge(s, ROUTE, conf_now_us() + 1000000, &purged));
             ck_assert_msg(purged == 1, "purge deleted %llu rows, expected the 1 published",
                           (unsigned long long)purged);
             ck_assert_msg(conf_stage(s, NULL, ROUTE, 0, 1, NULL) == 0,
@@ -192,7 +192,7 @@ START_TEST(settle_dead)
     char id[OUTBOX_UUID_STRLEN + 1];
     conf_event_id(id, 0);
     uint64_t count = 0;
-    conf_ok(s, outbox_replay(s, ROUTE, id, &count));
+    conf_ok(s, outbox_store_replay(s, ROUTE, id, &count));
     ck_assert_msg(count == 1, "replay of the dead event reported %llu rows", (unsigned long long)count);
     c = conf_claim(s, ROUTE, 10, CONF_LONG_LEASE_US, 0);
     ck_assert_msg(c.n == 1 && c.rows[0].n == 0, "the replayed dead row was not claimable");
@@ -263,7 +263,7 @@ START_TEST(settle_again_same_fence)
     for (size_t i = 0; i < 3; i++)
         items[i] = (outbox_settle_item_t){.id = c.rows[i].id, .kind = first[i], .error = "first"};
     size_t applied = 0;
-    conf_ok(s, outbox_settle(s, &c.fence, items, 3, &applied));
+    conf_ok(s, outbox_store_settle(s, &c.fence, items, 3, &applied));
     ck_assert_msg(applied == 3, "the first settle applied %zu of 3", applied);
 
     for (size_t round = 0; round < 2; round++)
@@ -326,7 +326,7 @@ START_TEST(settle_with_claimed_rows)
 
     outbox_settle_item_t one = {.id = raw[0].id, .kind = OUTBOX_SETTLE_PUBLISHED};
     size_t applied = 0;
-    conf_ok(s, outbox_settle(s, &c.fence, &one, 1, &applied));
+    conf_ok(s, outbox_store_settle(s, &c.fence, &one, 1, &applied));
     ck_assert_msg(applied == 1, "settling claimed row 0 by the id the claim returned applied %zu",
                   applied);
     same_rows(&c, raw, "after a settle of one row");
@@ -336,14 +336,14 @@ START_TEST(settle_with_claimed_rows)
         {.id = raw[1].id, .kind = OUTBOX_SETTLE_RESCHEDULE, .available_at = past, .error = "again"},
         {.id = raw[2].id, .kind = OUTBOX_SETTLE_RESCHEDULE, .available_at = past, .error = "again"},
     };
-    conf_ok(s, outbox_settle(s, &c.fence, two, 2, &applied));
+    conf_ok(s, outbox_store_settle(s, &c.fence, two, 2, &applied));
     ck_assert_msg(applied == 2, "settling claimed rows 1 and 2 by their own ids applied %zu", applied);
     same_rows(&c, raw, "after a second settle");
 
     outbox_settle_item_t rest[3];
     for (size_t i = 0; i < 3; i++)
         rest[i] = (outbox_settle_item_t){.id = raw[3 + i].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-    conf_ok(s, outbox_settle(s, &c.fence, rest, 3, &applied));
+    conf_ok(s, outbox_store_settle(s, &c.fence, rest, 3, &applied));
     ck_assert_msg(applied == 3, "settling claimed rows 3 to 5 by their own ids applied %zu", applied);
     same_rows(&c, raw, "after a third settle");
     conf_claim_free(&c);

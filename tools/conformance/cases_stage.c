@@ -18,9 +18,9 @@ static size_t count_claimable(outbox_store_t *s, const char *route)
 START_TEST(stage_rollback_leaves_nothing)
 {
     outbox_store_t *s = conf_open();
-    conf_ok(s, outbox_begin(s));
+    conf_ok(s, outbox_store_begin(s));
     ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 0, 3, NULL), 3);
-    conf_ok(s, outbox_rollback(s));
+    conf_ok(s, outbox_store_rollback(s));
     size_t n = count_claimable(s, ROUTE);
     ck_assert_msg(n == 0, "a rolled-back transaction left %zu of its 3 rows claimable", n);
     /* Not even their (route, event_id) keys may survive. */
@@ -37,9 +37,9 @@ START_TEST(stage_commit_visible)
 {
     outbox_store_t *s = conf_open();
     outbox_store_t *other = conf_open();
-    conf_ok(s, outbox_begin(s));
+    conf_ok(s, outbox_store_begin(s));
     ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 0, 3, NULL), 3);
-    conf_ok(s, outbox_commit(s));
+    conf_ok(s, outbox_store_commit(s));
     /* Outside a transaction the call is atomic on its own. */
     ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 3, 2, NULL), 2);
 
@@ -80,7 +80,7 @@ START_TEST(stage_duplicate_skipped)
         {.event_id = id, .event_type = "conformance.test", .payload = "{\"n\":3}"},
         {.event_id = id, .event_type = "conformance.test", .payload = "{\"n\":3}"},
     };
-    conf_ok(s, outbox_stage(s, NULL, ROUTE, twice, 2, &staged));
+    conf_ok(s, outbox_store_stage(s, NULL, ROUTE, twice, 2, &staged));
     ck_assert_msg(staged == 1, "one call with event 3 twice reported %zu staged, expected 1", staged);
 
     /* Uniqueness is per route: the same event id on another route is new. */
@@ -106,15 +106,15 @@ START_TEST(stage_require_transaction)
     conf_event_id(id, 0);
     outbox_event_t ev = {.event_id = id, .event_type = "conformance.test", .payload = "{}"};
     size_t staged = 99;
-    int rc = outbox_stage(s, NULL, ROUTE, &ev, 1, &staged);
+    int rc = outbox_store_stage(s, NULL, ROUTE, &ev, 1, &staged);
     ck_assert_msg(rc != OUTBOX_OK, "a require_transaction route staged outside a transaction");
     ck_assert_msg(staged == 0, "a refused stage reported %zu staged", staged);
     ck_assert_msg(count_claimable(s, ROUTE) == 0, "a refused stage left a row behind");
 
     if (outbox_store_capabilities(s) & OUTBOX_STORE_CAP_TRANSACTIONS) {
-        conf_ok(s, outbox_begin(s));
+        conf_ok(s, outbox_store_begin(s));
         ck_assert_uint_eq(conf_stage(s, NULL, ROUTE, 1, 1, NULL), 1);
-        conf_ok(s, outbox_commit(s));
+        conf_ok(s, outbox_store_commit(s));
         ck_assert_msg(count_claimable(s, ROUTE) == 1,
                       "staging inside a transaction on a require_transaction route left no row");
     }
@@ -137,7 +137,7 @@ START_TEST(stage_payload_not_json)
              .payload_len = strlen(bad[i])},
         };
         size_t staged = 99;
-        int rc = outbox_stage(s, NULL, ROUTE, ev, 2, &staged);
+        int rc = outbox_store_stage(s, NULL, ROUTE, ev, 2, &staged);
         ck_assert_msg(rc == OUTBOX_EINVAL, "payload \"%s\" gave %s, expected OUTBOX_EINVAL", bad[i],
                       outbox_strerror(rc));
         ck_assert_msg(staged == 0, "payload \"%s\": %zu reported staged", bad[i], staged);
@@ -204,7 +204,7 @@ static void stage_refused_in_tx(int native_tx)
         ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
                       outbox_strerror(rc), d.message);
     } else {
-        conf_ok(s, outbox_begin(s));
+        conf_ok(s, outbox_store_begin(s));
     }
     ck_assert_uint_eq(conf_stage(s, native, ROUTE, 0, 2, NULL), 2);
 
@@ -224,7 +224,7 @@ static void stage_refused_in_tx(int native_tx)
              .traceparent = traceparents[k]},
         };
         size_t staged = 99;
-        int rc = outbox_stage(s, native, ROUTE, ev, 2, &staged);
+        int rc = outbox_store_stage(s, native, ROUTE, ev, 2, &staged);
         accepted[k] = rc == OUTBOX_OK;
         ck_assert_msg(rc == OUTBOX_OK || staged == 0, "refused stage %zu (%s) reported %zu staged", k,
                       outbox_strerror(rc), staged);
@@ -233,7 +233,7 @@ static void stage_refused_in_tx(int native_tx)
     char id[OUTBOX_UUID_STRLEN + 1];
     conf_event_id(id, 2);
     outbox_event_t ev = {.event_id = id, .event_type = "conformance.test", .payload = "{}"};
-    int rc = outbox_stage(s, native, ROUTE, &ev, 1, &later);
+    int rc = outbox_store_stage(s, native, ROUTE, &ev, 1, &later);
     ck_assert_msg(rc == OUTBOX_OK && later == 1,
                   "after a refused stage, staging in the same transaction gave %s (%s): the refusal "
                   "spoiled the transaction",
@@ -243,7 +243,7 @@ static void stage_refused_in_tx(int native_tx)
         ck_assert_msg(rc == OUTBOX_OK, "committing the native transaction after a refused stage: %s (%s)",
                       outbox_strerror(rc), d.message);
     } else {
-        rc = outbox_commit(s);
+        rc = outbox_store_commit(s);
         ck_assert_msg(rc == OUTBOX_OK, "commit after a refused stage: %s (%s)", outbox_strerror(rc),
                       outbox_store_message(s));
     }

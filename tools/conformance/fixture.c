@@ -107,7 +107,7 @@ static int create_relation(const char *driver, const char *relation, const char 
     if (s == NULL)
         return d->code ? d->code : OUTBOX_EPERMANENT;
     outbox_schema_opts_t o = schema_opts(relation, ckpt, flags);
-    int rc = outbox_schema_apply(s, &o);
+    int rc = outbox_store_schema_apply(s, &o);
     if (rc != OUTBOX_OK)
         snprintf(d->message, sizeof d->message, "schema apply on %s: %s", relation,
                  outbox_store_message(s));
@@ -520,7 +520,7 @@ size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigne
         };
     }
     size_t staged = 0;
-    int rc = outbox_stage(s, native_tx, route, ev, count, &staged);
+    int rc = outbox_store_stage(s, native_tx, route, ev, count, &staged);
     free(ev);
     free(ids);
     free(payloads);
@@ -578,7 +578,7 @@ int conf_claim_quiet(outbox_store_t *s, const char *route, size_t limit, int64_t
     };
     const outbox_row_t *rows = NULL;
     size_t n = 0;
-    int rc = outbox_claim(s, &req, &rows, &n, &out->fence);
+    int rc = outbox_store_claim(s, &req, &rows, &n, &out->fence);
     /* Any claim, even a failed or empty one, ends the last one's rows. */
     unsigned long serial = atomic_fetch_add(&claim_serial, 1) + 1;
     note_claim(s, serial);
@@ -637,7 +637,7 @@ int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id,
         .error = error,
     };
     size_t count = 0;
-    int rc = outbox_settle(s, fence, &it, 1, &count);
+    int rc = outbox_store_settle(s, fence, &it, 1, &count);
     if (applied != NULL)
         *applied = it.applied;
     return rc;
@@ -653,7 +653,7 @@ void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind)
     for (size_t i = 0; i < c->n; i++)
         items[i] = (outbox_settle_item_t){.id = raw ? raw[i].id : c->rows[i].id, .kind = kind};
     size_t applied = 0;
-    int rc = outbox_settle(s, &c->fence, items, c->n, &applied);
+    int rc = outbox_store_settle(s, &c->fence, items, c->n, &applied);
     free(items);
     ck_assert_msg(rc == OUTBOX_OK && applied == c->n, "settling %zu rows: %s, %zu applied (%s)",
                   c->n, outbox_strerror(rc), applied, outbox_store_message(s));
@@ -662,7 +662,7 @@ void conf_settle_all(outbox_store_t *s, const conf_claim_t *c, int kind)
 outbox_stats_t conf_stats(outbox_store_t *s, const char *route)
 {
     outbox_stats_t st;
-    int rc = outbox_stats(s, route, &st);
+    int rc = outbox_store_stats(s, route, &st);
     ck_assert_msg(rc == OUTBOX_OK, "stats of %s: %s (%s)", route ? route : "every route",
                   outbox_strerror(rc), outbox_store_message(s));
     return st;

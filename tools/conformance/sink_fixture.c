@@ -350,7 +350,8 @@ outbox_sink_t *conf_sink_open_uri(const char *uri, int *rc, char *msg, size_t si
 {
     outbox_sink_t *k = NULL;
     outbox_diag_t d = {0};
-    *rc = outbox_sink_open(uri, conf_env.driver_arg, &k, &d);
+    outbox_sink_options_t opts = {.struct_size = sizeof opts, .driver = conf_env.driver_arg};
+    *rc = outbox_sink_open(uri, &opts, &k, &d);
     if (*rc != OUTBOX_OK) {
         snprintf(msg, size, "%s", d.message[0] ? d.message : outbox_strerror(*rc));
         return NULL;
@@ -419,7 +420,7 @@ conf_read_t conf_sink_read(outbox_sink_t *k, const char *destination, size_t wan
         /* Once all that was expected arrived, wait a little for extras. */
         int wait = r.n >= want ? 500 : quiet_ms;
         outbox_received_t m;
-        int rc = outbox_sink_reader_next(rd, wait, &m);
+        int rc = outbox_sink_reader_read(rd, (int64_t)wait * 1000, &m);
         if (rc == OUTBOX_ENOTFOUND)
             break;
         if (rc != OUTBOX_OK) {

@@ -104,7 +104,7 @@ int cli_cmd_stats(int argc, char **argv)
         return ex;
 
     outbox_stats_t st = {0};
-    int rc = outbox_stats(s, a.route, &st);
+    int rc = outbox_store_stats(s, a.route, &st);
     /* Without --route: each route's counts first. A driver without the
      * routes entry (built for ABI 1.2 or older) gives the totals alone. */
     cli_routes_t r = {0};
@@ -171,7 +171,7 @@ int cli_cmd_replay(int argc, char **argv)
     if ((ex = cli_open_store("replay", &a.store, 0, false, &s)) != CLI_EXIT_OK)
         return ex;
     uint64_t count = 0;
-    int rc = outbox_replay(s, a.route, a.event_id, &count);
+    int rc = outbox_store_replay(s, a.route, a.event_id, &count);
     if (rc != OUTBOX_OK)
         ex = cli_diag_error("replay", rc, outbox_store_message(s));
     else if (a.event_id && count == 0) {
@@ -198,7 +198,7 @@ int cli_cmd_purge(int argc, char **argv)
     if ((ex = cli_open_store("purge", &a.store, 0, false, &s)) != CLI_EXIT_OK)
         return ex;
     uint64_t count = 0;
-    int rc = outbox_purge(s, a.route, cli_now_us() - a.before_us, &count);
+    int rc = outbox_store_purge(s, a.route, cli_now_us() - a.before_us, &count);
     if (rc != OUTBOX_OK)
         ex = cli_diag_error("purge", rc, outbox_store_message(s));
     else

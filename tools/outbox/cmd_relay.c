@@ -370,7 +370,7 @@ static void purge_route(purger_t *p, size_t i)
 {
     const relay_args_t *a = &p->routes[i];
     uint64_t count = 0;
-    int rc = outbox_purge(p->stores[i], a->cfg.route, cli_now_us() - a->retention_us, &count);
+    int rc = outbox_store_purge(p->stores[i], a->cfg.route, cli_now_us() - a->retention_us, &count);
     if (rc != OUTBOX_OK)
         cli_log(OUTBOX_LOG_WARN, "relay %s: purge failed, trying again in a purge interval: %s",
                 a->cfg.route, outbox_store_message(p->stores[i]));

@@ -71,7 +71,7 @@ static int collect(void *ctx, const char *route, const outbox_stats_t *stats)
 int cli_routes_read(outbox_store_t *s, cli_routes_t *out)
 {
     memset(out, 0, sizeof *out);
-    int rc = outbox_routes(s, collect, out);
+    int rc = outbox_store_routes(s, collect, out);
     if (rc != OUTBOX_OK)
         cli_routes_free(out);
     return rc;
@@ -313,7 +313,7 @@ static int dead_list(int argc, char **argv)
     char next[OUTBOX_UUID_STRLEN + 1];
     if (json)
         fputs("{\"events\":[", o.f);
-    int rc = outbox_dead_list(s, route, after, (size_t)limit, print_dead, &o, next);
+    int rc = outbox_store_dead_list(s, route, after, (size_t)limit, print_dead, &o, next);
     if (rc == OUTBOX_OK && json) {
         fputs("],\"next\":", o.f);
         put_json_string(o.f, next[0] ? next : NULL);

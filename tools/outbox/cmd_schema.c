@@ -71,7 +71,7 @@ static int schema_apply(const schema_args_t *a)
     if (ex != CLI_EXIT_OK)
         return ex;
     outbox_schema_opts_t o = schema_opts(a);
-    int rc = outbox_schema_apply(s, &o);
+    int rc = outbox_store_schema_apply(s, &o);
     if (rc != OUTBOX_OK)
         ex = cli_diag_error(a->cmd, rc, outbox_store_message(s));
     else
@@ -94,7 +94,7 @@ static int schema_check(const schema_args_t *a)
         return ex;
     outbox_schema_opts_t o = schema_opts(a);
     size_t problems = 0;
-    int rc = outbox_schema_check(s, &o, print_problem, NULL, &problems);
+    int rc = outbox_store_schema_check(s, &o, print_problem, NULL, &problems);
     fflush(stdout);
     if (rc != OUTBOX_OK)
         ex = cli_diag_error(a->cmd, rc, outbox_store_message(s));

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 
-/* Events handed to one outbox_stage() call inside the transaction, so the
+/* Events handed to one outbox_store_stage() call inside the transaction, so the
  * memory used does not grow with --count. */
 #define STAGE_CHUNK 1000
 #define STAGE_MAX_COUNT 100000000u
@@ -170,7 +170,7 @@ static void fill_event(outbox_event_t *e, const stage_args_t *a, const payloads_
 }
 
 /* Stages everything or nothing; *staged counts rows inserted. Without
- * transactions one outbox_stage() call, which is atomic on its own, takes
+ * transactions one outbox_store_stage() call, which is atomic on its own, takes
  * every event. */
 static int stage_all(outbox_store_t *s, const stage_args_t *a, const payloads_t *p, size_t *staged)
 {
@@ -185,7 +185,7 @@ static int stage_all(outbox_store_t *s, const stage_args_t *a, const payloads_t 
     if (!events)
         return cli_error("stage: out of memory for %zu events", chunk);
 
-    int rc = tx ? outbox_begin(s) : OUTBOX_OK;
+    int rc = tx ? outbox_store_begin(s) : OUTBOX_OK;
     const char *what = "stage: begin";
     for (size_t done = 0; rc == OUTBOX_OK && done < total;) {
         size_t m = total - done < chunk ? total - done : chunk;
@@ -193,19 +193,19 @@ static int stage_all(outbox_store_t *s, const stage_args_t *a, const payloads_t 
             fill_event(&events[i], a, p, done + i);
         size_t n = 0;
         what = "stage";
-        rc = outbox_stage(s, NULL, a->route, events, m, &n);
+        rc = outbox_store_stage(s, NULL, a->route, events, m, &n);
         *staged += n;
         done += m;
     }
     if (tx && rc == OUTBOX_OK) {
         what = "stage: commit";
-        rc = outbox_commit(s);
+        rc = outbox_store_commit(s);
     }
     int ex = CLI_EXIT_OK;
     if (rc != OUTBOX_OK) {
         ex = cli_diag_error(what, rc, outbox_store_message(s));
         if (tx)
-            outbox_rollback(s);
+            outbox_store_rollback(s);
         *staged = 0;
     }
     free(events);

@@ -256,7 +256,7 @@ static void *poller_main(void *arg)
                 }
             }
             if (stores[i] != NULL) {
-                rc = outbox_stats(stores[i], rm->cfg.route, &st);
+                rc = outbox_store_stats(stores[i], rm->cfg.route, &st);
                 if (rc != OUTBOX_OK) {
                     snprintf(why, sizeof why, "stats: %.400s", outbox_store_message(stores[i]));
                     outbox_store_close(stores[i]); /* reconnect next time */

@@ -60,7 +60,7 @@ static outbox_store_t *fresh(uint32_t flags)
     outbox_diag_t d = {0};
     ck_assert_int_eq(outbox_store_open(pgt_uri(), &o, &s, &d), OUTBOX_OK);
     outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel, .flags = flags};
-    ck_assert_msg(outbox_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
     outbox_store_close(s);
     if (canonical)
         pgt_exec(db, "DROP INDEX IF EXISTS %s.outbox_pending_idx, %s.outbox_key_idx, "
@@ -75,7 +75,7 @@ static int stage(outbox_store_t *s, void *native, const char *route, const char 
     outbox_event_t e = {.event_type = "test.event", .payload = payload ? payload : "{}",
                         .ordering_key = key, .event_id = event_id};
     size_t n = 0;
-    int rc = outbox_stage(s, native, route, &e, 1, &n);
+    int rc = outbox_store_stage(s, native, route, &e, 1, &n);
     return rc == OUTBOX_OK ? (int)n : rc;
 }
 
@@ -109,10 +109,10 @@ START_TEST(test_spec_ddl_open)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 10);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 1);
     outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-    ck_assert_int_eq(outbox_settle(s, &f, &it, 1, NULL), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, &it, 1, NULL), OUTBOX_OK);
     outbox_store_close(s);
 
     /* The optional parts of SPEC 2, added by hand, are detected. */
@@ -155,19 +155,19 @@ START_TEST(test_schema_check)
     outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel};
     char all[4096] = "";
     size_t problems = 0;
-    ck_assert_int_eq(outbox_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
     /* The relay works with the SPEC's indexes alone, more slowly: warned. */
     ck_assert_msg(problems == 3, "%zu problems:\n%s", problems, all);
     ck_assert_msg(strstr(all, "WHERE status = 'pending': claims fall back to outbox_claim_idx"), "%s", all);
     ck_assert_msg(!strstr(all, "column"), "%s", all);
-    ck_assert_int_eq(outbox_schema_apply(s, &so), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_schema_apply(s, &so), OUTBOX_OK);
     all[0] = '\0';
-    ck_assert_int_eq(outbox_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
     ck_assert_msg(problems == 0, "%s", all);
     pgt_exec(db, "ALTER TABLE %s ALTER COLUMN payload TYPE text", rel);
     pgt_exec(db, "DROP INDEX %s.outbox_pending_idx", schema);
     so.flags = OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_CHECKPOINT;
-    ck_assert_int_eq(outbox_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
     ck_assert_msg(strstr(all, "column payload has type text, expected jsonb"), "%s", all);
     ck_assert_msg(strstr(all, "missing column hlc"), "%s", all);
     ck_assert_msg(strstr(all, "missing table " ), "%s", all);
@@ -193,7 +193,7 @@ START_TEST(test_stage_claim_settle)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 10);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 3);
     ck_assert_str_eq(rows[0].event_id, dup);
     ck_assert_str_eq(rows[0].payload, "{\"a\": [1, 2]}"); /* jsonb's own spelling */
@@ -209,7 +209,7 @@ START_TEST(test_stage_claim_settle)
         {.id = rows[2].id, .kind = OUTBOX_SETTLE_RELEASE},
     };
     size_t applied = 0;
-    ck_assert_int_eq(outbox_settle(s, &f, it, 3, &applied), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, it, 3, &applied), OUTBOX_OK);
     ck_assert_uint_eq(applied, 3);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'published' AND published_at IS NOT NULL", rel), 1);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE last_error = '503 ? bad' AND available_at > now()", rel), 1);
@@ -217,38 +217,38 @@ START_TEST(test_stage_claim_settle)
 
     /* A stale fence changes nothing. */
     outbox_fence_t stale = f;
-    ck_assert_int_eq(outbox_settle(s, &stale, it, 1, &applied), OUTBOX_ECONFLICT);
+    ck_assert_int_eq(outbox_store_settle(s, &stale, it, 1, &applied), OUTBOX_ECONFLICT);
     ck_assert_uint_eq(applied, 0);
 
     /* The released row is behind its rescheduled elder: the key is held. */
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 0);
     pgt_exec(db, "UPDATE %s SET available_at = now() - interval '1 second' WHERE last_error IS NOT NULL", rel);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 2);
     ck_assert_str_eq(rows[0].last_error, "503 ? bad");
     ck_assert_int_eq(rows[0].attempts, 2);
     outbox_settle_item_t dead[2] = {{.id = rows[0].id, .kind = OUTBOX_SETTLE_DEAD, .error = "400"},
                                     {.id = rows[1].id, .kind = OUTBOX_SETTLE_DEAD}};
-    ck_assert_int_eq(outbox_settle(s, &f, dead, 2, NULL), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, dead, 2, NULL), OUTBOX_OK);
 
     outbox_stats_t st;
-    ck_assert_int_eq(outbox_stats(s, "orders", &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(s, "orders", &st), OUTBOX_OK);
     ck_assert_uint_eq(st.published, 1);
     ck_assert_uint_eq(st.dead, 2);
     ck_assert_uint_eq(st.pending, 0);
-    ck_assert_int_eq(outbox_stats(s, NULL, &st), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stats(s, NULL, &st), OUTBOX_OK);
     ck_assert_uint_eq(st.pending, 1);
     ck_assert(st.oldest_pending_created_at > 0);
 
     uint64_t count = 0;
-    ck_assert_int_eq(outbox_replay(s, "orders", dup, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_replay(s, "orders", dup, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 0); /* published, not dead */
-    ck_assert_int_eq(outbox_replay(s, "orders", NULL, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_replay(s, "orders", NULL, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 2);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE status = 'pending' AND attempts = 0", rel), 3);
 
-    ck_assert_int_eq(outbox_purge(s, NULL, INT64_MAX / 2, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_purge(s, NULL, INT64_MAX / 2, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 1);
     outbox_store_close(s);
 }
@@ -262,7 +262,7 @@ START_TEST(test_hlc_refused)
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 10);
     r.hlc_order = 1;
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_ENOTSUP);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_ENOTSUP);
     ck_assert_msg(strstr(outbox_store_message(s), "hlc"), "%s", outbox_store_message(s));
     outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "orders", .hlc = 1};
     ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_ENOTSUP);
@@ -273,7 +273,7 @@ START_TEST(test_hlc_refused)
     ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "1"), 1);
     ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_OK);
     ck_assert_int_eq(stage(s, NULL, "orders", "k", NULL, "2"), 1);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 2);
     ck_assert_str_eq(rows[0].payload, "2");
     ck_assert(rows[0].hlc > 0);
@@ -354,13 +354,13 @@ START_TEST(test_claim_commit_setting_and_limits)
         size_t n;
         outbox_fence_t f;
         outbox_claim_req_t r = req("orders", limits[i]);
-        ck_assert_msg(outbox_claim(s, &r, &rows, &n, &f) == OUTBOX_OK, "%s", outbox_store_message(s));
+        ck_assert_msg(outbox_store_claim(s, &r, &rows, &n, &f) == OUTBOX_OK, "%s", outbox_store_message(s));
         ck_assert_uint_eq(n, want[i]);
         outbox_settle_item_t it[3];
         for (size_t k = 0; k < n; k++)
             it[k] = (outbox_settle_item_t){.id = rows[k].id, .kind = OUTBOX_SETTLE_PUBLISHED};
         size_t applied = 0;
-        ck_assert_int_eq(outbox_settle(s, &f, it, n, &applied), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_settle(s, &f, it, n, &applied), OUTBOX_OK);
         ck_assert_uint_eq(applied, n);
     }
     ck_assert_int_eq(stage(s, NULL, "orders", NULL, NULL, "{}"), 1);
@@ -416,7 +416,7 @@ START_TEST(test_claim_plan_survives_growth)
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 100);
     for (int i = 0; i < 8; i++) {
-        ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
         ck_assert_uint_eq(n, 0);
     }
     pgt_exec(db, "INSERT INTO %s (id, outbox_route, event_id, event_type, occurred_at, payload, status, "
@@ -424,12 +424,12 @@ START_TEST(test_claim_plan_survives_growth)
                  "'pending', now() + g * interval '1 microsecond' FROM generate_series(1, 20000) AS g",
              rel);
     for (int i = 0; i < 5; i++) {
-        ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
         ck_assert_uint_eq(n, 100);
         outbox_settle_item_t it[100];
         for (size_t k = 0; k < n; k++)
             it[k] = (outbox_settle_item_t){.id = rows[k].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-        ck_assert_int_eq(outbox_settle(s, &f, it, n, NULL), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_settle(s, &f, it, n, NULL), OUTBOX_OK);
     }
     outbox_store_close(s);
     for (int i = 0; i < 100 && pgt_int(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'planstays'"); i++)
@@ -489,12 +489,12 @@ static reads_t one_claim_reads(int hlc)
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 100);
     r.hlc_order = hlc;
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 100);
     outbox_settle_item_t it[100];
     for (size_t k = 0; k < n; k++)
         it[k] = (outbox_settle_item_t){.id = rows[k].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-    ck_assert_int_eq(outbox_settle(s, &f, it, n, NULL), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, it, n, NULL), OUTBOX_OK);
     outbox_store_close(s);
     session_gone("onereads");
     reads_t after = table_reads();
@@ -561,7 +561,7 @@ START_TEST(test_locked_head_one_call)
         ev[i] = (outbox_event_t){.event_type = "t", .payload = "{}", .ordering_key = i % 5 == 4 ? NULL : keys[i]};
     }
     size_t staged = 0;
-    ck_assert_int_eq(outbox_stage(s, NULL, "r", ev, N, &staged), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stage(s, NULL, "r", ev, N, &staged), OUTBOX_OK);
     ck_assert_uint_eq(staged, N);
     ck_assert_int_eq(pgt_int(db, "SELECT count(DISTINCT created_at) FROM %s", rel), 1);
 
@@ -575,7 +575,7 @@ START_TEST(test_locked_head_one_call)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("r", 100);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, (size_t)(N - k2));
     for (size_t i = 0; i < n; i++) {
         ck_assert_msg(!rows[i].ordering_key || strcmp(rows[i].ordering_key, "k2") != 0,
@@ -586,12 +586,12 @@ START_TEST(test_locked_head_one_call)
     outbox_settle_item_t it[N];
     for (size_t i = 0; i < n; i++)
         it[i] = (outbox_settle_item_t){.id = rows[i].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-    ck_assert_int_eq(outbox_settle(s, &f, it, n, NULL), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, it, n, NULL), OUTBOX_OK);
     pgt_exec(other, "ROLLBACK");
     PQfinish(other);
 
     /* Released, k2 moves as one run from its head. */
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, (size_t)k2);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s WHERE ordering_key = 'k2' AND status = 'processing'", rel), k2);
     outbox_store_close(s);
@@ -634,28 +634,28 @@ START_TEST(test_own_tx)
     outbox_route_config_t rc = {.struct_size = sizeof rc, .route = "r", .hlc = 1,
                                 .checkpoint_node_key = "node-a"};
     ck_assert_int_eq(outbox_store_configure_route(s, &rc), OUTBOX_OK);
-    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
     ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
-    ck_assert_int_eq(outbox_rollback(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_rollback(s), OUTBOX_OK);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 0);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.hlc_checkpoint", schema), 0);
 
-    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
     ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
     ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
-    ck_assert_int_eq(outbox_commit(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_commit(s), OUTBOX_OK);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 2);
     /* The mark moved in that transaction, to the highest stamp staged. */
     ck_assert_int_eq(pgt_int(db, "SELECT hlc FROM %s.hlc_checkpoint WHERE node_key = 'node-a'", schema),
                      pgt_int(db, "SELECT max(hlc) FROM %s", rel));
     /* Claims run their own transaction and refuse to nest. */
-    ck_assert_int_eq(outbox_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
     const outbox_row_t *rows;
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("r", 10);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_EINVAL);
-    ck_assert_int_eq(outbox_rollback(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_EINVAL);
+    ck_assert_int_eq(outbox_store_rollback(s), OUTBOX_OK);
     outbox_store_close(s);
 }
 END_TEST
@@ -705,9 +705,9 @@ START_TEST(test_reconnect)
     size_t n = 0;
     outbox_fence_t f;
     outbox_claim_req_t r = req("r", 10);
-    int rc = outbox_claim(s, &r, &rows, &n, &f);
+    int rc = outbox_store_claim(s, &r, &rows, &n, &f);
     if (rc == OUTBOX_ETRANSIENT)
-        rc = outbox_claim(s, &r, &rows, &n, &f);
+        rc = outbox_store_claim(s, &r, &rows, &n, &f);
     ck_assert_msg(rc == OUTBOX_OK, "%s", outbox_store_message(s));
     ck_assert_uint_eq(n, 1);
     outbox_store_close(s);
@@ -725,12 +725,12 @@ typedef struct crossed {
 static void *crossed_stage(void *arg)
 {
     crossed_t *c = arg;
-    ck_assert_int_eq(outbox_begin(c->s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(c->s), OUTBOX_OK);
     ck_assert_int_eq(stage(c->s, NULL, "r", NULL, c->first, "{}"), 1);
     pthread_barrier_wait(c->bar);
     c->rc = stage(c->s, NULL, "r", NULL, c->second, "{}");
     snprintf(c->msg, sizeof c->msg, "%s", outbox_store_message(c->s));
-    outbox_rollback(c->s);
+    outbox_store_rollback(c->s);
     return NULL;
 }
 
@@ -764,15 +764,15 @@ START_TEST(test_serialization_is_transient)
     outbox_store_t *a = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
     outbox_store_t *b = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
     const char *e1 = "0190a0b0-0000-7000-8000-0000000000f1";
-    ck_assert_int_eq(outbox_begin(a), OUTBOX_OK);
-    ck_assert_int_eq(outbox_begin(b), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_begin(b), OUTBOX_OK);
     ck_assert_int_eq(stage(b, NULL, "r", NULL, NULL, "{}"), 1); /* b's snapshot is taken */
     ck_assert_int_eq(stage(a, NULL, "r", NULL, e1, "{}"), 1);
-    ck_assert_int_eq(outbox_commit(a), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_commit(a), OUTBOX_OK);
     /* b cannot see a's row and must not skip it as a duplicate. */
     ck_assert_int_eq(stage(b, NULL, "r", NULL, e1, "{}"), OUTBOX_ETRANSIENT);
     ck_assert_msg(strstr(outbox_store_message(b), "40001"), "%s", outbox_store_message(b));
-    ck_assert_int_eq(outbox_commit(b), OUTBOX_ETRANSIENT); /* the failure, not a silent rollback */
+    ck_assert_int_eq(outbox_store_commit(b), OUTBOX_ETRANSIENT); /* the failure, not a silent rollback */
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1);
     outbox_store_close(a);
     outbox_store_close(b);
@@ -800,7 +800,7 @@ START_TEST(test_locked_head_holds_key)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("r", 100);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     /* The rows behind the locked head look claimable to the snapshot, but
      * the chain check leaves them: only k2 and the unkeyed row move. */
     ck_assert_uint_eq(n, 3);
@@ -810,12 +810,12 @@ START_TEST(test_locked_head_holds_key)
     outbox_settle_item_t it[3];
     for (size_t i = 0; i < n; i++)
         it[i] = (outbox_settle_item_t){.id = rows[i].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-    ck_assert_int_eq(outbox_settle(s, &f, it, n, NULL), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, it, n, NULL), OUTBOX_OK);
     pgt_exec(other, "ROLLBACK");
     PQfinish(other);
 
     /* Released, the key moves as one run: head and the rows behind it. */
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 3);
     ck_assert_str_eq(rows[0].event_id, head);
     ck_assert_str_eq(rows[1].payload, "2");
@@ -852,15 +852,15 @@ START_TEST(test_locked_reclaimable_head_holds_key)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("r", 100);
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 1);
     ck_assert_ptr_null(rows[0].ordering_key);
     outbox_settle_item_t it = {.id = rows[0].id, .kind = OUTBOX_SETTLE_PUBLISHED};
-    ck_assert_int_eq(outbox_settle(s, &f, &it, 1, NULL), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_settle(s, &f, &it, 1, NULL), OUTBOX_OK);
     pgt_exec(other, "ROLLBACK");
     PQfinish(other);
     /* Unlocked, each key moves as one run from its head. */
-    ck_assert_int_eq(outbox_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(s, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert_str_eq(rows[0].event_id, lease_head);
     ck_assert_str_eq(rows[1].event_id, retry_head);
@@ -993,7 +993,7 @@ static void race_relays(int hlc)
             m++;
         }
         size_t staged = 0;
-        ck_assert_int_eq(outbox_stage(s, NULL, "stress", ev, m, &staged), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_stage(s, NULL, "stress", ev, m, &staged), OUTBOX_OK);
         ck_assert_uint_eq(staged, m);
     }
     int total = KEYS * PER_KEY + unkeyed;
@@ -1077,10 +1077,10 @@ static void *wait_thread(void *arg)
 {
     waiter_t *w = arg;
     /* A first short wait issues LISTEN, so the stage below cannot race it. */
-    outbox_store_wait(w->s, w->route, 1);
+    outbox_store_wait_for(w->s, w->route, 1000);
     pthread_barrier_wait(w->ready);
     int64_t t0 = pgt_mono_us();
-    outbox_store_wait(w->s, w->route, w->timeout_ms);
+    outbox_store_wait_for(w->s, w->route, (int64_t)w->timeout_ms * 1000);
     w->took_us = pgt_mono_us() - t0;
     return NULL;
 }
@@ -1118,10 +1118,10 @@ START_TEST(test_wait_wakes_on_stage)
     size_t n;
     outbox_fence_t f;
     outbox_claim_req_t r = req("orders", 10);
-    ck_assert_int_eq(outbox_claim(relay, &r, &rows, &n, &f), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_claim(relay, &r, &rows, &n, &f), OUTBOX_OK);
     ck_assert_uint_eq(n, 2);
     int64_t t0 = pgt_mono_us();
-    ck_assert_int_eq(outbox_store_wait(relay, "orders", 300), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_wait_for(relay, "orders", 300000), OUTBOX_OK);
     ck_assert_msg(pgt_mono_us() - t0 >= 250000, "woke for a row the claim already took");
     outbox_store_close(app);
     outbox_store_close(relay);
@@ -1138,15 +1138,15 @@ START_TEST(test_purge_batches)
     for (int i = 0; i < BATCH; i++)
         ev[i] = (outbox_event_t){.event_type = "t", .payload = "{}"};
     for (int i = 0; i < N / BATCH; i++)
-        ck_assert_int_eq(outbox_stage(s, NULL, i % 2 ? "a" : "b", ev, BATCH, NULL), OUTBOX_OK);
+        ck_assert_int_eq(outbox_store_stage(s, NULL, i % 2 ? "a" : "b", ev, BATCH, NULL), OUTBOX_OK);
     pgt_exec(db, "UPDATE %s SET status = 'published', published_at = now() - interval '2 days' "
                  "WHERE id IN (SELECT id FROM %s ORDER BY created_at LIMIT 11000)", rel, rel);
     uint64_t count = 0;
     int64_t day_ago = (int64_t)time(NULL) * 1000000 - 86400 * INT64_C(1000000);
     /* Batches 0-10 are published: 5 of route a, 6 of route b. */
-    ck_assert_int_eq(outbox_purge(s, "a", day_ago, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_purge(s, "a", day_ago, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 5000);
-    ck_assert_int_eq(outbox_purge(s, NULL, day_ago, &count), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_purge(s, NULL, day_ago, &count), OUTBOX_OK);
     ck_assert_uint_eq(count, 6000);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1000);
     outbox_store_close(s);

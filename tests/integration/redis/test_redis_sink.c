@@ -130,7 +130,7 @@ START_TEST(entry_layout)
     ck_assert(outbox_sink_reader_open(k, dest, &rd) == OUTBOX_OK);
     for (size_t i = 0; i < b->n; i++) {
         outbox_received_t got = {.struct_size = sizeof got};
-        ck_assert_msg(outbox_sink_reader_next(rd, 2000, &got) == OUTBOX_OK, "entry %zu: %s", i,
+        ck_assert_msg(outbox_sink_reader_read(rd, 2000000, &got) == OUTBOX_OK, "entry %zu: %s", i,
                       outbox_sink_reader_message(rd));
         ck_assert_str_eq(got.destination, dest);
         ck_assert_ptr_null(got.dedupe_id);

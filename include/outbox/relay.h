@@ -1,0 +1,147 @@
+/* liboutbox: the relay, and the store operations a relay is built from.
+ *
+ * outbox_relay_* runs the loop of claim, publish and settle on one route;
+ * outbox_store_claim, _settle, _checkpoint_* and _wait_for are its steps,
+ * for a relay of your own and for tests. An application that only stages
+ * events needs none of this. Included by outbox/outbox.h; the conventions
+ * (errors, durations, threads) are stated there.
+ */
+#ifndef OUTBOX_RELAY_H
+#define OUTBOX_RELAY_H
+
+#include "outbox/outbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------- store steps of a relay */
+
+/* Take up to req->limit claimable rows of req->route atomically, in claim
+ * order and obeying the per-key rule, under a lease of req->lease_us.
+ * *rows (n of them) belong to the handle until its next claim or close;
+ * fence identifies this claim for settle. n = 0: nothing claimable.
+ * Errors: OUTBOX_EINVAL (route, limit 0, lease not above 0), OUTBOX_ENOTSUP
+ * (hlc_order without the hlc column). */
+OUTBOX_API int outbox_store_claim(outbox_store_t *s, const outbox_claim_req_t *req,
+                                  const outbox_row_t **rows, size_t *n, outbox_fence_t *fence);
+/* Apply each item's outcome (published, reschedule, dead, release) to its
+ * row if the row still holds fence, in one round trip; items[i].applied
+ * says which were, *applied (may be NULL) how many.
+ * Errors: OUTBOX_ECONFLICT when some item no longer held the fence (its
+ * row was claimed again after the lease ran out; the others are applied),
+ * OUTBOX_EINVAL (an item without an id or with an unknown kind). */
+OUTBOX_API int outbox_store_settle(outbox_store_t *s, const outbox_fence_t *fence,
+                                   outbox_settle_item_t *items, size_t n, size_t *applied);
+/* Raise node_key's checkpoint to hlc (never lowers it), in native_tx when
+ * given, else in the handle's transaction or one of its own.
+ * Errors: OUTBOX_EINVAL (node key, negative hlc), OUTBOX_ENOTSUP (no
+ * checkpoint table). */
+OUTBOX_API int outbox_store_checkpoint_advance(outbox_store_t *s, void *native_tx,
+                                               const char *node_key, int64_t hlc);
+/* The highest checkpoint of any node, into *hlc (0: none).
+ * Errors: OUTBOX_ENOTSUP (no checkpoint table). */
+OUTBOX_API int outbox_store_checkpoint_recover(outbox_store_t *s, int64_t *hlc);
+/* Wait up to timeout_us (rounded up to whole milliseconds) for new rows on
+ * route: the store's push wake-up when it has one (OUTBOX_STORE_CAP_WAIT),
+ * else a plain sleep. OUTBOX_OK either way; a wake-up may be spurious. */
+OUTBOX_API int outbox_store_wait_for(outbox_store_t *s, const char *route, int64_t timeout_us);
+
+/* -------------------------------------------------------------- relay */
+
+
+typedef struct outbox_relay outbox_relay_t;
+
+struct outbox_relay_observation;
+
+typedef struct outbox_relay_config {
+    uint32_t struct_size;     /* sizeof(outbox_relay_config_t) */
+    const char *route;        /* required */
+    size_t batch;             /* default 100 */
+    int max_attempts;         /* default 10 */
+    /* Durations: each at most OUTBOX_DURATION_MAX_US. */
+    int64_t lease_us;         /* default 30 s */
+    int64_t poll_us;          /* default 100 ms */
+    int64_t backoff_base_us;  /* default 1 s; 0 = retry at once */
+    int64_t backoff_cap_us;   /* default 5 min */
+    int hlc_order;            /* claim in hlc order */
+    const char *source;       /* CloudEvents source; default "/outbox/<route>" */
+    const char *destination;  /* template; "{route}" is replaced; default "{route}" */
+    int until_idle;           /* outbox_relay_run returns once nothing is claimable, or
+                                 after 8 transient failures in a row */
+    /* Observer (NULL = none, and nothing is measured for it): called on the
+     * relay's thread once per step that claimed, including an empty claim
+     * and a failed one, with what the step did. See
+     * outbox_relay_observation_t. */
+    void (*observe)(void *ctx, const struct outbox_relay_observation *o);
+    void *observe_ctx;
+} outbox_relay_config_t;
+
+/* What one relay step did, for outbox_relay_config_t.observe. Valid only
+ * during the call (copy what you keep). Counts are of this step only and
+ * follow the same rules as outbox_relay_counters_t. */
+typedef struct outbox_relay_observation {
+    uint32_t struct_size;    /* sizeof(outbox_relay_observation_t) of the library */
+    const char *route;
+    uint64_t claimed, published, retried, dead, released, fence_lost;
+    /* Phase durations, microseconds on the monotonic clock; -1 when the
+     * phase did not run (publish and settle after an empty or failed claim,
+     * settle after an out-of-memory batch). publish_us covers every publish
+     * call of the batch. */
+    int64_t claim_us, publish_us, settle_us;
+    int outage;              /* 1: the breaker released this batch (the sink looked down) */
+    int breaker_open;        /* 1: the last batch published was released by the breaker */
+    int ok;                  /* 0: the claim or the settle failed */
+    /* When !ok, the relay's message (outbox_relay_message()); on an outage,
+     * the sink's reason; "" otherwise. Masked like every library message. */
+    const char *error;
+    /* Commit-to-publish lag of each row published in this step: the wall
+     * clock at the end of publishing minus the row's created_at, in us. */
+    const int64_t *lag_us;
+    size_t n_lag;
+} outbox_relay_observation_t;
+
+/* The largest batch a relay claims at once (outbox_relay_config_t.batch). */
+#define OUTBOX_RELAY_BATCH_MAX 100000
+
+/* Fill cfg with the defaults (route NULL) and struct_size. */
+OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);
+
+typedef struct outbox_relay_counters {
+    uint64_t claimed, published, retried, dead, released, fence_lost, outages;
+} outbox_relay_counters_t;
+
+/* A relay on store and sink (borrowed: both must outlive it) for
+ * cfg->route. Errors: OUTBOX_EINVAL (cfg's struct_size not set, no route,
+ * batch outside 1..OUTBOX_RELAY_BATCH_MAX, max_attempts below 1, a lease or
+ * poll not above 0, a duration above OUTBOX_DURATION_MAX_US, backoff cap
+ * below base), OUTBOX_ENOTSUP (hlc_order without the hlc column). d (may be
+ * NULL) says why. */
+OUTBOX_API int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink,
+                                const outbox_relay_config_t *cfg, outbox_relay_t **out,
+                                outbox_diag_t *d);
+OUTBOX_API void outbox_relay_free(outbox_relay_t *r);
+/* One cycle: claim a batch, publish it, settle it. *claimed (may be NULL)
+ * = rows claimed (0 = nothing was claimable). A sink that retries every
+ * message is not an error: the batch is released and the next step waits.
+ * Errors: what the claim or the settle returned (OUTBOX_ETRANSIENT: try
+ * again), OUTBOX_ENOMEM; outbox_relay_message() says why. */
+OUTBOX_API int outbox_relay_step(outbox_relay_t *r, size_t *claimed);
+/* Loop until outbox_relay_stop() (or, with until_idle, until idle). Returns
+ * OUTBOX_OK after a graceful stop with nothing left in processing by it.
+ * Transient failures (store errors, a sink that retries every message) are
+ * retried for as long as they last; with until_idle, 8 in a row end the run
+ * with OUTBOX_ETRANSIENT and outbox_relay_message() naming the last one. */
+OUTBOX_API int outbox_relay_run(outbox_relay_t *r);
+/* Ask a running outbox_relay_run() to return after the current step. Safe
+ * from any thread and async-signal-safe; NULL is a no-op. */
+OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
+/* The message of the relay's last failure. */
+OUTBOX_API const char *outbox_relay_message(const outbox_relay_t *r);
+/* What the relay has done since outbox_relay_new(), into *out. */
+OUTBOX_API void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
