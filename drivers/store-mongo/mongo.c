@@ -195,7 +195,7 @@ static int mongo_rollback(void *handle, outbox_diag_t *d)
 }
 
 /* A session of a client of its own with a transaction started: what an
- * application would hand to outbox_stage() as native_tx. */
+ * application would hand to outbox_store_stage() as native_tx. */
 static int mongo_native_begin(void *handle, void **native_tx, outbox_diag_t *d)
 {
     mongo_handle_t *h = handle;
@@ -294,7 +294,7 @@ static const char *const mongo_schemes[] = {"mongodb", "mongodb+srv", NULL};
 static const outbox_driver_t mongo_descriptor = {
     .struct_size = sizeof(outbox_driver_t),
     .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = OUTBOX_ABI_MINOR,
+    .abi_minor = 4, /* the lowest it relies on: OUTBOX_EMISSING is 1.4 */
     .kind = OUTBOX_DRIVER_STORE,
     .name = "mongo",
     .version = OUTBOX_VERSION,

@@ -193,7 +193,7 @@ static int pg_rollback(void *handle, outbox_diag_t *d)
 }
 
 /* A separate session with BEGIN issued: what an application would hand to
- * outbox_stage() as its own transaction. */
+ * outbox_store_stage() as its own transaction. */
 static int pg_native_begin(void *handle, void **native_tx, outbox_diag_t *d)
 {
     pg_handle_t *h = handle;
@@ -292,7 +292,7 @@ static const char *const pg_schemes[] = {"postgresql", "postgres", NULL};
 static const outbox_driver_t pg_descriptor = {
     .struct_size = sizeof(outbox_driver_t),
     .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = OUTBOX_ABI_MINOR,
+    .abi_minor = 4, /* the lowest it relies on: OUTBOX_EMISSING is 1.4 */
     .kind = OUTBOX_DRIVER_STORE,
     .name = "postgres",
     .version = OUTBOX_VERSION,
