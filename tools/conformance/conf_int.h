@@ -181,7 +181,7 @@ void conf_claim_free(conf_claim_t *c);
  * claim on its handle since), else NULL. */
 const outbox_row_t *conf_claim_raw(const conf_claim_t *c);
 
-/* Settles one row; returns outbox_settle's code, *applied = the item's applied. */
+/* Settles one row; returns outbox_store_settle's code, *applied = the item's applied. */
 int conf_settle1(outbox_store_t *s, const outbox_fence_t *fence, const char *id, int kind,
                  int64_t available_at, const char *error, int *applied);
 /* Settles every row of the claim with kind; fails the case unless all apply.
@@ -217,7 +217,7 @@ void conf_unchecked_free(conf_left_out_t *v, size_t n);
 /* Counts of route; fails the case unless OUTBOX_OK. */
 outbox_stats_t conf_stats(outbox_store_t *s, const char *route);
 
-/* outbox_stage/settle/... return code check with the store's message. */
+/* outbox_store_stage/settle/... return code check with the store's message. */
 #define conf_ok(s, expr)                                                                          \
     do {                                                                                          \
         int conf_rc_ = (expr);                                                                    \

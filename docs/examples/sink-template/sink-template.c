@@ -26,7 +26,12 @@ static const outbox_host_t *host;
 
 /* The URI parameters this sink reads (NULL-terminated). open refuses any
  * other, so a misspelt option fails loudly instead of being ignored. Add
- * yours: "acks", "timeout", "tls", ... */
+ * yours: "acks", "timeout", "tls", ..., and read them in open with the
+ * kit's one grammar, so they are spelt as in every other driver:
+ *   int64_t timeout_us = 5000000;
+ *   rc = outbox_kit_opt_duration(host, uri, "template sink", "timeout",
+ *                                1000, 60000000, &timeout_us, d);
+ * (outbox_kit_opt_int, _opt_bool and _opt_secret likewise). */
 static const char *const tpl_params[] = {NULL};
 
 /* One handle = one connection to the broker, used by one thread at a time
@@ -37,8 +42,10 @@ typedef struct tpl_handle {
      * outbox_kit_destination(). NULL: the relay's destination as it is. */
     char *destination_tpl;
     /* The URI for messages, password and secret parameters shown as "***"
-     * (outbox_kit_uri_show_builtin). Keep the password itself only where the client
-     * library needs it, and never put it, or uri->raw, in a message. */
+     * (outbox_kit_uri_show). Keep the password itself only where the
+     * client library needs it, and never put it, or uri->raw, in a
+     * message. A client library's text goes through a redactor made in
+     * open (outbox_kit_redactor_new) and freed in close. */
     char shown[256];
     /* The client library's connection: made at the first publish, not in
      * open, and made again after the broker went away. */
@@ -125,10 +132,13 @@ static int tpl_open(const outbox_sink_open_t *params, void **handle, outbox_diag
  *    how the relay recognises an outage (it releases the batch without
  *    charging attempts and backs off).
  *  - REJECT when it never will: the message is larger than the broker
- *    takes, the destination does not exist and will not be created,
- *    authorisation refused for it, HTTP 4xx. The relay dead-letters it.
- *    Say why in results[i].message (one line; pass a client library's
- *    text through outbox_kit_uri_redact_builtin, since it may quote the URI).
+ *    takes, the destination does not exist and will not be created, HTTP
+ *    4xx other than 401, 403, 408 and 429. The relay dead-letters it.
+ *    Authorisation refused (at connect or for one destination) is RETRY:
+ *    an operator grants it, and the same message then goes through.
+ *    Say why in results[i].message with outbox_kit_result (one line;
+ *    pass a client library's text through the handle's redactor first,
+ *    outbox_kit_redact, since it may quote the URI or the password).
  *
  * Send the whole call before waiting for any answer (pipeline), then
  * wait once, bounded: a call must return in bounded time, and what has
@@ -227,7 +237,10 @@ static const char *const tpl_schemes[] = {TPL_NAME, NULL};
 static const outbox_driver_t tpl_descriptor = {
     .struct_size = sizeof(outbox_driver_t),
     .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = OUTBOX_ABI_MINOR, /* 1.2 or later: the reader entries above */
+    /* The lowest minor whose entries the driver relies on, not
+     * OUTBOX_ABI_MINOR: the reader entries above arrived with 1.2, so
+     * every host from 1.2 on loads it. */
+    .abi_minor = 2,
     .kind = OUTBOX_DRIVER_SINK,
     .name = TPL_NAME,
     .version = "0.0.1",
