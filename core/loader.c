@@ -5,10 +5,9 @@
  *
  * A driver is found in two steps. Reading a module hands a regular file
  * (never a directory or a FIFO) to the dynamic loader, calls its entry
- * function and checks the descriptor: its struct_size covers ABI 1.0, the
- * ABI major matches and the minor is not newer than the host's, the kind,
- * name and init are set, the vtable's struct_size covers every required
- * entry and none of them is NULL. Nothing of the driver but its entry
+ * function and checks the descriptor against the ABI rules stated in
+ * outbox/driver.h (versions, required entries and groups), the one place
+ * they are written; the checks below apply them. Nothing of the driver but its entry
  * function has run then, which is what lets the whole search path be read
  * to learn the names and URI schemes the modules claim. Admitting a driver
  * calls its init(): once, and only for a driver that is actually chosen. */

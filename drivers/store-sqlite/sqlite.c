@@ -4,7 +4,6 @@
  * Everything else the vtable points at lives on the floors below (see
  * sqlite_int.h); nothing calls into this file.
  */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,18 +43,13 @@ static int parse_params(const outbox_uri_t *uri, int *busy_ms, outbox_diag_t *d)
         return outbox_sqlite_fail(d, OUTBOX_EINVAL,
                                   "unknown sqlite URI parameter \"%s\" (known: busy_timeout)",
                                   unknown);
-    const char *v = outbox_kit_uri_get(uri, "busy_timeout");
-    if (!v)
-        return OUTBOX_OK;
-    char *end = NULL;
-    errno = 0;
-    long ms = strtol(v, &end, 10);
-    if (!*v || *end || errno || ms < 0 || ms > INT_MAX)
-        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                  "busy_timeout must be milliseconds (0..%d), got \"%s\"", INT_MAX,
-                                  v);
-    *busy_ms = (int)ms;
-    return OUTBOX_OK;
+    /* The one option grammar: busy_timeout=10s, 500ms, 0ms. */
+    int64_t us = (int64_t)*busy_ms * 1000;
+    int rc = outbox_kit_opt_duration(outbox_sqlite_host, uri, "sqlite store", "busy_timeout", 0,
+                                     (int64_t)INT_MAX * 1000, &us, d);
+    if (rc == OUTBOX_OK)
+        *busy_ms = (int)((us + 999) / 1000);
+    return rc;
 }
 
 static int check_uri(const outbox_uri_t *uri, outbox_diag_t *d)

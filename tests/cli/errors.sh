@@ -50,6 +50,9 @@ expect_error 'backoff-cap must not be shorter than --backoff-base' relay --store
 expect 0 relay --store "$S" --route none --sink stdout: --until-idle --quiet --backoff-base 10m &&
     pass "--backoff-base 10m alone is accepted"
 expect_error '^outbox: --published-before: .*"yesterday"' purge --store "$S" --published-before yesterday
+# A store URI's durations follow the same grammar: a unit is required.
+expect_error '^outbox: stats: sqlite store .*busy_timeout=5000 is not a duration from 0us to ' stats --store "$S?busy_timeout=5000"
+expect 0 stats --store "$S?busy_timeout=5s" && pass "busy_timeout=5s is accepted"
 # Durations are bounded so they can be added to a clock: at most 36500d.
 # --until-idle: a relay that took one would return at once instead of
 # sleeping forever (or overflowing the clock).

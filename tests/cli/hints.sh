@@ -48,7 +48,7 @@ for cmd in "stats" "stage --route r --type t" "relay --route r --sink stdout: --
     expect_error "^outbox: $name: database file $(literal "$nofile") does not exist: $(literal "$create")\$" $cmd --store "$N"
     [ -e "$nofile" ] && { fail "outbox $cmd created $nofile"; rm -f "$nofile"*; }
 done
-expect_error "database file $(literal "$nofile") does not exist" stats --store "sqlite:$nofile?busy_timeout=10"
+expect_error "database file $(literal "$nofile") does not exist" stats --store "sqlite:$nofile?busy_timeout=10ms"
 (cd "$TMP" && outbox stats --store sqlite:rel.db) >"$OUT" 2>"$ERR"
 grep -q '^outbox: stats: database file rel.db does not exist: ' "$ERR" && pass "a relative path: $(cat "$ERR")" ||
     fail "stats --store sqlite:rel.db: $(cat "$ERR")"

@@ -976,7 +976,7 @@ static void unlock_database(void)
 static outbox_store_t *impatient_store(void)
 {
     char u[700];
-    snprintf(u, sizeof u, "%s?busy_timeout=1", uri);
+    snprintf(u, sizeof u, "%s?busy_timeout=1ms", uri);
     outbox_diag_t d = {0};
     outbox_store_t *s = NULL;
     ck_assert_msg(outbox_store_open(u, NULL, &s, &d) == OUTBOX_OK, "%s", d.message);

@@ -77,7 +77,7 @@ static char *decode(const char *s, size_t n)
     return out;
 }
 
-/* sqlite:///abs/path.db, sqlite:relative.db, each with ?busy_timeout=MS
+/* sqlite:///abs/path.db, sqlite:relative.db, each with ?busy_timeout=DURATION
  * allowed: the forms the driver takes (drivers/store-sqlite/sqlite.c,
  * check_uri and parse_params). */
 static int parse_uri(const char *uri, char **path, int *busy_ms, char *err, size_t errlen)
@@ -111,20 +111,20 @@ static int parse_uri(const char *uri, char **path, int *busy_ms, char *err, size
     for (const char *s = q ? q + 1 : NULL; s && *s;) {
         size_t seg = strcspn(s, "&");
         if (seg > 13 && strncmp(s, "busy_timeout=", 13) == 0) {
-            char num[16];
+            char num[32];
             size_t nl = seg - 13 < sizeof num - 1 ? seg - 13 : sizeof num - 1;
             memcpy(num, s + 13, nl);
             num[nl] = '\0';
-            char *end = NULL;
-            errno = 0;
-            long ms = strtol(num, &end, 10);
-            if (*end || errno || ms < 0 || ms > INT_MAX || seg - 13 >= sizeof num) {
-                snprintf(err, errlen, "sqlite URI \"%s\": busy_timeout must be milliseconds", uri);
+            int64_t us = 0;
+            if (seg - 13 >= sizeof num || outbox_parse_duration(num, &us, NULL) != OUTBOX_OK ||
+                us > (int64_t)INT_MAX * 1000) {
+                snprintf(err, errlen,
+                         "sqlite URI \"%s\": busy_timeout must be a duration (5s, 500ms)", uri);
                 free(*path);
                 *path = NULL;
                 return BENCH_EXIT_USAGE;
             }
-            *busy_ms = (int)ms;
+            *busy_ms = (int)((us + 999) / 1000);
         } else if (seg > 0) {
             /* The driver refuses it too; say so before anything is created. */
             snprintf(err, errlen, "sqlite URI \"%s\": unknown parameter (known: busy_timeout)", uri);
