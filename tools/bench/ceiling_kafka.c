@@ -78,8 +78,29 @@ static int kafka_drain(const bench_sink_uri_t *u, const char *target, const benc
         int own = 0;
         for (const char *const *s = sink_names; *s; s++)
             own |= strcmp(*s, u->key[i]) == 0;
-        if (!own)
+        /* PROPERTY_env=VARIABLE, as the sink reads it: the property gets
+         * the variable's value. */
+        size_t kl = strlen(u->key[i]);
+        if (!own && kl > 4 && strcmp(u->key[i] + kl - 4, "_env") == 0) {
+            const char *v = getenv(u->value[i]);
+            char prop[256];
+            snprintf(prop, sizeof prop, "%.*s", (int)(kl - 4), u->key[i]);
+            if (v == NULL || v[0] == '\0') {
+                snprintf(err, errlen, "kafka producer ceiling: %s names environment variable %s, "
+                         "which is not set or empty", u->key[i], u->value[i]);
+                rc = BENCH_EXIT_USAGE;
+            } else {
+                char why[512];
+                if (rd_kafka_conf_set(conf, prop, v, why, sizeof why) != RD_KAFKA_CONF_OK) {
+                    /* The value came from the environment: never shown. */
+                    snprintf(err, errlen, "kafka producer ceiling: %s=***: refused by librdkafka",
+                             prop);
+                    rc = BENCH_EXIT_USAGE;
+                }
+            }
+        } else if (!own) {
             rc = conf_set(conf, u->key[i], u->value[i], err, errlen);
+        }
     }
     if (rc == 0)
         rc = conf_set(conf, "bootstrap.servers", brokers, err, errlen);
