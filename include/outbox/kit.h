@@ -819,6 +819,8 @@ static inline int outbox_kit_opt_secret_builtin(const outbox_uri_t *uri, const c
                                                 outbox_diag_t *d)
 {
     char env_key[128];
+    if (strlen(key) > sizeof env_key - sizeof "_env")
+        return outbox_kit_opt_fail_(d, uri, label, "option name %.40s... is too long", key);
     snprintf(env_key, sizeof env_key, "%s_env", key);
     const char *v = outbox_kit_uri_get(uri, key), *var = outbox_kit_uri_get(uri, env_key);
     if (v != NULL && var != NULL)

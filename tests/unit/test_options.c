@@ -129,6 +129,12 @@ START_TEST(secrets)
     ck_assert_int_eq(outbox_kit_opt_secret(h, uri_of("x://h/s?token=abc123&token_env=OUTBOX_TEST_TOKEN"), "X sink", "token", &v, &d), OUTBOX_EINVAL);
     ck_assert_msg(strstr(d.message, "give token or token_env, not both") != NULL, "%s", d.message);
     ck_assert_msg(strstr(d.message, "abc123") == NULL, "the secret shows: %s", d.message);
+    /* A name too long to add _env to is refused, not cut. */
+    char longkey[200];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    ck_assert_int_eq(outbox_kit_opt_secret(h, uri_of("x://h/s"), "X sink", longkey, &v, &d), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(d.message, "is too long") != NULL, "%s", d.message);
 }
 END_TEST
 
