@@ -71,20 +71,23 @@ typedef struct outbox_driver_info {
  * "refused: " (not a driver, wrong ABI, missing entries), "skipped: " (not
  * a regular file) or "warning: " (a duplicate name or scheme; the first on
  * the path wins). The strings passed to both callbacks live only for the
- * call. */
+ * call. OUTBOX_OK, or OUTBOX_ENOMEM. */
 OUTBOX_API int outbox_drivers_list(void (*good)(void *ctx, const outbox_driver_info_t *info),
                                    void (*bad)(void *ctx, const char *path, const char *reason),
                                    void *ctx);
 
 /* Load a driver by name ("sqlite", "store-sqlite") or file path and check
- * it. On failure *out is NULL and d says why. Drivers stay loaded. */
+ * it. On failure *out is NULL and d says why: OUTBOX_ENOTFOUND (no such
+ * driver or file), OUTBOX_EABI (refused: not a driver, wrong ABI, missing
+ * entries), or what the driver's init returned. Drivers stay loaded. */
 OUTBOX_API int outbox_driver_load(const char *name_or_path, const outbox_driver_t **out,
                                   outbox_diag_t *d);
 
 /* Register a driver linked into the program (the same source a module is
  * built from, compiled with -DOUTBOX_DRIVER_STATIC=name). It is checked like
  * a loaded module and then chosen by name or URI scheme before the search
- * path is consulted. */
+ * path is consulted. OUTBOX_EABI (refused, d says why), OUTBOX_EINVAL
+ * (NULL), or what the driver's init returned. */
 OUTBOX_API int outbox_driver_register(const outbox_driver_t *driver, outbox_diag_t *d);
 
 /* ------------------------------------------------------------- store */
@@ -310,26 +313,34 @@ OUTBOX_API void outbox_set_logger(void (*fn)(void *ctx, int level, const char *l
 /* Hybrid logical clock: physical_ms << 16 | logical. */
 typedef struct outbox_hlc outbox_hlc_t;
 
+/* A new clock on the wall time; NULL when out of memory. */
 OUTBOX_API outbox_hlc_t *outbox_hlc_new(void);
-/* For tests: a clock reading wall time from fn (milliseconds). */
+/* For tests: a clock reading wall time from fn (milliseconds); NULL when
+ * out of memory. */
 OUTBOX_API outbox_hlc_t *outbox_hlc_new_with_clock(int64_t (*wall_ms)(void *ctx), void *ctx);
+/* Free a clock from outbox_hlc_new*; NULL is a no-op. */
 OUTBOX_API void outbox_hlc_free(outbox_hlc_t *c);
-/* The process-wide clock that staging uses. */
+/* The process-wide clock that staging uses (never NULL, never freed). */
 OUTBOX_API outbox_hlc_t *outbox_hlc_default(void);
+/* The next stamp: above every stamp this clock gave or observed. */
 OUTBOX_API int64_t outbox_hlc_now(outbox_hlc_t *c);
+/* Move the clock above stamp (one seen elsewhere, a recovered checkpoint),
+ * so the next outbox_hlc_now() is greater. */
 OUTBOX_API void outbox_hlc_observe(outbox_hlc_t *c, int64_t stamp);
 #define OUTBOX_HLC_PHYSICAL_MS(h) ((int64_t)((uint64_t)(h) >> 16))
 #define OUTBOX_HLC_LOGICAL(h) ((int64_t)((uint64_t)(h) & 0xffff))
 
 /* --------------------------------------------------------------- util */
 
-/* A fresh UUIDv7 in canonical text; buf holds at least 37 bytes. */
+/* A fresh UUIDv7 in canonical text into buf (at least 37 bytes):
+ * OUTBOX_OK, or OUTBOX_EINVAL for a NULL buf. */
 OUTBOX_API int outbox_uuid_v7(char buf[OUTBOX_UUID_STRLEN + 1]);
 /* 1 when s is a canonical UUID (any version), 0 otherwise. */
 OUTBOX_API int outbox_uuid_valid(const char *s);
 
-/* "500ms", "30s", "5m", "2h", "7d", "250us" -> microseconds, at most
- * OUTBOX_DURATION_MAX_US. */
+/* "500ms", "30s", "5m", "2h", "7d", "250us" -> microseconds into *us, at
+ * most OUTBOX_DURATION_MAX_US (the grammar of every URI's durations).
+ * OUTBOX_EINVAL, with d (may be NULL) saying why, for anything else. */
 OUTBOX_API int outbox_parse_duration(const char *text, int64_t *us, outbox_diag_t *d);
 
 /* 1 when text[0..len) is one valid JSON value (RFC 8259), 0 otherwise. */
