@@ -160,7 +160,8 @@ START_TEST(sink_options_driver_by_name)
     ck_assert_str_eq(outbox_sink_driver(k)->name, "test");
     outbox_sink_close(k);
     /* Only struct_size: the driver is chosen by the scheme. */
-    outbox_sink_options_t *only = exact_copy(&o, UPTO(outbox_sink_options_t, struct_size));
+    o.struct_size = UPTO(outbox_sink_options_t, struct_size);
+    outbox_sink_options_t *only = exact_copy(&o, o.struct_size);
     ck_assert_int_eq(outbox_sink_open("nosuchscheme:", only, &k, &d), OUTBOX_ENOTFOUND);
     ck_assert_msg(outbox_sink_open("test:", only, &k, &d) == OUTBOX_OK, "%s", d.message);
     outbox_sink_close(k);

@@ -82,8 +82,9 @@ static int open_relation(const bench_opts_t *o, outbox_store_t **admin, int *cre
         return BENCH_EXIT_USAGE;
     }
     rc = open_store(o, 0, admin, &d);
-    if (rc == OUTBOX_ESCHEMA || rc == OUTBOX_ENOTFOUND) {
-        /* No such relation (or not a usable one): create it, when the
+    if (rc == OUTBOX_EMISSING || rc == OUTBOX_ESCHEMA || rc == OUTBOX_ENOTFOUND) {
+        /* No such relation (OUTBOX_EMISSING; a driver before ABI 1.4 says
+         * ESCHEMA or ENOTFOUND), or not a usable one: create it, when the
          * driver can. */
         if (!BENCH_VT_HAS(drv->store, schema_apply)) {
             snprintf(err, errlen,
