@@ -112,6 +112,26 @@ int outbox_pg_conninfo(const outbox_uri_t *uri, char **out, outbox_diag_t *d)
     return OUTBOX_OK;
 }
 
+/* Server notices (a WARNING as the server shuts down, a NOTICE from a
+ * trigger) go to the host's logger: libpq's default prints them on stderr,
+ * past the relay's --log-file and --log-format. Warnings are warnings,
+ * everything milder is info, on one line. */
+static void log_notice(void *arg, const PGresult *r)
+{
+    (void)arg;
+    const char *severity = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+    const char *text = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    if (!text)
+        text = PQresultErrorMessage(r);
+    int level = OUTBOX_LOG_INFO;
+    if (severity && (!strcmp(severity, "WARNING") || !strcmp(severity, "ERROR") ||
+                     !strcmp(severity, "FATAL") || !strcmp(severity, "PANIC")))
+        level = OUTBOX_LOG_WARN;
+    char line[OUTBOX_MESSAGE_MAX];
+    outbox_kit_text_line(text ? text : "", line, sizeof line);
+    outbox_pg_host->log(level, PG_NAME, "server %s: %s", severity ? severity : "notice", line);
+}
+
 /* A new connection with the driver's settings: UTF8 on the wire, whatever
  * the user's string says, because payloads and keys are UTF-8. */
 int outbox_pg_open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
@@ -122,6 +142,7 @@ int outbox_pg_open_conn(const char *conninfo, PGconn **out, outbox_diag_t *d)
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn)
         return outbox_pg_nomem(d);
+    PQsetNoticeReceiver(conn, log_notice, NULL);
     if (PQstatus(conn) != CONNECTION_OK) {
         char line[OUTBOX_MESSAGE_MAX];
         outbox_kit_text_line(PQerrorMessage(conn), line, sizeof line);

@@ -38,8 +38,12 @@ sessions() {
 }
 
 stage 8000
+# The relay logs JSON to a file: its stderr (relay.log) must stay empty,
+# server notices included (a crash sends one to every session).
+LOGF=$TMP/relay.json
 background relay "$OUTBOX" relay --store "$URI?application_name=$APP" --relation "$REL" --route orders \
-    --sink "file:$OUT" --batch "$BATCH" --workers 2 --lease "${LEASE_S}s" --poll 10ms
+    --sink "file:$OUT" --batch "$BATCH" --workers 2 --lease "${LEASE_S}s" --poll 10ms \
+    --log-format json --log-file "$LOGF"
 R=$BG_PID
 done_faults=""
 busy=0
@@ -77,13 +81,25 @@ done
 if kill -0 "$R" 2>/dev/null; then
     pass "the relay survived every fault"
 else
-    fail "the relay died: $(grep -v ' info: ' "$TMP/relay.log" | tail -1)"
+    fail "the relay died: $(tail -1 "$LOGF")"
 fi
 stop_process "$R" TERM
 [ "$RC" = 0 ] && pass "the relay stopped on SIGTERM with status 0" || fail "the relay exited $RC on SIGTERM"
-back=$(grep -c "reconnected to PostgreSQL" "$TMP/relay.log")
+back=$(grep -c "reconnected to PostgreSQL" "$LOGF")
 [ "$back" -gt 0 ] && pass "the relay reconnected $back times" ||
-    fail "the relay log shows no reconnection: $(tail -1 "$TMP/relay.log")"
+    fail "the relay log shows no reconnection: $(tail -1 "$LOGF")"
+[ -s "$TMP/relay.log" ] && fail "the relay wrote to stderr past --log-file: $(head -1 "$TMP/relay.log")" ||
+    pass "the relay's stderr stayed empty with --log-file"
+notices=$(grep -c '"msg":"[^"]*server [A-Z]*: ' "$LOGF")
+bad=$(python3 -c 'import json,sys
+n=0
+for line in open(sys.argv[1]):
+    try: json.loads(line)
+    except ValueError: n+=1
+print(n)' "$LOGF")
+[ "$notices" -gt 0 ] && [ "$bad" = 0 ] &&
+    pass "$notices server notices went through the relay's JSON log: $(grep -m1 '"msg":"[^"]*server [A-Z]*: ' "$LOGF" | cut -c1-200)" ||
+    fail "server notices in the JSON log: $notices, lines not JSON: $bad"
 
 got=$(q "SELECT count(*), count(*) FILTER (WHERE status = 'published'), count(*) FILTER (WHERE status = 'processing'),
          count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'dead') FROM $REL")
