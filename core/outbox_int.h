@@ -80,6 +80,25 @@ int outbox_loader_uri_ok(const outbox_driver_t *drv, const outbox_uri_t *uri, ou
 
 /* store.c: for the relay. */
 const char *outbox_store_relation(const outbox_store_t *s);
+/* A second handle on the same store, opened as s was (URI, relation,
+ * driver, flags): for a thread of its own, as the lease renewer's. */
+int outbox_store_twin(const outbox_store_t *s, outbox_store_t **out, outbox_diag_t *d);
+/* 1 when the driver has the renew entry. */
+int outbox_store_can_renew(const outbox_store_t *s);
+
+/* renew.c: the relay's lease renewer thread, on a twin of store. */
+typedef struct outbox_renewer outbox_renewer_t;
+int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t every_us,
+                         outbox_renewer_t **out, outbox_diag_t *d);
+/* Renew ids[0..n) (borrowed until release) from fence on, every every_us. */
+void outbox_renewer_hold(outbox_renewer_t *rn, const outbox_fence_t *fence, const char *const *ids,
+                         size_t n);
+/* Stop renewing them; *fence = their newest fence (unchanged if none). */
+void outbox_renewer_release(outbox_renewer_t *rn, outbox_fence_t *fence);
+/* Renewals that moved at least one row, since start. */
+uint64_t outbox_renewer_count(outbox_renewer_t *rn);
+/* Join the thread, close the twin, free; NULL is a no-op. */
+void outbox_renewer_stop(outbox_renewer_t *rn);
 
 /* cloudevents.c: the CloudEvents attributes of one row, in a buffer the
  * caller owns; the headers point into it, the row and source (already

@@ -57,6 +57,7 @@ struct outbox_relay {
     outbox_relay_counters_t counters;
     outbox_diag_t diag;
     int64_t *lag_us; /* cfg.batch entries, only with an observer */
+    outbox_renewer_t *renewer; /* NULL: leases are not renewed */
 };
 
 /* Everything one batch needs, sized for cfg.batch rows. */
@@ -65,6 +66,7 @@ typedef struct batch {
     const outbox_row_t *rows;
     outbox_fence_t fence;
     outbox_settle_item_t *items;
+    const char **ids; /* the rows' ids, for the renewer */
     outbox_message_t *msgs;
     outbox_ce_headers_t *ce;
     size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
@@ -85,7 +87,7 @@ void outbox_relay_config_init(outbox_relay_config_t *cfg)
     cfg->struct_size = sizeof *cfg;
     cfg->batch = 100;
     cfg->max_attempts = 10;
-    cfg->lease_us = 30 * 1000000LL;
+    cfg->lease_us = 0; /* chosen by outbox_relay_new */
     cfg->poll_us = 100 * 1000LL;
     cfg->backoff_base_us = 1000000LL;
     cfg->backoff_cap_us = 300 * 1000000LL;
@@ -100,6 +102,26 @@ static int rfail(outbox_relay_t *r, int code, const char *fmt, ...)
     outbox_diag_vset(&r->diag, code, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/* Lease renewal, when the store can and the config allows: a renewer on a
+ * second handle of the store renews every third of the lease. A lease left
+ * at 0 is then OUTBOX_RELAY_LEASE_RENEWED_US, short enough that a killed
+ * relay's rows go out again within seconds; without renewal it is
+ * OUTBOX_RELAY_LEASE_US, long enough for a slow publish. */
+static void start_renewer(outbox_relay_t *r)
+{
+    int want = !r->cfg.no_lease_renewal && outbox_store_can_renew(r->store);
+    int64_t lease = r->cfg.lease_us ? r->cfg.lease_us : OUTBOX_RELAY_LEASE_RENEWED_US;
+    if (want) {
+        outbox_diag_t d = {0};
+        if (outbox_renewer_start(r->store, r->route, lease / 3, &r->renewer, &d) != OUTBOX_OK) {
+            outbox_log(OUTBOX_LOG_WARN, "relay %s: leases will not be renewed: %s", r->route, d.message);
+            r->renewer = NULL;
+        }
+    }
+    if (r->cfg.lease_us == 0)
+        r->cfg.lease_us = r->renewer ? OUTBOX_RELAY_LEASE_RENEWED_US : OUTBOX_RELAY_LEASE_US;
 }
 
 int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_relay_config_t *cfg,
@@ -129,6 +151,7 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, until_idle);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe_ctx);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, no_lease_renewal);
     cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
@@ -158,8 +181,9 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
                                    "relay config: %s is %lld, at most 36500 days (%lld us)",
                                    durations[i].name, (long long)durations[i].us,
                                    (long long)OUTBOX_DURATION_MAX_US);
-    if (cfg->lease_us <= 0 || cfg->poll_us <= 0)
-        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: lease and poll must be above 0");
+    if (cfg->lease_us < 0 || cfg->poll_us <= 0)
+        return outbox_diag_set(d, OUTBOX_EINVAL,
+                               "relay config: lease must not be negative and poll must be above 0");
     if (cfg->backoff_base_us < 0 || cfg->backoff_cap_us < cfg->backoff_base_us)
         return outbox_diag_set(d, OUTBOX_EINVAL,
                                "relay config: backoff base must be >= 0 and cap >= base");
@@ -183,6 +207,7 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
         outbox_relay_free(r);
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     }
+    start_renewer(r);
     *out = r;
     return OUTBOX_OK;
 }
@@ -191,6 +216,7 @@ void outbox_relay_free(outbox_relay_t *r)
 {
     if (r == NULL)
         return;
+    outbox_renewer_stop(r->renewer);
     free(r->route);
     free(r->source);
     free(r->destination);
@@ -220,6 +246,7 @@ static void batch_free(batch_t *b)
     for (size_t i = 0; b->errors != NULL && i < b->n; i++)
         free(b->errors[i]);
     free(b->items);
+    free(b->ids);
     free(b->msgs);
     free(b->ce);
     free(b->group);
@@ -237,6 +264,7 @@ static int batch_alloc(batch_t *b)
 {
     size_t n = b->n;
     b->items = calloc(n, sizeof *b->items);
+    b->ids = calloc(n, sizeof *b->ids);
     b->msgs = calloc(n, sizeof *b->msgs);
     b->ce = calloc(n, sizeof *b->ce);
     b->group = calloc(n, sizeof *b->group);
@@ -251,7 +279,7 @@ static int batch_alloc(batch_t *b)
     b->results = calloc(n, sizeof *b->results);
     b->wave_idx = calloc(n, sizeof *b->wave_idx);
     b->errors = calloc(n, sizeof *b->errors);
-    return b->items && b->msgs && b->ce && b->group && b->slots && b->blocked && b->sched &&
+    return b->items && b->ids && b->msgs && b->ce && b->group && b->slots && b->blocked && b->sched &&
                    b->sched_idx && b->wave_msgs && b->results && b->wave_idx && b->errors
                ? OUTBOX_OK
                : OUTBOX_ENOMEM;
@@ -523,14 +551,16 @@ static void format_duration(int64_t us, char buf[32])
 
 static void log_start(const outbox_relay_t *r)
 {
-    char lease[32], poll[32];
+    char lease[32], poll[32], every[32];
     format_duration(r->cfg.lease_us, lease);
     format_duration(r->cfg.poll_us, poll);
+    format_duration(r->cfg.lease_us / 3, every);
     const outbox_driver_t *drv = outbox_store_driver(r->store);
     outbox_log(OUTBOX_LOG_INFO,
-               "relay %s: started: store %s (%s), batch %zu, max attempts %d, lease %s, poll %s%s",
+               "relay %s: started: store %s (%s), batch %zu, max attempts %d, lease %s (%s%s), poll %s%s",
                r->route, drv && drv->name ? drv->name : "?", outbox_store_relation(r->store),
-               r->cfg.batch, r->cfg.max_attempts, lease, poll, r->cfg.hlc_order ? ", hlc order" : "");
+               r->cfg.batch, r->cfg.max_attempts, lease, r->renewer ? "renewed every " : "not renewed",
+               r->renewer ? every : "", poll, r->cfg.hlc_order ? ", hlc order" : "");
 }
 
 static void log_stop(const outbox_relay_t *r, const char *why)
@@ -538,10 +568,11 @@ static void log_stop(const outbox_relay_t *r, const char *why)
     const outbox_relay_counters_t *c = &r->counters;
     outbox_log(OUTBOX_LOG_INFO,
                "relay %s: stopped (%s): claimed %llu, published %llu, retried %llu, dead %llu, "
-               "released %llu",
+               "released %llu, leases renewed %llu",
                r->route, why, (unsigned long long)c->claimed, (unsigned long long)c->published,
                (unsigned long long)c->retried, (unsigned long long)c->dead,
-               (unsigned long long)c->released);
+               (unsigned long long)c->released,
+               (unsigned long long)(r->renewer ? outbox_renewer_count(r->renewer) : 0));
 }
 
 static size_t count_kind(const batch_t *b, int kind)
@@ -704,8 +735,16 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
             observe_step(r, &obs, &before, rc);
         return rc;
     }
+    if (r->renewer != NULL) {
+        for (size_t i = 0; i < b.n; i++)
+            b.ids[i] = b.rows[i].id;
+        outbox_renewer_hold(r->renewer, &b.fence, b.ids, b.n);
+    }
     batch_prepare(r, &b);
     int down = publish_batch(r, &b);
+    /* From here on the fence no longer moves: settle with the newest. */
+    if (r->renewer != NULL)
+        outbox_renewer_release(r->renewer, &b.fence);
     int nomem = down < 0;
     if (nomem)
         down = 0;

@@ -23,6 +23,9 @@ struct outbox_store {
     const outbox_store_vtable_t *vt;
     void *h;
     outbox_uri_owned_t uri;
+    char *uri_text;    /* as given, for outbox_store_twin */
+    char *driver_name; /* opts->driver as given, or NULL */
+    uint32_t flags;
     char *relation;
     char *checkpoint_relation;
     uint32_t caps;
@@ -113,7 +116,11 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
         goto failed;
     s->relation = strdup(relation);
     s->checkpoint_relation = ckpt ? strdup(ckpt) : default_checkpoint_relation(relation);
-    if (s->relation == NULL || s->checkpoint_relation == NULL) {
+    s->uri_text = strdup(uri);
+    s->driver_name = o.driver ? strdup(o.driver) : NULL;
+    s->flags = o.flags;
+    if (s->relation == NULL || s->checkpoint_relation == NULL || s->uri_text == NULL ||
+        (o.driver != NULL && s->driver_name == NULL)) {
         rc = outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
         goto failed;
     }
@@ -161,8 +168,26 @@ void outbox_store_close(outbox_store_t *s)
     free(s->routes);
     free(s->relation);
     free(s->checkpoint_relation);
+    free(s->driver_name);
+    if (s->uri_text != NULL) {
+        /* It may hold a password. */
+        memset(s->uri_text, 0, strlen(s->uri_text));
+        free(s->uri_text);
+    }
     outbox_uri_free(&s->uri);
     free(s);
+}
+
+int outbox_store_twin(const outbox_store_t *s, outbox_store_t **out, outbox_diag_t *d)
+{
+    outbox_store_options_t o = {
+        .struct_size = sizeof o,
+        .relation = s->relation,
+        .checkpoint_relation = s->checkpoint_relation,
+        .driver = s->driver_name,
+        .flags = s->flags,
+    };
+    return outbox_store_open(s->uri_text, &o, out, d);
 }
 
 const char *outbox_store_message(const outbox_store_t *s)
@@ -555,6 +580,47 @@ int outbox_store_settle(outbox_store_t *s, const outbox_fence_t *fence, outbox_s
     if (rc == OUTBOX_OK && count < n)
         rc = fail(s, OUTBOX_ECONFLICT, "%zu of %zu rows no longer hold this claim's fence", n - count, n);
     return rc;
+}
+
+int outbox_store_renew(outbox_store_t *s, const char *route, outbox_fence_t *fence,
+                       const char *const *ids, size_t n, size_t *renewed)
+{
+    if (renewed != NULL)
+        *renewed = 0;
+    if (s == NULL || fence == NULL || (ids == NULL && n > 0))
+        return OUTBOX_EINVAL;
+    outbox_diag_clear(&s->diag);
+    int bad = text_check(s, NO_EVENT, "route", route, 255);
+    if (bad != OUTBOX_OK)
+        return bad;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == NULL)
+            return fail(s, OUTBOX_EINVAL, "renew: id %zu is missing", i);
+    if (!VT_HAS(s->vt, renew))
+        return not_supported(s, "lease renewal (an ABI 1.5 entry)");
+    if (n == 0)
+        return OUTBOX_OK;
+    outbox_renew_req_t req = {.struct_size = sizeof req, .route = route, .fence = fence, .ids = ids, .n = n};
+    outbox_fence_t next;
+    memset(&next, 0, sizeof next);
+    size_t count = 0;
+    int rc = driver_rc(s, s->vt->renew(s->h, &req, &next, &count, &s->diag), "lease renewal");
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (count > n)
+        count = n;
+    if (count > 0)
+        *fence = next;
+    if (renewed != NULL)
+        *renewed = count;
+    if (count < n)
+        return fail(s, OUTBOX_ECONFLICT, "%zu of %zu rows no longer hold this claim's fence", n - count, n);
+    return OUTBOX_OK;
+}
+
+int outbox_store_can_renew(const outbox_store_t *s)
+{
+    return s != NULL && VT_HAS(s->vt, renew);
 }
 
 int outbox_store_checkpoint_advance(outbox_store_t *s, void *native_tx, const char *node_key, int64_t hlc)

@@ -287,6 +287,7 @@ static const outbox_store_vtable_t mongo_vtable = {
     .native_end = mongo_native_end,
     .routes = outbox_mongo_routes,
     .dead_list = outbox_mongo_dead_list,
+    .renew = outbox_mongo_renew,
 };
 
 static const char *const mongo_schemes[] = {"mongodb", "mongodb+srv", NULL};

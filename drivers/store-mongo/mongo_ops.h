@@ -49,6 +49,11 @@ MONGO_HIDDEN int outbox_mongo_settle(void *handle, const outbox_fence_t *fence,
                                      outbox_settle_item_t *items, size_t n, size_t *applied,
                                      outbox_diag_t *d);
 
+/* --------------------------------------------------------- mongo_renew.c */
+
+MONGO_HIDDEN int outbox_mongo_renew(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed,
+                                    size_t *count, outbox_diag_t *d);
+
 /* ---------------------------------------------------------- mongo_ckpt.c */
 
 MONGO_HIDDEN int outbox_mongo_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx,

@@ -285,6 +285,7 @@ static const outbox_store_vtable_t pg_vtable = {
     .native_end = pg_native_end,
     .routes = outbox_pg_routes,
     .dead_list = outbox_pg_dead_list,
+    .renew = outbox_pg_renew,
 };
 
 static const char *const pg_schemes[] = {"postgresql", "postgres", NULL};

@@ -14,6 +14,7 @@ enum pg_slot {
     PG_CLAIM,
     PG_CLAIM_HLC, /* right after PG_CLAIM: the two are built and replaced together */
     PG_SETTLE,
+    PG_RENEW,
     PG_CKPT_ADVANCE,
     PG_CKPT_RECOVER,
     PG_SLOT_COUNT

@@ -37,6 +37,8 @@ PG_HIDDEN int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const
 PG_HIDDEN int outbox_pg_settle(void *handle, const outbox_fence_t *fence,
                                outbox_settle_item_t *items, size_t n, size_t *applied,
                                outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_renew(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed,
+                              size_t *count, outbox_diag_t *d);
 PG_HIDDEN int outbox_pg_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx,
                                            const char *node_key, int64_t hlc, outbox_diag_t *d);
 PG_HIDDEN int outbox_pg_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d);

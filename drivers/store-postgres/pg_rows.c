@@ -433,6 +433,18 @@ static void build_settle(const pg_handle_t *h, outbox_kit_buf_t *b)
                       h->rel_sql);
 }
 
+/* $1 ids, $2 the fence they hold. One clock reading, the new fence of every
+ * row still holding the old one; RETURNING gives it back once per row. */
+static void build_renew(const pg_handle_t *h, outbox_kit_buf_t *b)
+{
+    outbox_kit_buf_printf(b,
+                          "WITH clk AS MATERIALIZED (SELECT clock_timestamp() AS ts) "
+                          "UPDATE %s AS o SET processing_at = (SELECT ts FROM clk) "
+                          "WHERE o.id = ANY ($1::uuid[]) AND o.status = 'processing' AND "
+                          "o.processing_at = $2::timestamptz RETURNING o.processing_at::timestamptz",
+                          h->rel_sql);
+}
+
 static void build_ckpt_advance(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
     /* One statement: the max is taken by the server under the row lock, so
@@ -469,6 +481,7 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
         h->claim_limit = PG_CLAIM_LIMIT_FIRST;
     build_claims(h, &b[PG_CLAIM], h->claim_limit);
     build_settle(h, &b[PG_SETTLE]);
+    build_renew(h, &b[PG_RENEW]);
     build_ckpt_advance(h, &b[PG_CKPT_ADVANCE]);
     build_ckpt_recover(h, &b[PG_CKPT_RECOVER]);
     int failed = 0;
@@ -953,6 +966,45 @@ int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_it
     PQclear(res);
     if (applied)
         *applied = count;
+    return OUTBOX_OK;
+}
+
+/* ------------------------------------------------------------------ renew */
+
+int outbox_pg_renew(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed,
+                    size_t *count, outbox_diag_t *d)
+{
+    pg_handle_t *h = handle;
+    /* driver.h: the host has checked req and cleared the outputs. */
+    if (req->n > (size_t)INT32_MAX)
+        return outbox_pg_fail(d, OUTBOX_EINVAL, "too many rows to renew");
+    int rc = outbox_pg_no_open_tx(h, "renew", d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    rc = outbox_pg_connected(h, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    pg_array_t ids;
+    outbox_pg_array_begin(&ids, &h->params[0], PG_OID_UUID, req->n);
+    for (size_t i = 0; i < req->n; i++)
+        if (!outbox_pg_array_uuid(&ids, req->ids[i]))
+            return outbox_pg_fail(d, OUTBOX_EINVAL, "renew: id \"%.40s\" is not a UUID", req->ids[i]);
+    if (h->params[0].failed || h->params[0].len > (size_t)INT32_MAX)
+        return outbox_pg_nomem(d);
+    char stamp[8];
+    outbox_pg_put_int8(stamp, req->fence->stamp - PG_EPOCH_OFFSET_US);
+    const char *values[2] = {h->params[0].data, stamp};
+    int lengths[2] = {(int)h->params[0].len, 8};
+    int formats[2] = {1, 1};
+    PGresult *res = NULL;
+    rc = outbox_pg_exec_slot(h, PG_RENEW, 2, values, lengths, formats, 1, &res, d, "renewing the lease");
+    if (rc != OUTBOX_OK)
+        return rc;
+    int rows = PQntuples(res);
+    if (rows > 0)
+        renewed->stamp = bin_stamp(res, 0, 0);
+    PQclear(res);
+    *count = (size_t)rows;
     return OUTBOX_OK;
 }
 

@@ -270,6 +270,7 @@ static const outbox_store_vtable_t sq_vtable = {
     .native_end = sq_native_end,
     .routes = outbox_sqlite_routes,
     .dead_list = outbox_sqlite_dead_list,
+    .renew = outbox_sqlite_renew,
 };
 
 static const char *const sq_schemes[] = {"sqlite", NULL};

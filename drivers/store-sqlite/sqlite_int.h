@@ -70,6 +70,7 @@ enum sq_slot {
     SQ_SET_RESCHEDULE,
     SQ_SET_DEAD,
     SQ_SET_RELEASE,
+    SQ_RENEW,
     SQ_CKPT_ADVANCE,
     SQ_CKPT_RECOVER,
     SQ_SLOT_COUNT
@@ -254,6 +255,8 @@ SQ_HIDDEN int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req,
 SQ_HIDDEN int outbox_sqlite_settle(void *handle, const outbox_fence_t *fence,
                                    outbox_settle_item_t *items, size_t n, size_t *applied,
                                    outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_renew(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed,
+                                  size_t *count, outbox_diag_t *d);
 SQ_HIDDEN int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx,
                                                const char *node_key, int64_t hlc,
                                                outbox_diag_t *d);

@@ -708,6 +708,52 @@ int outbox_sqlite_settle(void *handle, const outbox_fence_t *fence, outbox_settl
     return OUTBOX_OK;
 }
 
+/* ------------------------------------------------------------------ renew */
+
+static void sql_renew(const sq_handle_t *h, outbox_kit_buf_t *b)
+{
+    fenced_update(h, b, " SET processing_at = ?3");
+}
+
+/* One transaction: a fresh stamp as a claim would take it (unique among
+ * the route's live fences), written on every row still holding the old. */
+int outbox_sqlite_renew(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed,
+                        size_t *count, outbox_diag_t *d)
+{
+    sq_handle_t *h = handle;
+    /* driver.h: the host has checked req and cleared the outputs. */
+    int rc = outbox_sqlite_no_open_tx(h, "renew", d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    rc = outbox_sqlite_tx_begin_relay(h, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    int64_t stamp = 0;
+    rc = fence_stamp(h, req->route, outbox_sqlite_host->now_us(), &stamp, d);
+    sqlite3_stmt *st = NULL;
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_stmt(h, SQ_RENEW, sql_renew, &st, d);
+    size_t moved = 0;
+    for (size_t i = 0; i < req->n && rc == OUTBOX_OK; i++) {
+        sqlite3_bind_text(st, 1, req->ids[i], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, req->fence->stamp);
+        sqlite3_bind_int64(st, 3, stamp);
+        rc = outbox_sqlite_run(h, st, d, "renewing the lease");
+        if (rc == OUTBOX_OK)
+            moved += sqlite3_changes(h->db) > 0;
+    }
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_tx_commit(h, d);
+    else
+        outbox_sqlite_tx_abort(h);
+    if (rc != OUTBOX_OK)
+        return rc;
+    *count = moved;
+    if (moved > 0)
+        renewed->stamp = stamp;
+    return OUTBOX_OK;
+}
+
 /* ------------------------------------------------------------- checkpoint */
 
 int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx,

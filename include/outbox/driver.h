@@ -35,13 +35,15 @@
  *           grammar), uri_show and the redactor (the one masking rule);
  *           OUTBOX_EMISSING and OUTBOX_OPEN_MUST_EXIST; what the host checks
  *           before each entry, stated at the entry.
+ *      1.5  store renew and outbox_renew_req_t (lease renewal). A store
+ *           need not claim 5 to offer it: an older host never calls it.
  *
  * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
  *    the end: outbox_host_t, outbox_driver_t, outbox_store_vtable_t,
  *    outbox_sink_vtable_t, outbox_store_open_t, outbox_schema_opts_t,
  *    outbox_stage_ctx_t, outbox_claim_req_t, outbox_sink_open_t,
- *    outbox_received_t. Each side writes struct_size = sizeof of its own
+ *    outbox_received_t, outbox_renew_req_t. Each side writes struct_size = sizeof of its own
  *    definition; the reader reads a member only when struct_size covers it
  *    (OUTBOX_STRUCT_HAS in outbox/common.h), and a member past the end has
  *    its default (NULL, 0). The host calls an optional entry only when the
@@ -93,7 +95,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 4
+#define OUTBOX_ABI_MINOR 5
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -322,6 +324,15 @@ typedef struct outbox_stats {
     int64_t oldest_pending_created_at; /* 0 when nothing is pending */
 } outbox_stats_t;
 
+/* What renew is asked (versioned; ABI 1.5). */
+typedef struct outbox_renew_req {
+    uint32_t struct_size;
+    const char *route;           /* the route the rows were claimed on */
+    const outbox_fence_t *fence; /* the fence they hold now: a claim's, or a renewal's */
+    const char *const *ids;      /* the rows to renew */
+    size_t n;
+} outbox_renew_req_t;
+
 /* Callbacks of the ABI 1.3 listing entries (routes, dead_list). */
 typedef int (*outbox_route_fn)(void *ctx, const char *route, const outbox_stats_t *stats);
 typedef int (*outbox_row_fn)(void *ctx, const outbox_row_t *row);
@@ -449,6 +460,21 @@ typedef struct outbox_store_vtable {
      * after_id (a canonical lower-case UUID) and limit (1..10001). */
     int (*dead_list)(void *handle, const char *route, const char *after_id, size_t limit,
                      outbox_row_fn fn, void *ctx, outbox_diag_t *d);
+
+    /* ABI 1.5, optional: lease renewal. In one atomic step, every listed
+     * row that still holds req->fence (status processing, same fence) gets
+     * processing_at = now, the store's clock as claim reads it, and a new
+     * fence, the same for all of them and never one a live claim of the
+     * route holds; rows that no longer hold it are left alone. Sets
+     * *renewed to the new fence and *count to the rows that moved (0:
+     * *renewed stays zeroed). A relay renews what it holds while it
+     * publishes, so a short lease does not expire under a slow publish,
+     * and settles with the newest fence. The host has checked: req,
+     * renewed and count are not NULL, *renewed is zeroed and *count 0,
+     * req->route as for claim, req->fence not NULL, n >= 1 and every id
+     * not NULL. Like settle's, the fence may be garbage: match it. */
+    int (*renew)(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed, size_t *count,
+                 outbox_diag_t *d);
 } outbox_store_vtable_t;
 
 /* ----------------------------------------------------------------- sink */

@@ -33,6 +33,16 @@ OUTBOX_API int outbox_store_claim(outbox_store_t *s, const outbox_claim_req_t *r
  * OUTBOX_EINVAL (an item without an id or with an unknown kind). */
 OUTBOX_API int outbox_store_settle(outbox_store_t *s, const outbox_fence_t *fence,
                                    outbox_settle_item_t *items, size_t n, size_t *applied);
+/* Renew the lease of rows a claim gave: each of ids[0..n) that still
+ * holds *fence gets a fresh lease and a new fence, written to *fence (use
+ * it for the next renew and for settle); *renewed (may be NULL) says how
+ * many. A relay calls it while it publishes, every third of the lease, so
+ * a slow publish never loses its rows to another relay.
+ * Errors: OUTBOX_ECONFLICT when some rows no longer held the fence (the
+ * rest were renewed and *fence moved), OUTBOX_ENOTSUP (the driver cannot
+ * renew: the rows keep their lease), OUTBOX_EINVAL (route, a NULL id). */
+OUTBOX_API int outbox_store_renew(outbox_store_t *s, const char *route, outbox_fence_t *fence,
+                                  const char *const *ids, size_t n, size_t *renewed);
 /* Raise node_key's checkpoint to hlc (never lowers it), in native_tx when
  * given, else in the handle's transaction or one of its own.
  * Errors: OUTBOX_EINVAL (node key, negative hlc), OUTBOX_ENOTSUP (no
@@ -60,7 +70,8 @@ typedef struct outbox_relay_config {
     size_t batch;             /* default 100 */
     int max_attempts;         /* default 10 */
     /* Durations: each at most OUTBOX_DURATION_MAX_US. */
-    int64_t lease_us;         /* default 30 s */
+    int64_t lease_us;         /* 0 (the default): OUTBOX_RELAY_LEASE_RENEWED_US when
+                                 the relay renews leases, else OUTBOX_RELAY_LEASE_US */
     int64_t poll_us;          /* default 100 ms */
     int64_t backoff_base_us;  /* default 1 s; 0 = retry at once */
     int64_t backoff_cap_us;   /* default 5 min */
@@ -75,7 +86,19 @@ typedef struct outbox_relay_config {
      * outbox_relay_observation_t. */
     void (*observe)(void *ctx, const struct outbox_relay_observation *o);
     void *observe_ctx;
+    /* 1: never renew leases. By default a relay whose store can renew
+     * (outbox_store_renew) renews the rows it holds every third of the
+     * lease on a second handle of the store of its own (a second
+     * connection), so the lease can be short: a relay that dies holding
+     * rows keeps them only that long, while a live one keeps them through
+     * any publish. Without renewal the lease must outlast the slowest
+     * publish. */
+    int no_lease_renewal;
 } outbox_relay_config_t;
+
+/* The default leases (outbox_relay_config_t.lease_us = 0). */
+#define OUTBOX_RELAY_LEASE_RENEWED_US 3000000LL
+#define OUTBOX_RELAY_LEASE_US 30000000LL
 
 /* What one relay step did, for outbox_relay_config_t.observe. Valid only
  * during the call (copy what you keep). Counts are of this step only and
@@ -113,10 +136,11 @@ typedef struct outbox_relay_counters {
 
 /* A relay on store and sink (borrowed: both must outlive it) for
  * cfg->route. Errors: OUTBOX_EINVAL (cfg's struct_size not set, no route,
- * batch outside 1..OUTBOX_RELAY_BATCH_MAX, max_attempts below 1, a lease or
- * poll not above 0, a duration above OUTBOX_DURATION_MAX_US, backoff cap
- * below base), OUTBOX_ENOTSUP (hlc_order without the hlc column). d (may be
- * NULL) says why. */
+ * batch outside 1..OUTBOX_RELAY_BATCH_MAX, max_attempts below 1, a negative
+ * lease, a poll not above 0, a duration above OUTBOX_DURATION_MAX_US, backoff
+ * cap below base), OUTBOX_ENOTSUP (hlc_order without the hlc column). d (may
+ * be NULL) says why. With lease renewal, it opens the store's second handle
+ * here; if that fails, the relay runs without renewal and logs why. */
 OUTBOX_API int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink,
                                 const outbox_relay_config_t *cfg, outbox_relay_t **out,
                                 outbox_diag_t *d);

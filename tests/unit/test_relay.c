@@ -889,8 +889,8 @@ START_TEST(log_tells_start_outage_recovery_batches_and_stop)
 
     const char *line = NULL;
     ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: started: ", &line), 1);
-    ck_assert_str_eq(line, "relay r: started: store sqlite (outbox), batch 7, max attempts 10, lease 30s, "
-                           "poll 1ms");
+    ck_assert_str_eq(line, "relay r: started: store sqlite (outbox), batch 7, max attempts 10, lease 3s "
+                           "(renewed every 1s), poll 1ms");
     /* One warning when the outage begins, debug lines while it lasts, one
      * info line when it ends. */
     ck_assert_int_eq(logged_count(OUTBOX_LOG_WARN, "relay r: sink unavailable (test sink says ", &line), 1);
@@ -906,7 +906,7 @@ START_TEST(log_tells_start_outage_recovery_batches_and_stop)
     ck_assert_msg(strlen(line) > 3 && strcmp(line + strlen(line) - 3, " ms") == 0, "%s", line);
     ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: stopped ", &line), 1);
     ck_assert_str_eq(line, "relay r: stopped (nothing left to claim): claimed 20, published 5, retried 0, "
-                           "dead 0, released 15");
+                           "dead 0, released 15, leases renewed 0");
     ck_assert_int_eq(logged_count(OUTBOX_LOG_ERROR, "", NULL), 0);
     outbox_relay_free(r);
     outbox_sink_close(sink);
@@ -936,7 +936,7 @@ START_TEST(log_says_why_the_relay_stopped)
     const char *line = NULL;
     ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: stopped ", &line), 1);
     ck_assert_str_eq(line, "relay r: stopped (stop requested): claimed 1, published 1, retried 0, dead 0, "
-                           "released 0");
+                           "released 0, leases renewed 0");
     /* A relay stopped before it runs starts and stops at once, and says so. */
     n_log_lines = 0;
     outbox_set_logger(capture_log, NULL);
@@ -1546,6 +1546,7 @@ START_TEST(observer_sees_fence_lost)
     test_sink_reset(NULL);
     outbox_relay_config_t cfg = observed_config("r");
     cfg.lease_us = 1000;
+    cfg.no_lease_renewal = 1; /* else the lease would not run out */
     outbox_sink_t *sink;
     outbox_relay_t *r = relay_on("test:", &sink, &cfg);
     test_sink_on_publish(steal_rows, NULL);
@@ -1564,6 +1565,95 @@ START_TEST(observer_sees_fence_lost)
 }
 END_TEST
 
+/* While the relay publishes slowly, another handle tries to claim the
+ * route after the lease has run out since the claim: *(size_t *)ctx gets
+ * what it took. */
+static void slow_publish_then_try_claim(void *ctx)
+{
+    usleep(450000); /* past the 150 ms lease three times over */
+    outbox_store_t *other = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_store_open(uri, NULL, &other, &d), OUTBOX_OK);
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = "r", .limit = 10, .lease_us = 150000};
+    const outbox_row_t *rows;
+    outbox_fence_t f;
+    ck_assert_int_eq(outbox_store_claim(other, &req, &rows, (size_t *)ctx, &f), OUTBOX_OK);
+    outbox_store_close(other);
+}
+
+/* A live relay keeps its rows through a publish three leases long: the
+ * renewer moves the lease on, another claim takes nothing, and the relay's
+ * settle (with the renewed fence) is applied. Without renewal (the
+ * control) the other claim takes the row over and the settle is refused. */
+static void slow_publish(int renew)
+{
+    char x[37];
+    stage("r", NULL, x);
+    test_sink_reset(NULL);
+    outbox_relay_config_t cfg = observed_config("r");
+    cfg.lease_us = 150000;
+    cfg.no_lease_renewal = !renew;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+    size_t taken = 99, claimed = 0;
+    test_sink_on_publish(slow_publish_then_try_claim, &taken);
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    test_sink_on_publish(NULL, NULL);
+    ck_assert_int_eq(claimed, 1);
+    ck_assert_int_eq(n_seen, 1);
+    row_state_t st = state_of(x);
+    if (renew) {
+        ck_assert_msg(taken == 0, "another claim took %zu rows of a live relay", taken);
+        ck_assert_uint_eq(seen[0].o.fence_lost, 0);
+        ck_assert_uint_eq(seen[0].o.published, 1);
+        ck_assert_str_eq(st.status, "published");
+        ck_assert_int_eq(st.attempts, 1);
+    } else {
+        ck_assert_int_eq(taken, 1);
+        ck_assert_uint_eq(seen[0].o.fence_lost, 1);
+        ck_assert_str_eq(st.status, "processing");
+        ck_assert_int_eq(st.attempts, 2);
+    }
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+
+START_TEST(renewal_keeps_rows_through_slow_publish)
+{
+    slow_publish(1);
+}
+END_TEST
+
+START_TEST(without_renewal_slow_publish_loses_rows)
+{
+    slow_publish(0);
+}
+END_TEST
+
+/* Lease 0 picks the default: the short one when the store renews, the long
+ * one when renewal is off. */
+START_TEST(default_lease_follows_renewal)
+{
+    for (int off = 0; off < 2; off++) {
+        outbox_relay_config_t cfg = quick_config("r");
+        ck_assert_int_eq(cfg.lease_us, 0);
+        cfg.no_lease_renewal = off;
+        outbox_sink_t *sink;
+        outbox_relay_t *r = relay_on("test:", &sink, &cfg);
+        n_log_lines = 0;
+        outbox_set_logger(capture_log, NULL);
+        ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+        outbox_set_logger(NULL, NULL);
+        const char *line = NULL;
+        ck_assert_int_eq(logged_count(OUTBOX_LOG_INFO, "relay r: started: ", &line), 1);
+        ck_assert_msg(strstr(line, off ? "lease 30s (not renewed)" : "lease 3s (renewed every 1s)"), "%s",
+                      line);
+        outbox_relay_free(r);
+        outbox_sink_close(sink);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("relay");
@@ -1571,6 +1661,9 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, retry_then_success);
+    tcase_add_test(tc, renewal_keeps_rows_through_slow_publish);
+    tcase_add_test(tc, without_renewal_slow_publish_loses_rows);
+    tcase_add_test(tc, default_lease_follows_renewal);
     tcase_add_test(tc, dead_after_max_attempts);
     tcase_add_test(tc, reject_is_dead_at_once);
     tcase_add_test(tc, exhausted_head_leaves_key_in_order);

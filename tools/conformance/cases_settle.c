@@ -1,4 +1,5 @@
 /* Conformance cases: settling a claim, and the fence that guards it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -359,6 +360,116 @@ START_TEST(settle_with_claimed_rows)
 }
 END_TEST
 
+/* The ids of a claim's rows, for renew. */
+static const char **ids_of(const conf_claim_t *c)
+{
+    const char **ids = calloc(c->n ? c->n : 1, sizeof *ids);
+    ck_assert(ids != NULL);
+    for (size_t i = 0; i < c->n; i++)
+        ids[i] = c->rows[i].id;
+    return ids;
+}
+
+/* A renewal moves the lease on and the fence with it: past the claim's
+ * lease but within the renewal's, another claim takes nothing; the claim's
+ * first fence is refused from then on and the renewed one settles. */
+START_TEST(renew_moves_lease_and_fence)
+{
+    const int64_t lease = 1500000; /* wide margins: every step may be slow */
+    outbox_store_t *a = conf_open();
+    outbox_store_t *b = conf_open();
+    conf_stage(a, NULL, ROUTE, 0, 3, NULL);
+    conf_claim_t c = conf_claim(a, ROUTE, 10, lease, 0);
+    ck_assert_uint_eq(c.n, 3);
+    int64_t claimed_at = conf_now_us();
+    const char **ids = ids_of(&c);
+    conf_sleep_ms(1000);
+    outbox_fence_t fence = c.fence;
+    size_t renewed = 99;
+    conf_ok(a, outbox_store_renew(a, ROUTE, &fence, ids, c.n, &renewed));
+    int64_t renewed_at = conf_now_us();
+    ck_assert_msg(renewed == 3, "a renewal of the 3 rows a claim holds renewed %zu", renewed);
+    ck_assert_msg(memcmp(&fence, &c.fence, sizeof fence) != 0, "the renewal left the fence as it was");
+    int64_t wait_ms = (claimed_at + lease + 300000 - conf_now_us()) / 1000;
+    if (wait_ms > 0)
+        conf_sleep_ms((int)wait_ms);
+    conf_claim_t other = conf_claim(b, ROUTE, 10, lease, 0);
+    if (conf_now_us() - renewed_at < lease)
+        ck_assert_msg(other.n == 0,
+                      "a claim %lld ms after the first one (lease %lld ms) took %zu renewed rows, "
+                      "renewed %lld ms before",
+                      (long long)((conf_now_us() - claimed_at) / 1000), (long long)(lease / 1000),
+                      other.n, (long long)((conf_now_us() - renewed_at) / 1000));
+    else
+        conf_note("renewed rows are not taken over", "the steps took longer than the lease");
+    int applied = -1;
+    int rc = conf_settle1(a, &c.fence, c.rows[0].id, OUTBOX_SETTLE_PUBLISHED, 0, NULL, &applied);
+    ck_assert_msg(rc == OUTBOX_ECONFLICT && applied == 0,
+                  "a settle with the fence from before the renewal returned %s, applied %d",
+                  outbox_strerror(rc), applied);
+    if (other.n == 0) {
+        outbox_settle_item_t items[3];
+        for (size_t i = 0; i < 3; i++)
+            items[i] = (outbox_settle_item_t){.id = ids[i], .kind = OUTBOX_SETTLE_PUBLISHED};
+        size_t n_applied = 0;
+        rc = outbox_store_settle(a, &fence, items, 3, &n_applied);
+        ck_assert_msg(rc == OUTBOX_OK && n_applied == 3,
+                      "a settle with the renewed fence returned %s and applied %zu of 3",
+                      outbox_strerror(rc), n_applied);
+    }
+    free(ids);
+    conf_claim_free(&other);
+    conf_claim_free(&c);
+}
+END_TEST
+
+/* A renewal with a fence the rows no longer hold (they were claimed again
+ * after the lease ran out, or the fence is garbage) changes nothing: it
+ * renews 0 rows, says OUTBOX_ECONFLICT, leaves the caller's fence alone,
+ * and the new holder settles as if it never happened. */
+START_TEST(renew_with_stale_fence_fails)
+{
+    outbox_store_t *a = conf_open();
+    outbox_store_t *b = conf_open();
+    conf_stage(a, NULL, ROUTE, 0, 2, NULL);
+    conf_claim_t stale = conf_claim(a, ROUTE, 10, CONF_LONG_LEASE_US, 0);
+    ck_assert_uint_eq(stale.n, 2);
+    const char **ids = ids_of(&stale);
+    conf_sleep_ms(40);
+    conf_claim_t fresh = conf_claim(b, ROUTE, 10, 10000, 0); /* 10 ms lease: a's claim expired */
+    ck_assert_msg(fresh.n == 2, "the reclaim took %zu of 2 rows", fresh.n);
+
+    outbox_fence_t fence = stale.fence;
+    size_t renewed = 99;
+    int rc = outbox_store_renew(a, ROUTE, &fence, ids, 2, &renewed);
+    ck_assert_msg(rc == OUTBOX_ECONFLICT, "a renewal with a stale fence returned %s, expected OUTBOX_ECONFLICT",
+                  outbox_strerror(rc));
+    ck_assert_msg(renewed == 0, "a renewal with a stale fence renewed %zu rows", renewed);
+    ck_assert_msg(memcmp(&fence, &stale.fence, sizeof fence) == 0,
+                  "a renewal that renewed nothing changed the caller's fence");
+    outbox_fence_t garbage;
+    memset(&garbage, 0, sizeof garbage);
+    garbage.stamp = 1;
+    snprintf(garbage.token, sizeof garbage.token, "not-a-token");
+    renewed = 99;
+    rc = outbox_store_renew(a, ROUTE, &garbage, ids, 2, &renewed);
+    ck_assert_msg(rc == OUTBOX_ECONFLICT && renewed == 0,
+                  "a renewal with a made-up fence returned %s and renewed %zu", outbox_strerror(rc), renewed);
+
+    outbox_settle_item_t items[2];
+    for (size_t i = 0; i < 2; i++)
+        items[i] = (outbox_settle_item_t){.id = fresh.rows[i].id, .kind = OUTBOX_SETTLE_PUBLISHED};
+    size_t applied = 0;
+    rc = outbox_store_settle(b, &fresh.fence, items, 2, &applied);
+    ck_assert_msg(rc == OUTBOX_OK && applied == 2,
+                  "after stale renewals the new holder's settle returned %s and applied %zu of 2",
+                  outbox_strerror(rc), applied);
+    free(ids);
+    conf_claim_free(&fresh);
+    conf_claim_free(&stale);
+}
+END_TEST
+
 void conf_cases_settle(conf_cases_t *c)
 {
     conf_add(c, fencing_after_reclaim, 0, 0, 20);
@@ -367,4 +478,6 @@ void conf_cases_settle(conf_cases_t *c)
     conf_add(c, settle_reschedule, 0, 0, 20);
     conf_add(c, settle_dead, 0, 0, 20);
     conf_add(c, settle_release, 0, 0, 20);
+    conf_add(c, renew_moves_lease_and_fence, CONF_NEED_RENEW, 0, 30);
+    conf_add(c, renew_with_stale_fence_fails, CONF_NEED_RENEW, 0, 20);
 }

@@ -25,6 +25,7 @@ enum conf_need {
     CONF_NEED_PURGE = 1u << 9,        /* the purge entry */
     CONF_NEED_ROUTES = 1u << 10,      /* the routes entry (ABI 1.3) */
     CONF_NEED_DEAD_LIST = 1u << 11,   /* the dead_list entry (ABI 1.3) */
+    CONF_NEED_RENEW = 1u << 12,       /* the renew entry (ABI 1.5) */
 };
 
 typedef struct conf_case {

@@ -346,6 +346,8 @@ const char *conf_need_reason(unsigned needs)
         return "the driver has no routes entry (ABI 1.3) to list routes with";
     if ((needs & CONF_NEED_DEAD_LIST) && !CONF_VT_HAS(vt, dead_list))
         return "the driver has no dead_list entry (ABI 1.3) to list dead rows with";
+    if ((needs & CONF_NEED_RENEW) && !CONF_VT_HAS(vt, renew))
+        return "the driver has no renew entry (ABI 1.5): its leases are never renewed";
     if ((needs & CONF_NEED_SCHEMA_CHECK) && !CONF_VT_HAS(vt, schema_check))
         return "the driver has no schema_check";
     return NULL;

@@ -46,6 +46,7 @@ enum cli_option_id {
     OPT_BATCH,
     OPT_MAX_ATTEMPTS,
     OPT_LEASE,
+    OPT_NO_LEASE_RENEWAL,
     OPT_POLL,
     OPT_BACKOFF_BASE,
     OPT_BACKOFF_CAP,

@@ -32,7 +32,9 @@ static const char usage[] =
     "  --sink URI              where to publish: " OUTBOX_CLI_SINK_URIS "\n"
     "  --batch N               rows per claim (default 100)\n"
     "  --max-attempts N        attempts before an event is dead-lettered (default 10)\n"
-    "  --lease DURATION        a claim older than this may be taken over (default 30s)\n"
+    "  --lease DURATION        a claim older than this may be taken over (default 3s\n"
+    "                          when the store renews leases, else 30s)\n"
+    "  --no-lease-renewal      never renew the lease of rows being published\n"
     "  --poll DURATION         idle poll interval when the store has no push (default 100ms)\n"
     "  --backoff-base DURATION first retry delay ceiling (default 1s; 0s: retry at once)\n"
     "  --backoff-cap DURATION  largest retry delay (default 5m, or the base if longer)\n"
@@ -59,6 +61,7 @@ static const cli_option_t options[] = {
     {"batch", true, OPT_BATCH},
     {"max-attempts", true, OPT_MAX_ATTEMPTS},
     {"lease", true, OPT_LEASE},
+    {"no-lease-renewal", false, OPT_NO_LEASE_RENEWAL},
     {"poll", true, OPT_POLL},
     {"backoff-base", true, OPT_BACKOFF_BASE},
     {"backoff-cap", true, OPT_BACKOFF_CAP},
@@ -210,6 +213,7 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
     }
     case OPT_CONFIG: a->config = v; return true;
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
+    case OPT_NO_LEASE_RENEWAL: a->cfg.no_lease_renewal = 1; return true;
     case OPT_ROUTE: a->cfg.route = v; return true;
     case OPT_SINK:
         a->sink = v;

@@ -374,6 +374,12 @@ static int route_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
     }
     if (strcmp(key, "lease") == 0)
         return get_duration(x, v, what, 0, &r->relay.lease_us);
+    if (strcmp(key, "lease_renewal") == 0) {
+        int renew = 1;
+        rc = get_bool(x, v, what, &renew);
+        r->relay.no_lease_renewal = !renew;
+        return rc;
+    }
     if (strcmp(key, "poll") == 0)
         return get_duration(x, v, what, 0, &r->relay.poll_us);
     if (strcmp(key, "backoff_base") == 0)
@@ -390,7 +396,7 @@ static int route_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
         return get_duration(x, v, what, 0, &r->purge_interval_us);
     return problem(x, k,
                    "route %s: unknown key \"%s\" (store, sink, destination, source, batch, "
-                   "workers, max_attempts, lease, poll, backoff_base, backoff_cap, hlc, "
+                   "workers, max_attempts, lease, lease_renewal, poll, backoff_base, backoff_cap, hlc, "
                    "require_transaction, retention, purge_interval)",
                    r->name, key);
 }

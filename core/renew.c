@@ -1,0 +1,198 @@
+/* The relay's lease renewer: a thread with a store handle of its own that
+ * renews the lease of the rows its relay holds, every third of the lease,
+ * for as long as the relay works on them (outbox_store_renew).
+ *
+ * The relay hands a claimed batch over (hold) and takes it back before it
+ * settles (release), getting the newest fence: each renewal moves the
+ * fence, so a relay that lost its rows to another one (its renewals came
+ * too late) still loses every settle. release waits for a renewal on the
+ * wire, so the relay never settles with a fence that is about to change.
+ *
+ * A renewal that fails (the store is unreachable) is tried again sooner;
+ * if the lease runs out meanwhile, the rows may be claimed by another
+ * relay and this one's settle is refused, as without renewal. A renewal
+ * whose reply is lost may have moved the fence without telling: the
+ * settle is then refused and the rows are delivered again once the lease
+ * passes, never lost.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "outbox_int.h"
+
+struct outbox_renewer {
+    outbox_store_t *store; /* the twin: this thread's alone */
+    char *route;
+    int64_t every_us;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    /* Under mu. */
+    int stop;
+    int held;   /* a batch is handed over */
+    int busy;   /* a renewal of it is on the wire */
+    int warned; /* this batch's lost rows were reported */
+    outbox_fence_t fence;
+    const char *const *ids;
+    size_t n;
+    int64_t due_us; /* monotonic: when to renew next */
+    uint64_t renewals;
+};
+
+/* Waits on cv until due_us (outbox_monotonic_us reads CLOCK_MONOTONIC,
+ * the condition's clock), or for a signal. */
+static void wait_until(outbox_renewer_t *rn, int64_t due_us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(due_us / 1000000), .tv_nsec = (long)(due_us % 1000000) * 1000};
+    pthread_cond_timedwait(&rn->cv, &rn->mu, &ts);
+}
+
+/* One renewal of the held batch; called with mu held, returns with it held. */
+static void renew_once(outbox_renewer_t *rn)
+{
+    outbox_fence_t fence = rn->fence;
+    const char *const *ids = rn->ids;
+    size_t n = rn->n;
+    rn->busy = 1;
+    pthread_mutex_unlock(&rn->mu);
+
+    size_t count = 0;
+    int rc = outbox_store_renew(rn->store, rn->route, &fence, ids, n, &count);
+    char why[OUTBOX_MESSAGE_MAX];
+    snprintf(why, sizeof why, "%s", outbox_store_message(rn->store));
+
+    pthread_mutex_lock(&rn->mu);
+    rn->busy = 0;
+    int64_t now = outbox_monotonic_us();
+    if (count > 0) {
+        rn->fence = fence;
+        rn->renewals++;
+    }
+    if (rc == OUTBOX_OK || rc == OUTBOX_ECONFLICT) {
+        rn->due_us = now + rn->every_us;
+        if (rc == OUTBOX_ECONFLICT && !rn->warned) {
+            rn->warned = 1;
+            outbox_log(OUTBOX_LOG_WARN,
+                       "relay %s: lease renewal: %zu of %zu rows were taken over by another relay "
+                       "(their lease ran out first)",
+                       rn->route, n - count, n);
+        }
+    } else {
+        /* Sooner than the next regular turn: the lease is running out. */
+        rn->due_us = now + rn->every_us / 3;
+        outbox_log(OUTBOX_LOG_WARN, "relay %s: lease renewal failed, trying again in %lld ms: %s", rn->route,
+                   (long long)(rn->every_us / 3000), why);
+    }
+    pthread_cond_broadcast(&rn->cv);
+}
+
+static void *renewer_main(void *arg)
+{
+    outbox_renewer_t *rn = arg;
+    pthread_mutex_lock(&rn->mu);
+    while (!rn->stop) {
+        if (!rn->held) {
+            pthread_cond_wait(&rn->cv, &rn->mu);
+            continue;
+        }
+        if (outbox_monotonic_us() < rn->due_us) {
+            wait_until(rn, rn->due_us);
+            continue;
+        }
+        renew_once(rn);
+    }
+    pthread_mutex_unlock(&rn->mu);
+    return NULL;
+}
+
+int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t every_us,
+                         outbox_renewer_t **out, outbox_diag_t *d)
+{
+    *out = NULL;
+    outbox_renewer_t *rn = calloc(1, sizeof *rn);
+    if (rn == NULL)
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    rn->route = strdup(route);
+    /* A lease shorter than a few milliseconds is a test's: no need to spin. */
+    rn->every_us = every_us > 1000 ? every_us : 1000;
+    if (rn->route == NULL) {
+        free(rn);
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
+    }
+    int rc = outbox_store_twin(store, &rn->store, d);
+    if (rc != OUTBOX_OK) {
+        free(rn->route);
+        free(rn);
+        return rc;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&rn->mu, NULL);
+    pthread_cond_init(&rn->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&rn->thread, NULL, renewer_main, rn) != 0) {
+        pthread_cond_destroy(&rn->cv);
+        pthread_mutex_destroy(&rn->mu);
+        outbox_store_close(rn->store);
+        free(rn->route);
+        free(rn);
+        return outbox_diag_set(d, OUTBOX_ENOMEM, "cannot start the lease renewal thread");
+    }
+    *out = rn;
+    return OUTBOX_OK;
+}
+
+void outbox_renewer_hold(outbox_renewer_t *rn, const outbox_fence_t *fence, const char *const *ids,
+                         size_t n)
+{
+    pthread_mutex_lock(&rn->mu);
+    rn->fence = *fence;
+    rn->ids = ids;
+    rn->n = n;
+    rn->held = n > 0;
+    rn->warned = 0;
+    rn->due_us = outbox_monotonic_us() + rn->every_us;
+    pthread_cond_broadcast(&rn->cv);
+    pthread_mutex_unlock(&rn->mu);
+}
+
+void outbox_renewer_release(outbox_renewer_t *rn, outbox_fence_t *fence)
+{
+    pthread_mutex_lock(&rn->mu);
+    while (rn->busy)
+        pthread_cond_wait(&rn->cv, &rn->mu);
+    if (rn->held)
+        *fence = rn->fence;
+    rn->held = 0;
+    rn->ids = NULL;
+    rn->n = 0;
+    pthread_mutex_unlock(&rn->mu);
+}
+
+uint64_t outbox_renewer_count(outbox_renewer_t *rn)
+{
+    pthread_mutex_lock(&rn->mu);
+    uint64_t n = rn->renewals;
+    pthread_mutex_unlock(&rn->mu);
+    return n;
+}
+
+void outbox_renewer_stop(outbox_renewer_t *rn)
+{
+    if (rn == NULL)
+        return;
+    pthread_mutex_lock(&rn->mu);
+    rn->stop = 1;
+    pthread_cond_broadcast(&rn->cv);
+    pthread_mutex_unlock(&rn->mu);
+    pthread_join(rn->thread, NULL);
+    pthread_cond_destroy(&rn->cv);
+    pthread_mutex_destroy(&rn->mu);
+    outbox_store_close(rn->store);
+    free(rn->route);
+    free(rn);
+}
