@@ -16,6 +16,9 @@
 #include "outbox/kit.h"
 
 #define KAFKA_SINK_NAME "kafka"
+/* The shortest sink timeout that outlasts a partition leader election
+ * after a broker dies; a shorter one is warned about at open. */
+#define KAFKA_ELECTION_MS 15000
 
 extern const outbox_host_t *outbox_kafka_host;
 

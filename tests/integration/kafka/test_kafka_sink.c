@@ -251,6 +251,42 @@ START_TEST(secrets_not_logged)
 }
 END_TEST
 
+static int election_warnings;
+static char election_line[512];
+
+static void keep_election_warning(void *ctx, int level, const char *line)
+{
+    (void)ctx;
+    if (level == OUTBOX_LOG_WARN && strstr(line, "shorter than a partition leader election")) {
+        election_warnings++;
+        snprintf(election_line, sizeof election_line, "%s", line);
+    }
+}
+
+/* A timeout shorter than a leader election is warned about at open, once,
+ * naming the timeout; 15 s and the default are not. */
+START_TEST(short_timeout_warned)
+{
+    static const struct {
+        const char *query;
+        int warned;
+    } cases[] = {{"/t?timeout=5s", 1}, {"/t?timeout=14999ms", 1}, {"/t?timeout=15s", 0}, {"/t", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        election_warnings = 0;
+        election_line[0] = '\0';
+        outbox_set_logger(keep_election_warning, NULL);
+        outbox_sink_t *k = th_open_sink(uri_with(cases[i].query));
+        outbox_set_logger(NULL, NULL);
+        outbox_sink_close(k);
+        ck_assert_msg(election_warnings == cases[i].warned, "%s: %d warnings (%s)", cases[i].query,
+                      election_warnings, election_line);
+        if (cases[i].warned)
+            ck_assert_msg(strstr(election_line, "timeout=") != NULL && strstr(election_line, "15s or more"),
+                          "the warning: %s", election_line);
+    }
+}
+END_TEST
+
 START_TEST(topic_create_twice)
 {
     /* The broker says the topic exists (TOPIC_ALREADY_EXISTS): no error. */
@@ -410,5 +446,5 @@ START_TEST(order_after_broker_reject)
 END_TEST
 
 TH_SINK_MAIN("kafka_sink", 180, "OUTBOX_KAFKA_URI", "kafka", base_uri,
-             uri_errors, secrets_not_logged, topic_create_twice, broker_list, reject_unknown_topic,
+             uri_errors, secrets_not_logged, short_timeout_warned, topic_create_twice, broker_list, reject_unknown_topic,
              order_after_broker_reject)
