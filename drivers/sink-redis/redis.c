@@ -6,7 +6,10 @@
  * the rest of the path is the stream key template ("{route}",
  * "{destination}"; none = the relay's destination). Each message is one
  * XADD of the payload under "data" and the CloudEvents attributes under
- * their own names; OK means the server answered with the entry's id.
+ * their own names; OK means the server answered with the entry's id (and,
+ * with wait_replicas=N, that N replicas have it too: WAIT). With
+ * sentinel=NAME the hosts are Sentinels, asked for NAME's master at every
+ * (re)connection.
  * rediss:// (TLS) is not supported: hiredis 0.14 has no TLS. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +30,8 @@ static int redis_init(const outbox_host_t *h, outbox_diag_t *d)
 /* ------------------------------------------------------------ options */
 
 static const char *const known_params[] = {
-    "timeout", "maxlen", "max_bytes", "password_env", "user_env", NULL,
+    "timeout", "maxlen", "max_bytes", "password_env", "user_env", "sentinel", "wait_replicas",
+    "wait_timeout", NULL,
 };
 
 #define LABEL "Redis sink"
@@ -76,20 +80,32 @@ static int parse_uri(const outbox_uri_t *uri, redis_sink_t *h, outbox_diag_t *d)
     if (unknown)
         return host->error(d, OUTBOX_EINVAL,
                            "Redis sink %s: unknown parameter %s (known: timeout, maxlen, "
-                           "max_bytes, password_env, user_env)",
+                           "max_bytes, password_env, user_env, sentinel, wait_replicas, "
+                           "wait_timeout)",
                            shown, unknown);
     if (uri->raw == NULL || strncmp(uri->raw + strlen(uri->scheme), "://", 3) != 0 ||
         uri->host == NULL || uri->host[0] == '\0')
         return host->error(d, OUTBOX_EINVAL,
                            "Redis sink %s names no server: use redis://host:port/STREAM", shown);
-    if (strchr(uri->host, ',') != NULL)
+    const char *master = outbox_kit_uri_get(uri, "sentinel");
+    if (master != NULL && master[0] == '\0')
         return host->error(d, OUTBOX_EINVAL,
-                           "Redis sink %s: one server only (Redis Cluster and Sentinel are not "
-                           "supported)",
+                           "Redis sink %s: sentinel= needs the name the Sentinels monitor the master "
+                           "under (sentinel=mymaster)",
+                           shown);
+    if (master == NULL && strchr(uri->host, ',') != NULL)
+        return host->error(d, OUTBOX_EINVAL,
+                           "Redis sink %s: several hosts are Sentinels and need sentinel=NAME "
+                           "(Redis Cluster is not supported)",
                            shown);
 
-    int64_t timeout_us = 10000 * MS, maxlen = 0, max_bytes = 1 << 20;
+    int64_t timeout_us = 10000 * MS, maxlen = 0, max_bytes = 1 << 20, wait_replicas = 0;
+    int64_t wait_timeout_us = 1000 * MS;
     int rc = outbox_kit_opt_duration(host, uri, LABEL, "timeout", MS, DAY, &timeout_us, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_int(host, uri, LABEL, "wait_replicas", 0, 1000, &wait_replicas, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_duration(host, uri, LABEL, "wait_timeout", MS, DAY, &wait_timeout_us, d);
     if (rc == OUTBOX_OK)
         rc = outbox_kit_opt_int(host, uri, LABEL, "maxlen", 1, INT64_C(1) << 50, &maxlen, d);
     /* 512 MiB: the server's largest string. */
@@ -106,6 +122,8 @@ static int parse_uri(const outbox_uri_t *uri, redis_sink_t *h, outbox_diag_t *d)
     if (rc != OUTBOX_OK)
         return rc;
     c->timeout_ms = timeout_us / 1000;
+    h->wait_replicas = (long)wait_replicas;
+    h->wait_timeout_ms = wait_timeout_us / 1000;
     h->maxlen = maxlen;
     snprintf(h->maxlen_text, sizeof h->maxlen_text, "%lld", h->maxlen);
     h->max_bytes = (size_t)max_bytes;
@@ -113,8 +131,23 @@ static int parse_uri(const outbox_uri_t *uri, redis_sink_t *h, outbox_diag_t *d)
         return host->error(d, OUTBOX_EINVAL,
                            "Redis sink %s: user %s has no password (redis://user:password@host)",
                            shown, user);
-    c->port = uri->port > 0 ? uri->port : 6379;
+    c->port = uri->port > 0 ? uri->port : master != NULL ? 26379 : 6379;
     c->host = outbox_kit_strdup(host, uri->host);
+    if (master != NULL) {
+        /* The Sentinels: the URI's host list as it stands, or its one host
+         * with the port (26379, Sentinel's, when left out). */
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, host);
+        if (strchr(uri->host, ',') != NULL)
+            outbox_kit_buf_puts(&b, uri->host);
+        else
+            outbox_kit_buf_printf(&b, "%s:%d", uri->host, c->port);
+        c->sentinels = b.failed ? NULL : outbox_kit_buf_steal(&b);
+        outbox_kit_buf_free(&b);
+        c->master = outbox_kit_strdup(host, master);
+        if (c->sentinels == NULL || c->master == NULL)
+            return host->error(d, OUTBOX_ENOMEM, "out of memory opening the Redis sink");
+    }
     c->user = user ? outbox_kit_strdup(host, user) : NULL;
     c->password = password ? outbox_kit_strdup(host, password) : NULL;
     if (c->host == NULL || (user && !c->user) || (password && !c->password))

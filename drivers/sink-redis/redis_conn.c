@@ -1,5 +1,6 @@
 /* A connection from the parsed URI: connect with a timeout, AUTH, SELECT. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -41,11 +42,105 @@ static int setup_refused(const redis_config_t *cfg, const char *shown, const cha
     return outbox_redis_host->error(d, code, "Redis sink %s: %s refused: %s", shown, what, text);
 }
 
+/* One Sentinel's answer for cfg->master: 0 and host/port, or -1 and why. */
+static int ask_sentinel(const redis_config_t *cfg, const char *addr, char *host, size_t hsize, int *port,
+                        char *why, size_t wsize)
+{
+    char h[256];
+    int p = 26379;
+    const char *colon = strrchr(addr, ':');
+    size_t hl = colon ? (size_t)(colon - addr) : strlen(addr);
+    if (hl >= sizeof h)
+        hl = sizeof h - 1;
+    memcpy(h, addr, hl);
+    h[hl] = '\0';
+    if (colon)
+        p = atoi(colon + 1);
+    redisContext *c = redisConnectWithTimeout(h, p, to_timeval(cfg->timeout_ms));
+    if (c == NULL || c->err || redisSetTimeout(c, to_timeval(cfg->timeout_ms)) != REDIS_OK) {
+        snprintf(why, wsize, "Sentinel %s: %s", addr, c ? c->errstr : "out of memory");
+        redisFree(c);
+        return -1;
+    }
+    outbox_kit_buf_t scratch;
+    outbox_kit_buf_init(&scratch, outbox_redis_host);
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", cfg->master};
+    redisReply *r = outbox_redis_command(c, &scratch, 3, argv);
+    outbox_kit_buf_free(&scratch);
+    int rc = -1;
+    if (r == NULL)
+        snprintf(why, wsize, "Sentinel %s: %s", addr, c->errstr);
+    else if (r->type == REDIS_REPLY_ERROR)
+        snprintf(why, wsize, "Sentinel %s: %s", addr, r->str);
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+             r->element[1]->type != REDIS_REPLY_STRING)
+        snprintf(why, wsize, "Sentinel %s knows no master named %s", addr, cfg->master);
+    else {
+        snprintf(host, hsize, "%s", r->element[0]->str);
+        *port = atoi(r->element[1]->str);
+        rc = 0;
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+/* The master's address from the first Sentinel that names one. */
+static int discover(const redis_config_t *cfg, const char *shown, char *host, size_t hsize, int *port,
+                    outbox_diag_t *d)
+{
+    char why[300] = "no Sentinel listed";
+    const char *at = cfg->sentinels;
+    while (at && *at) {
+        size_t n = strcspn(at, ",");
+        char addr[300];
+        snprintf(addr, sizeof addr, "%.*s", (int)(n < sizeof addr - 1 ? n : sizeof addr - 1), at);
+        if (ask_sentinel(cfg, addr, host, hsize, port, why, sizeof why) == 0)
+            return OUTBOX_OK;
+        at += n;
+        if (*at == ',')
+            at++;
+    }
+    char text[300];
+    outbox_kit_redact(outbox_redis_host, cfg->redactor, why, text, sizeof text);
+    return outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: no master for %s: %s", shown,
+                                    cfg->master, text);
+}
+
+/* With Sentinels: the server must be the master still (a demoted one that
+ * Sentinel has not caught up with yet refuses writes). */
+static int check_master(const redis_config_t *cfg, const char *shown, redisContext *c, const char *addr,
+                        outbox_kit_buf_t *scratch, outbox_diag_t *d)
+{
+    const char *argv[1] = {"ROLE"};
+    redisReply *r = outbox_redis_command(c, scratch, 1, argv);
+    int rc = OUTBOX_OK;
+    if (r == NULL)
+        rc = conn_failure(cfg, shown, c, "ROLE", d);
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING)
+        rc = outbox_redis_host->error(d, OUTBOX_ETRANSIENT, "Redis sink %s: %s gave no role", shown, addr);
+    else if (strcmp(r->element[0]->str, "master") != 0)
+        rc = outbox_redis_host->error(d, OUTBOX_ETRANSIENT,
+                                      "Redis sink %s: the server Sentinel names as master %s (%s) is a %s",
+                                      shown, cfg->master, addr, r->element[0]->str);
+    freeReplyObject(r);
+    return rc;
+}
+
 int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisContext **out,
                          outbox_diag_t *d)
 {
     *out = NULL;
-    redisContext *c = redisConnectWithTimeout(cfg->host, cfg->port, to_timeval(cfg->timeout_ms));
+    char found[256];
+    const char *host = cfg->host;
+    int port = cfg->port;
+    if (cfg->master != NULL) {
+        int rc = discover(cfg, shown, found, sizeof found, &port, d);
+        if (rc != OUTBOX_OK)
+            return rc;
+        host = found;
+    }
+    redisContext *c = redisConnectWithTimeout(host, port, to_timeval(cfg->timeout_ms));
     if (c == NULL || c->err) {
         int rc = conn_failure(cfg, shown, c, "cannot connect", d);
         redisFree(c);
@@ -80,6 +175,11 @@ int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisCont
             rc = setup_refused(cfg, shown, "PING without a password", r->str, d);
         freeReplyObject(r);
     }
+    if (rc == OUTBOX_OK && cfg->master != NULL) {
+        char addr[300];
+        snprintf(addr, sizeof addr, "%s:%d", host, port);
+        rc = check_master(cfg, shown, c, addr, &scratch, d);
+    }
     if (rc == OUTBOX_OK && cfg->db != 0) {
         char db[24];
         snprintf(db, sizeof db, "%ld", cfg->db);
@@ -109,12 +209,14 @@ int outbox_redis_config_copy(const redis_config_t *from, redis_config_t *to)
     to->host = outbox_kit_strdup(host, from->host);
     to->user = from->user ? outbox_kit_strdup(host, from->user) : NULL;
     to->password = from->password ? outbox_kit_strdup(host, from->password) : NULL;
+    to->master = from->master ? outbox_kit_strdup(host, from->master) : NULL;
+    to->sentinels = from->sentinels ? outbox_kit_strdup(host, from->sentinels) : NULL;
     /* The sink's redactor goes with the sink; the password is the one
      * secret a connection of the reader's can meet. */
     outbox_uri_t secrets = {.password = to->password};
     to->redactor = outbox_kit_redactor_new(host, &secrets);
     if (to->host == NULL || (from->user && !to->user) || (from->password && !to->password) ||
-        to->redactor == NULL) {
+        (from->master && !to->master) || (from->sentinels && !to->sentinels) || to->redactor == NULL) {
         outbox_redis_config_free(to);
         return -1;
     }
@@ -126,6 +228,8 @@ void outbox_redis_config_free(redis_config_t *cfg)
     const outbox_host_t *host = outbox_redis_host;
     host->free(cfg->host);
     host->free(cfg->user);
+    host->free(cfg->master);
+    host->free(cfg->sentinels);
     if (cfg->password)
         memset(cfg->password, 0, strlen(cfg->password));
     host->free(cfg->password);

@@ -29,6 +29,11 @@ typedef struct redis_config {
     long db;              /* SELECT when not 0 */
     int64_t timeout_ms;   /* connect, and each read or write of a command */
     outbox_redactor_t *redactor; /* the secrets, to take out of the server's and hiredis' texts */
+    /* Sentinel: master is the name the Sentinels monitor, sentinels their
+     * "host:port,host:port" list (the URI's hosts); NULL: host and port
+     * are the server itself. */
+    char *master;
+    char *sentinels;
 } redis_config_t;
 
 typedef struct redis_sink {
@@ -39,6 +44,9 @@ typedef struct redis_sink {
     long long maxlen;     /* XADD MAXLEN ~ N; 0 = none */
     char maxlen_text[24];
     size_t max_bytes;     /* an entry larger than this is REJECT, never sent */
+    long wait_replicas;   /* WAIT for this many replicas before OK; 0 = none */
+    int64_t wait_timeout_ms;
+    bool readonly_seen;   /* a READONLY reply: the server is a replica now */
     char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
     outbox_kit_buf_t out;     /* the commands of a call, kept between calls */
 } redis_sink_t;
@@ -61,10 +69,12 @@ redisReply *outbox_redis_command(redisContext *c, outbox_kit_buf_t *scratch, siz
 int outbox_redis_error_permanent(const char *err);
 
 /* redis_conn.c */
-/* Connects, authenticates and selects the database. On failure, NULL and
- * a negative code: OUTBOX_ETRANSIENT when the server could not be reached
- * or is not ready, OUTBOX_EPERMANENT when it refused the password,
- * OUTBOX_EINVAL for a database it does not have. */
+/* Connects, authenticates and selects the database. With Sentinels, asks
+ * them in turn for the master's address first, and checks that the server
+ * found there is a master (ROLE). On failure, NULL and a negative code:
+ * OUTBOX_ETRANSIENT when the server could not be reached or is not ready
+ * (or no Sentinel named a master), OUTBOX_EPERMANENT when it refused the
+ * password, OUTBOX_EINVAL for a database it does not have. */
 int outbox_redis_connect(const redis_config_t *cfg, const char *shown, redisContext **out,
                          outbox_diag_t *d);
 /* A copy of from for a reader, which may outlive the sink: its strings,

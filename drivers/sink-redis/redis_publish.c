@@ -187,9 +187,12 @@ static void put_eval(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_me
 }
 
 /* The verdict of an error reply err for message m. */
-static void refused(const redis_sink_t *h, const outbox_message_t *m, outbox_kit_buf_t *stream,
+static void refused(redis_sink_t *h, const outbox_message_t *m, outbox_kit_buf_t *stream,
                     const char *err, outbox_publish_result_t *r)
 {
+    /* A master demoted to a replica: the next call finds the new one. */
+    if (err != NULL && strncmp(err, "READONLY", 8) == 0)
+        h->readonly_seen = true;
     char text[300], key[160];
     outbox_kit_buf_reset(stream);
     outbox_kit_destination(stream, h->stream_tpl, m);
@@ -266,6 +269,47 @@ static void drop_connection(redis_sink_t *h)
 {
     redisFree(h->c);
     h->c = NULL;
+}
+
+/* wait_replicas: what the server acknowledged counts only once that many
+ * replicas have it too (WAIT). When fewer had it within wait_timeout, or
+ * WAIT got no answer, every OK of the call becomes RETRY: sent again
+ * later, a duplicate at worst, never an entry a failover could lose. */
+static void wait_for_replicas(redis_sink_t *h, const outbox_message_t *msgs, size_t n,
+                              outbox_publish_result_t *results)
+{
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok += results[i].status == OUTBOX_PUBLISH_OK;
+    if (ok == 0 || h->c == NULL || h->c->err)
+        return;
+    char want[24], ms[24];
+    snprintf(want, sizeof want, "%ld", h->wait_replicas);
+    snprintf(ms, sizeof ms, "%lld", (long long)h->wait_timeout_ms);
+    const char *argv[3] = {"WAIT", want, ms};
+    outbox_kit_buf_t scratch;
+    outbox_kit_buf_init(&scratch, outbox_redis_host);
+    redisReply *r = outbox_redis_command(h->c, &scratch, 3, argv);
+    outbox_kit_buf_free(&scratch);
+    char why[200];
+    if (r == NULL)
+        snprintf(why, sizeof why, "WAIT got no reply: %s", h->c->errstr);
+    else if (r->type == REDIS_REPLY_INTEGER && r->integer >= h->wait_replicas)
+        why[0] = '\0';
+    else if (r->type == REDIS_REPLY_INTEGER)
+        snprintf(why, sizeof why, "%lld of the %ld replicas asked for had it within wait_timeout=%lldms",
+                 r->integer, h->wait_replicas, (long long)h->wait_timeout_ms);
+    else
+        snprintf(why, sizeof why, "WAIT was refused: %.120s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    freeReplyObject(r);
+    if (why[0] == '\0')
+        return;
+    char text[200];
+    outbox_kit_redact(outbox_redis_host, h->cfg.redactor, why, text, sizeof text);
+    for (size_t i = 0; i < n; i++)
+        if (results[i].status == OUTBOX_PUBLISH_OK)
+            outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                              "Redis added event %s, but %s: it will be sent again", id_of(&msgs[i]), text);
 }
 
 /* Connects when there is no connection. 0, or -1 with why set. */
@@ -398,6 +442,12 @@ int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
         for (size_t r = (size_t)got; r < n_runs; r++)
             lost(h, msgs, &k, &runs[r], text, results);
         drop_connection(h);
+    }
+    if (rc == OUTBOX_OK && h->wait_replicas > 0 && h->c != NULL)
+        wait_for_replicas(h, msgs, n, results);
+    if (h->readonly_seen && h->c != NULL) {
+        drop_connection(h);
+        h->readonly_seen = false;
     }
     /* A large call's buffer is not kept for the next. */
     if (h->out.cap > ((size_t)4 << 20) || got < 0) {

@@ -88,7 +88,11 @@ START_TEST(uri_errors)
         {"/s?max_bytes=999999999999", "max_bytes="},
         {"/1234567890/s", "database number"},
         {"redis:relative", "names no server"},
-        {"redis://h1:6379,h2:6379/s", "one server only"},
+        {"redis://h1:6379,h2:6379/s", "need sentinel=NAME"},
+        {"/s?sentinel=", "sentinel= needs the name"},
+        {"/s?wait_replicas=-1", "wait_replicas=-1"},
+        {"/s?wait_replicas=two", "wait_replicas=two"},
+        {"/s?wait_timeout=1", "wait_timeout=1"},
         {"redis://alice@127.0.0.1:1/s", "has no password"},
         {"/s?password_env=OUTBOX_IT_NO_SUCH_VAR", "OUTBOX_IT_NO_SUCH_VAR, which is not set"},
         /* A database the server does not have (16 by default). */
@@ -192,6 +196,55 @@ START_TEST(max_bytes_option)
     ck_assert_int_eq(direct_int(c, "XLEN", dest), 1);
     direct_int(c, "DEL", dest);
     redisFree(c);
+}
+END_TEST
+
+/* wait_replicas=1 on a server with no replica: the server adds the entry,
+ * but WAIT counts 0 replicas within wait_timeout, so the message is RETRY
+ * (sent again later), saying so. */
+START_TEST(wait_replicas_unmet_is_retry)
+{
+    char dest[64];
+    snprintf(dest, sizeof dest, "%s", th_name("wait"));
+    th_batch_t *b = th_batch(3, dest, "w");
+    outbox_sink_t *k = th_open_sink(th_uri_with(redis_uri, "?wait_replicas=1&wait_timeout=100ms"));
+    th_batch_publish(k, b);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_msg(b->r[i].status == OUTBOX_PUBLISH_RETRY &&
+                          strstr(b->r[i].message, "0 of the 1 replicas asked for had it within "
+                                                  "wait_timeout=100ms"),
+                      "message %zu: %d %s", i, b->r[i].status, b->r[i].message);
+    outbox_sink_close(k);
+    redisContext *c = direct();
+    ck_assert_int_eq(direct_int(c, "XLEN", dest), 3); /* added, not yet trusted */
+    direct_int(c, "DEL", dest);
+    redisFree(c);
+    /* wait_replicas=0 asks nothing: OK at once. */
+    k = th_open_sink(th_uri_with(redis_uri, "?wait_replicas=0"));
+    b = th_batch(1, dest, "w");
+    th_batch_publish(k, b);
+    ck_assert_msg(b->r[0].status == OUTBOX_PUBLISH_OK, "%s", b->r[0].message);
+    outbox_sink_close(k);
+    c = direct();
+    direct_int(c, "DEL", dest);
+    redisFree(c);
+}
+END_TEST
+
+/* sentinel=NAME with a host that answers no Sentinel command (the plain
+ * server, or nothing at all): the open still succeeds (a master may come
+ * later), and publish is RETRY naming the master it could not find. */
+START_TEST(sentinel_without_sentinels_is_retry)
+{
+    char u[512];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d,127.0.0.1:1/%s?sentinel=nosuchmaster&timeout=1s",
+             th_port_of(redis_uri), th_name("snt"));
+    outbox_sink_t *k = th_open_sink(u);
+    th_batch_t *b = th_batch(1, "x", "s");
+    th_batch_publish(k, b);
+    ck_assert_msg(b->r[0].status == OUTBOX_PUBLISH_RETRY && strstr(b->r[0].message, "no master for nosuchmaster"),
+                  "%d %s", b->r[0].status, b->r[0].message);
+    outbox_sink_close(k);
 }
 END_TEST
 
@@ -368,4 +421,5 @@ END_TEST
 TH_SINK_MAIN("redis_sink", 120, "OUTBOX_REDIS_URI", "redis", redis_uri,
              uri_errors, entry_layout, stream_template_and_db, max_bytes_option, wrongtype_reject,
              order_after_server_error, maxlen_trims, password_alone_masked,
+             wait_replicas_unmet_is_retry, sentinel_without_sentinels_is_retry,
              th_script() ? server_closes_idle_connection : NULL, th_script() ? auth : NULL)
