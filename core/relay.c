@@ -390,6 +390,11 @@ static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_pu
     case OUTBOX_PUBLISH_OK:
         decide(b, i, OUTBOX_SETTLE_PUBLISHED, 0, NULL, NULL);
         break;
+    case OUTBOX_PUBLISH_DEFER:
+        /* Stuck outside the message (a partition without a leader): back
+         * uncharged, offered again at the next claim. */
+        decide(b, i, OUTBOX_SETTLE_RELEASE, 0, NULL, NULL);
+        break;
     case OUTBOX_PUBLISH_REJECT:
         decide(b, i, OUTBOX_SETTLE_DEAD, 0, "rejected: ", res->message);
         break;

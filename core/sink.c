@@ -47,7 +47,7 @@ int outbox_sink_open(const char *uri, const outbox_sink_options_t *opts, outbox_
     if (rc == OUTBOX_OK)
         rc = outbox_loader_uri_ok(k->drv, &k->uri.uri, d);
     if (rc == OUTBOX_OK) {
-        outbox_sink_open_t params = {.struct_size = sizeof params, .uri = &k->uri.uri};
+        outbox_sink_open_t params = {.struct_size = sizeof params, .uri = &k->uri.uri, .defer_ok = 1};
         outbox_diag_t dd = {0};
         rc = k->drv->sink->open(&params, &k->h, &dd);
         if (rc != OUTBOX_OK) {
@@ -104,7 +104,7 @@ int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msgs, size_t n
         return rc;
     }
     for (size_t i = 0; i < n; i++) {
-        if (results[i].status < OUTBOX_PUBLISH_OK || results[i].status > OUTBOX_PUBLISH_REJECT) {
+        if (results[i].status < OUTBOX_PUBLISH_OK || results[i].status > OUTBOX_PUBLISH_DEFER) {
             results[i].status = OUTBOX_PUBLISH_RETRY;
             snprintf(results[i].message, sizeof results[i].message,
                      "sink %s returned an unknown result", k->drv->name);

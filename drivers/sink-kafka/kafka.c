@@ -27,6 +27,7 @@ static int kafka_open(const outbox_sink_open_t *params, void **handle, outbox_di
     if (k == NULL)
         return outbox_kafka_host->error(d, OUTBOX_ENOMEM, "out of memory opening the kafka sink");
     memset(k, 0, sizeof *k);
+    k->defer_ok = OUTBOX_STRUCT_HAS(outbox_sink_open_t, params, defer_ok) && params->defer_ok;
     int rc = outbox_kafka_config_parse(params->uri, &k->cfg, d);
     if (rc != OUTBOX_OK) {
         outbox_kafka_host->free(k);
@@ -74,11 +75,14 @@ static void kafka_close(void *handle)
         return;
     if (k->rk != NULL) {
         /* Every call waited for its own messages, so there is nothing to
-         * flush but a report still on its way; a short wait, then the
-         * purge in outbox_kafka_producer_drop. */
+         * flush but a report still on its way, or a message a call handed
+         * back (DEFER) whose partition is still without a leader; a short
+         * wait, then the purge in outbox_kafka_producer_drop. Their rows
+         * were handed back, so nothing is lost. */
         rd_kafka_flush(k->rk, 1000);
         outbox_kafka_producer_drop(k);
     }
+    outbox_kafka_kept_free(k);
     outbox_kafka_config_free(&k->cfg);
     outbox_kafka_host->free(k);
 }

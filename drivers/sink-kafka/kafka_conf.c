@@ -115,14 +115,19 @@ static int check_pinned(const kafka_config_t *cfg, const char *key, const char *
 static int parse_options(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d)
 {
     int64_t timeout_us = INT64_C(30000000), partitions = 3, replication = 1;
+    int64_t partition_us = INT64_C(1000000);
     int rc = outbox_kit_opt_duration(H, uri, KAFKA_LABEL, "timeout", INT64_C(100000),
                                      INT64_C(3600000000), &timeout_us, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_kit_opt_duration(H, uri, KAFKA_LABEL, "partition_timeout", INT64_C(1000),
+                                     INT64_C(3600000000), &partition_us, d);
     if (rc == OUTBOX_OK)
         rc = outbox_kit_opt_int(H, uri, KAFKA_LABEL, "partitions", 1, 100000, &partitions, d);
     if (rc == OUTBOX_OK)
         rc = outbox_kit_opt_int(H, uri, KAFKA_LABEL, "replication", 1, 1000, &replication, d);
     /* librdkafka counts milliseconds; a part of one is not dropped. */
     cfg->timeout_ms = (timeout_us + 999) / 1000;
+    cfg->partition_timeout_ms = (partition_us + 999) / 1000;
     cfg->partitions = (int)partitions;
     cfg->replication = (int)replication;
     return rc;
@@ -130,7 +135,7 @@ static int parse_options(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_di
 
 static int own_option(const char *key, size_t n)
 {
-    static const char *const own[] = {"timeout", "partitions", "replication"};
+    static const char *const own[] = {"timeout", "partition_timeout", "partitions", "replication"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (strlen(own[i]) == n && strncmp(own[i], key, n) == 0)
             return 1;
@@ -256,8 +261,8 @@ static int conf_set(rd_kafka_conf_t *conf, const kafka_config_t *cfg, const char
     if (r == RD_KAFKA_CONF_OK)
         return OUTBOX_OK;
     if (r == RD_KAFKA_CONF_UNKNOWN)
-        return cfg_error(d, cfg, "%s is neither an option of the sink (timeout, partitions, "
-                         "replication) nor a librdkafka property", key);
+        return cfg_error(d, cfg, "%s is neither an option of the sink (timeout, partition_timeout, "
+                         "partitions, replication) nor a librdkafka property", key);
     if (hidden)
         return cfg_error(d, cfg, "librdkafka refuses the value of %s (not shown)", key);
     char shown[400];

@@ -44,6 +44,7 @@ typedef struct kafka_config {
     char *brokers;        /* bootstrap.servers */
     char *topic_tpl;      /* the path without its '/'; "" = the relay's destination */
     int64_t timeout_ms;   /* a publish call's bound; message.timeout.ms beyond it */
+    int64_t partition_timeout_ms; /* how long a call waits for a slow partition before DEFER */
     int partitions;       /* destination_create */
     int replication;
     kafka_param_t *params;
@@ -56,7 +57,11 @@ typedef struct kafka_config {
 typedef struct kafka_sink {
     kafka_config_t cfg;
     rd_kafka_t *rk;     /* the producer; NULL until (re)made by outbox_kafka_producer */
-    size_t pending;     /* this call's messages without a delivery report */
+    size_t pending;     /* messages in librdkafka's hands without a delivery report */
+    size_t waiting;     /* those of them the current call waits for */
+    unsigned call;      /* the current call's number */
+    int defer_ok;       /* the host takes OUTBOX_PUBLISH_DEFER */
+    struct kafka_block *kept; /* earlier calls' slots holding messages still in hand */
     char fatal[256];    /* why the producer was given up, for the next messages */
 } kafka_sink_t;
 
@@ -77,6 +82,8 @@ rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, 
 int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d);
 /* Destroys k->rk (after a purge: nothing is waited for). */
 void outbox_kafka_producer_drop(kafka_sink_t *k);
+/* Frees what earlier calls kept (at close, after the producer is gone). */
+void outbox_kafka_kept_free(kafka_sink_t *k);
 int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d);
 

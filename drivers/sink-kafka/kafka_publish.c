@@ -24,7 +24,24 @@
  * the whole call here costs about one. The sink keeps its own flow and
  * takes the scheduler's chain of each key's messages (next[]) and its
  * held-back results: after a message fails for good, no later one of its
- * key is sent (outbox_kit_keys_hold). */
+ * key is sent (outbox_kit_keys_hold).
+ *
+ * A partition without a leader (its broker died, the election is under
+ * way) must not hold up the other partitions' keys. When the host takes
+ * OUTBOX_PUBLISH_DEFER, a call waits for its reports only partition_timeout
+ * (1 s by default) once some of them went through; a message still without
+ * one then stays in librdkafka's queue, its slot is kept, and the message is
+ * reported DEFER. (When nothing went through, the whole cluster looks down:
+ * the call waits its timeout as before, and the relay's breaker pauses.)
+ * The relay hands its row back uncharged
+ * and offers it again; a later call that is given a message the sink still
+ * holds (the same event id) sends nothing and waits for the kept slot's
+ * report instead, so the message reaches the broker once, ahead of any
+ * later message of its key, which that later call produces behind it in the
+ * partition's queue. A kept message still without a report after timeout
+ * is taken back, with everything else in hand, at the start of the next
+ * call, before librdkafka's own message timeout could fail it and let a
+ * later one through. */
 #include <string.h>
 
 #include "kafka_int.h"
@@ -32,15 +49,32 @@
 static const outbox_host_t **host = &outbox_kafka_host;
 #define H (*host)
 
-enum { SLOT_NONE, SLOT_SENT, SLOT_DONE, SLOT_HELD };
+/* SLOT_PROXY: this call's message is one an earlier call's kept slot
+ * (ref) holds; SLOT_GONE: a kept slot whose outcome was handed on. */
+enum { SLOT_NONE, SLOT_SENT, SLOT_DONE, SLOT_HELD, SLOT_PROXY, SLOT_GONE };
 
-typedef struct slot {
+typedef struct slot slot_t;
+struct slot {
     kafka_sink_t *k;
+    struct kafka_block *blk;
     int state;
     rd_kafka_resp_err_t err;
     int32_t partition;
-    int again; /* refused as too large beside others of its batch: to be sent alone */
-} slot_t;
+    int again;       /* refused as too large beside others of its batch: to be sent alone */
+    unsigned call;   /* the call that waits for its report */
+    int64_t sent_us; /* when it was handed to librdkafka */
+    char *kept_id;   /* its event id while kept for a later call */
+    slot_t *ref;     /* SLOT_PROXY: the kept slot */
+};
+
+/* One call's slots: librdkafka holds pointers to them until each report
+ * is served, so a block outlives its call while any slot is kept. */
+typedef struct kafka_block {
+    struct kafka_block *next;
+    size_t n;
+    size_t kept;
+    slot_t slots[];
+} block_t;
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -53,6 +87,56 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     s->err = m->err;
     s->partition = m->partition;
     s->k->pending--;
+    if (s->call == s->k->call)
+        s->k->waiting--;
+}
+
+/* ------------------------------------------------------------ kept slots */
+
+static void unkeep(slot_t *s)
+{
+    H->free(s->kept_id);
+    s->kept_id = NULL;
+    s->blk->kept--;
+    s->state = SLOT_GONE;
+}
+
+/* The kept slot holding event_id, or NULL. */
+static slot_t *find_kept(kafka_sink_t *k, const char *event_id)
+{
+    if (event_id == NULL)
+        return NULL;
+    for (block_t *b = k->kept; b != NULL; b = b->next)
+        for (size_t i = 0; i < b->n && b->kept > 0; i++)
+            if (b->slots[i].kept_id != NULL && strcmp(b->slots[i].kept_id, event_id) == 0)
+                return &b->slots[i];
+    return NULL;
+}
+
+/* Frees the kept blocks none of whose slots is kept any more. */
+static void sweep(kafka_sink_t *k)
+{
+    block_t **at = &k->kept;
+    while (*at != NULL) {
+        block_t *b = *at;
+        if (b->kept == 0) {
+            *at = b->next;
+            H->free(b);
+        } else {
+            at = &b->next;
+        }
+    }
+}
+
+void outbox_kafka_kept_free(kafka_sink_t *k)
+{
+    while (k->kept != NULL) {
+        block_t *b = k->kept;
+        k->kept = b->next;
+        for (size_t i = 0; i < b->n; i++)
+            H->free(b->slots[i].kept_id);
+        H->free(b);
+    }
 }
 
 int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
@@ -153,7 +237,10 @@ static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *
                                 m->headers[h].value, -1);
         }
         s->state = SLOT_SENT;
+        s->call = k->call;
+        s->sent_us = H->monotonic_us();
         k->pending++;
+        k->waiting++;
         rd_kafka_resp_err_t e = rd_kafka_producev(
             k->rk, RD_KAFKA_V_TOPIC(topic->data),
             RD_KAFKA_V_KEY(m->key, m->key ? strlen(m->key) : 0),
@@ -164,6 +251,7 @@ static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *
             return e;
         s->state = SLOT_NONE;
         k->pending--;
+        k->waiting--;
         rd_kafka_headers_destroy(hs);
         /* A full local queue drains as reports come in. */
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || H->monotonic_us() >= deadline)
@@ -172,11 +260,11 @@ static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *
     }
 }
 
-/* Serves delivery reports until none is pending, the producer failed
- * fatally, or deadline. 1 when all came in. */
+/* Serves delivery reports until none the call waits for is pending, the
+ * producer failed fatally, or deadline. 1 when all came in. */
 static int wait_reports(kafka_sink_t *k, int64_t deadline)
 {
-    while (k->pending > 0) {
+    while (k->waiting > 0) {
         char why[256];
         if (rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR) {
             outbox_kit_redact(H, k->cfg.secrets->redactor, why, k->fatal, sizeof k->fatal);
@@ -204,7 +292,9 @@ static int wait_reports(kafka_sink_t *k, int64_t deadline)
 
 /* What is still in librdkafka's hands is taken back (each one reported
  * _PURGE_QUEUE or _PURGE_INFLIGHT, so RETRY) and the producer is dropped:
- * the next call starts with a new one, a new producer id and no gap. */
+ * the next call starts with a new one, a new producer id and no gap. Kept
+ * slots go with it (at the end of the call: this call's proxies may still
+ * read them). */
 static void abandon(kafka_sink_t *k)
 {
     rd_kafka_purge(k->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
@@ -212,6 +302,47 @@ static void abandon(kafka_sink_t *k)
     while (k->pending > 0 && H->monotonic_us() < until)
         rd_kafka_poll(k->rk, 20);
     outbox_kafka_producer_drop(k);
+    k->pending = 0;
+    k->waiting = 0;
+}
+
+/* At a call's start: a kept message without a report for timeout is taken
+ * back with everything in hand before librdkafka's message timeout (10 s
+ * later) could fail it alone; a kept outcome nobody asked for in that time
+ * (its row went to another relay) is forgotten. */
+static void expire_kept(kafka_sink_t *k)
+{
+    int64_t old = H->monotonic_us() - k->cfg.timeout_ms * 1000;
+    int stale = 0;
+    for (block_t *b = k->kept; b != NULL; b = b->next)
+        for (size_t i = 0; i < b->n; i++) {
+            slot_t *s = &b->slots[i];
+            if (s->kept_id == NULL || s->sent_us > old)
+                continue;
+            if (s->state == SLOT_SENT)
+                stale = 1;
+            else
+                unkeep(s);
+        }
+    if (stale && k->rk != NULL) {
+        abandon(k);
+        outbox_kafka_kept_free(k);
+    }
+    sweep(k);
+}
+
+/* A message still without a report when the call's wait for slow
+ * partitions ended while others went through: kept, and DEFER. */
+static void report_kept(kafka_sink_t *k, const outbox_message_t *m, outbox_publish_result_t *r)
+{
+    outbox_kit_buf_t t;
+    outbox_kit_buf_init(&t, H);
+    outbox_kit_destination(&t, k->cfg.topic_tpl, m);
+    outbox_kit_result(r, OUTBOX_PUBLISH_DEFER,
+                      "kafka topic %s: no delivery report within partition_timeout=%lldms (its "
+                      "partition may have no leader); the sink keeps the message queued",
+                      t.data ? t.data : "?", (long long)k->cfg.partition_timeout_ms);
+    outbox_kit_buf_free(&t);
 }
 
 static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
@@ -303,54 +434,132 @@ static void isolate(kafka_sink_t *k, const outbox_message_t *msgs, size_t n,
     outbox_kit_buf_free(&topic);
 }
 
+/* Message i's slot: a proxy of the kept slot holding its event id, if an
+ * earlier call kept one, else a message sent now. */
+static void send_or_attach(kafka_sink_t *k, const outbox_message_t *msgs, size_t i, slot_t *slots,
+                           outbox_publish_result_t *results, outbox_kit_keys_t *keys,
+                           outbox_kit_buf_t *topic, int64_t deadline)
+{
+    slot_t *kept = k->kept != NULL ? find_kept(k, msgs[i].event_id) : NULL;
+    if (kept != NULL) {
+        slots[i].state = SLOT_PROXY;
+        slots[i].ref = kept;
+        if (kept->state == SLOT_SENT) {
+            kept->call = k->call;
+            k->waiting++;
+        }
+        return;
+    }
+    rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], topic, deadline);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        slots[i].state = SLOT_DONE;
+        slots[i].err = e;
+        report(k, &msgs[i], &slots[i], &results[i]);
+        slots[i].state = SLOT_NONE;
+        stop_key(keys, msgs, results, slots, i);
+    }
+}
+
 int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d)
 {
     kafka_sink_t *k = handle;
+    k->call++;
+    expire_kept(k);
     int rc = outbox_kafka_producer(k, d);
     if (rc != OUTBOX_OK)
         return rc;
     outbox_kit_keys_t keys;
-    slot_t *slots = H->alloc(n * sizeof *slots);
-    if (slots == NULL || outbox_kit_keys_init(&keys, H, msgs, n) != 0) {
-        H->free(slots);
+    block_t *blk = H->alloc(sizeof *blk + n * sizeof(slot_t));
+    if (blk == NULL || outbox_kit_keys_init(&keys, H, msgs, n) != 0) {
+        H->free(blk);
         return H->error(d, OUTBOX_ENOMEM, "out of memory for %zu delivery slots", n);
     }
+    blk->next = NULL;
+    blk->n = n;
+    blk->kept = 0;
+    slot_t *slots = blk->slots;
     for (size_t i = 0; i < n; i++)
-        slots[i] = (slot_t){.k = k, .state = SLOT_NONE, .partition = -1, .again = 0};
-    int64_t deadline = H->monotonic_us() + k->cfg.timeout_ms * 1000;
+        slots[i] = (slot_t){.k = k, .blk = blk, .state = SLOT_NONE, .partition = -1};
+    int64_t start = H->monotonic_us();
+    int64_t deadline = start + k->cfg.timeout_ms * 1000;
+    /* With DEFER, the wait for slow partitions ends sooner. */
+    int64_t until = deadline;
+    if (k->defer_ok && k->cfg.partition_timeout_ms < k->cfg.timeout_ms)
+        until = start + k->cfg.partition_timeout_ms * 1000;
     outbox_kit_buf_t topic;
     outbox_kit_buf_init(&topic, H);
-    k->pending = 0;
+    k->waiting = 0;
     k->fatal[0] = '\0';
 
-    for (size_t i = 0; i < n; i++) {
-        if (slots[i].state == SLOT_HELD)
-            continue;
-        rd_kafka_resp_err_t e = produce_one(k, &msgs[i], &slots[i], &topic, deadline);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            slots[i].state = SLOT_DONE;
-            slots[i].err = e;
-            report(k, &msgs[i], &slots[i], &results[i]);
-            slots[i].state = SLOT_NONE;
-            stop_key(&keys, msgs, results, slots, i);
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        if (slots[i].state != SLOT_HELD)
+            send_or_attach(k, msgs, i, slots, results, &keys, &topic, deadline);
     outbox_kit_buf_free(&topic);
 
-    int complete = wait_reports(k, deadline);
+    int complete = wait_reports(k, until);
+    /* Slow partitions are left behind only while others work: when nothing
+     * of the call went through, the call waits its whole timeout, as for a
+     * cluster that is down (or a verdict still to come, as the broker's
+     * refusal of a batch). */
+    int partial = 0;
+    if (!complete && until < deadline && k->fatal[0] == '\0') {
+        for (size_t i = 0; i < n && !partial; i++) {
+            const slot_t *s = slots[i].state == SLOT_PROXY ? slots[i].ref : &slots[i];
+            partial = s->state == SLOT_DONE && s->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        if (!partial) {
+            until = deadline;
+            complete = wait_reports(k, until);
+        }
+    }
     char why[256];
     if (k->fatal[0] == '\0' && rd_kafka_fatal_error(k->rk, why, sizeof why) != RD_KAFKA_RESP_ERR_NO_ERROR)
         outbox_kit_redact(H, k->cfg.secrets->redactor, why, k->fatal, sizeof k->fatal);
     int refused = k->fatal[0] != '\0';
-    if (!complete || refused)
+    if (refused || (!complete && until == deadline))
         abandon(k);
-    for (size_t i = 0; i < n; i++)
-        if (slots[i].state == SLOT_SENT || slots[i].state == SLOT_DONE)
-            report(k, &msgs[i], &slots[i], &results[i]);
+    /* Kept only while the producer that holds them lives. */
+    int alive = k->rk != NULL;
+    for (size_t i = 0; i < n; i++) {
+        slot_t *s = &slots[i];
+        if (s->state == SLOT_PROXY) {
+            s = s->ref;
+            if (s->state == SLOT_DONE) {
+                report(k, &msgs[i], s, &results[i]);
+                unkeep(s);
+            } else if (s->state == SLOT_SENT && alive) {
+                report_kept(k, &msgs[i], &results[i]);
+            } else {
+                outbox_kit_result(&results[i], OUTBOX_PUBLISH_RETRY,
+                                  "kafka: the copy kept from an earlier call was taken back%s%s",
+                                  k->fatal[0] ? ": " : "", k->fatal);
+            }
+        } else if (s->state == SLOT_SENT && alive) {
+            /* Still in librdkafka's hands: keep the slot for a later call. */
+            s->kept_id = outbox_kit_strdup(H, msgs[i].event_id ? msgs[i].event_id : "");
+            blk->kept++;
+            report_kept(k, &msgs[i], &results[i]);
+        } else if (s->state == SLOT_SENT || s->state == SLOT_DONE) {
+            report(k, &msgs[i], s, &results[i]);
+        }
+    }
     if (refused)
         isolate(k, msgs, n, results, slots, &keys, deadline);
     outbox_kit_keys_free(&keys);
-    H->free(slots);
+    if (k->rk == NULL) {
+        /* The producer was dropped: nothing of it is kept. */
+        for (size_t i = 0; i < n; i++)
+            if (slots[i].kept_id != NULL)
+                unkeep(&slots[i]);
+        outbox_kafka_kept_free(k);
+    }
+    if (blk->kept > 0) {
+        blk->next = k->kept;
+        k->kept = blk;
+    } else {
+        H->free(blk);
+    }
+    sweep(k);
     return OUTBOX_OK;
 }

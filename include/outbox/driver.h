@@ -37,6 +37,8 @@
  *           before each entry, stated at the entry.
  *      1.5  store renew and outbox_renew_req_t (lease renewal). A store
  *           need not claim 5 to offer it: an older host never calls it.
+ *           OUTBOX_PUBLISH_DEFER and outbox_sink_open_t.defer_ok: a sink
+ *           returns DEFER only when defer_ok says the host takes it.
  *
  * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
@@ -523,6 +525,14 @@ enum outbox_publish_status {
     OUTBOX_PUBLISH_OK = 0,     /* durably accepted by the broker */
     OUTBOX_PUBLISH_RETRY = 1,  /* transient */
     OUTBOX_PUBLISH_REJECT = 2, /* permanent */
+    /* ABI 1.5: not delivered yet for a reason outside the message and
+     * outside this call's reach (its partition has no leader while the
+     * broker's others take messages), and the sink still holds it: the
+     * relay hands the row back uncharged, holds back its key's later rows,
+     * and offers it again at once; the sink then reports the outcome of
+     * the copy it holds rather than sending it twice. Returned only when
+     * outbox_sink_open_t.defer_ok was set; never trips the relay's breaker. */
+    OUTBOX_PUBLISH_DEFER = 3,
 };
 
 /* Filled by publish (frozen). */
@@ -534,6 +544,7 @@ typedef struct outbox_publish_result {
 typedef struct outbox_sink_open {
     uint32_t struct_size;
     const outbox_uri_t *uri;
+    int defer_ok; /* ABI 1.5: the caller takes OUTBOX_PUBLISH_DEFER */
 } outbox_sink_open_t;
 
 /* One message read back from the broker by a sink's reader (versioned;

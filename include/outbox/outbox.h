@@ -265,9 +265,13 @@ OUTBOX_API const char *outbox_sink_message(const outbox_sink_t *k);
 /* OUTBOX_SINK_CAP_* of the driver; 0 for NULL. */
 OUTBOX_API uint32_t outbox_sink_capabilities(const outbox_sink_t *k);
 /* Publish msgs[0..n), one result each: OK (the broker holds it), RETRY or
- * REJECT, with a reason. Returns OUTBOX_OK when every result is filled in;
- * a negative code when the call as a whole failed, every result then RETRY
- * with the handle's message. A result the driver left outside the three
+ * REJECT, with a reason, or DEFER: not delivered yet, for a reason outside
+ * the message (a Kafka partition without a leader), and the sink keeps it
+ * in hand; hand the row back without charging an attempt, hold back its
+ * key's later rows, and publish it again soon: the sink then reports on
+ * the copy it holds. Returns OUTBOX_OK when every result is filled in; a
+ * negative code when the call as a whole failed, every result then RETRY
+ * with the handle's message. A result the driver left outside the four
  * statuses reads RETRY. n = 0 succeeds at once. */
 OUTBOX_API int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msgs, size_t n,
                                    outbox_publish_result_t *results);

@@ -1630,6 +1630,54 @@ START_TEST(without_renewal_slow_publish_loses_rows)
 }
 END_TEST
 
+/* Key "stuck" is deferred for the first three calls (its partition has no
+ * leader), everything else goes through. */
+static int defer_stuck_key(const outbox_message_t *m, int call)
+{
+    return strcmp(m->key, "stuck") == 0 && call < 3 ? OUTBOX_PUBLISH_DEFER : OUTBOX_PUBLISH_OK;
+}
+
+/* DEFER hands a row back uncharged and holds back the later rows of its key
+ * in the batch, without tripping the breaker: the other keys of the batch
+ * are published in the same step, and once the sink stops deferring, the
+ * stuck key's rows go out in order with one attempt each. */
+START_TEST(defer_releases_uncharged_and_holds_key)
+{
+    char stuck[3][37], free_[3][37];
+    for (int i = 0; i < 3; i++) {
+        stage("r", "stuck", stuck[i]);
+        stage("r", "free", free_[i]);
+    }
+    test_sink_reset(defer_stuck_key);
+    outbox_relay_config_t cfg = quick_config("r");
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("testordered:", &sink, &cfg);
+    size_t claimed = 0;
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 6);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_str_eq(state_of(free_[i]).status, "published");
+        row_state_t st = state_of(stuck[i]);
+        ck_assert_str_eq(st.status, "pending");
+        ck_assert_int_eq(st.attempts, 0);
+    }
+    outbox_relay_counters_t c;
+    outbox_relay_counters(r, &c);
+    ck_assert_uint_eq(c.outages, 0);
+    ck_assert_uint_eq(c.retried, 0);
+    ck_assert_uint_eq(c.released, 3);
+    ck_assert_int_eq(outbox_relay_run(r), OUTBOX_OK);
+    for (int i = 0; i < 3; i++) {
+        row_state_t st = state_of(stuck[i]);
+        ck_assert_str_eq(st.status, "published");
+        ck_assert_int_eq(st.attempts, 1);
+    }
+    assert_first_delivery_order("stuck", stuck, 3);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 /* Lease 0 picks the default: the short one when the store renews, the long
  * one when renewal is off. */
 START_TEST(default_lease_follows_renewal)
@@ -1664,6 +1712,7 @@ int main(void)
     tcase_add_test(tc, renewal_keeps_rows_through_slow_publish);
     tcase_add_test(tc, without_renewal_slow_publish_loses_rows);
     tcase_add_test(tc, default_lease_follows_renewal);
+    tcase_add_test(tc, defer_releases_uncharged_and_holds_key);
     tcase_add_test(tc, dead_after_max_attempts);
     tcase_add_test(tc, reject_is_dead_at_once);
     tcase_add_test(tc, exhausted_head_leaves_key_in_order);
