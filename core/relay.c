@@ -392,8 +392,11 @@ static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_pu
         break;
     case OUTBOX_PUBLISH_DEFER:
         /* Stuck outside the message (a partition without a leader): back
-         * uncharged, offered again at the next claim. */
-        decide(b, i, OUTBOX_SETTLE_RELEASE, 0, NULL, NULL);
+         * uncharged, and out of the next claims for backoff_base, so that
+         * the stuck keys do not fill every batch while the others could go
+         * (their later rows wait behind them by the key rule). */
+        decide(b, i, OUTBOX_SETTLE_RELEASE,
+               r->cfg.backoff_base_us > 0 ? outbox_now_us() + r->cfg.backoff_base_us : 0, NULL, NULL);
         break;
     case OUTBOX_PUBLISH_REJECT:
         decide(b, i, OUTBOX_SETTLE_DEAD, 0, "rejected: ", res->message);

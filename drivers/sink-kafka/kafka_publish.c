@@ -29,7 +29,8 @@
  * A partition without a leader (its broker died, the election is under
  * way) must not hold up the other partitions' keys. When the host takes
  * OUTBOX_PUBLISH_DEFER, a call waits for its reports only partition_timeout
- * (1 s by default) once some of them went through; a message still without
+ * (1 s by default) once some of them went through (or one of them is a copy
+ * an earlier such call kept); a message still without
  * one then stays in librdkafka's queue, its slot is kept, and the message is
  * reported DEFER. (When nothing went through, the whole cluster looks down:
  * the call waits its timeout as before, and the relay's breaker pauses.)
@@ -504,9 +505,12 @@ int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
      * refusal of a batch). */
     int partial = 0;
     if (!complete && until < deadline && k->fatal[0] == '\0') {
+        /* A copy kept from an earlier call is proof enough: that call saw
+         * others go through while it waited. */
         for (size_t i = 0; i < n && !partial; i++) {
             const slot_t *s = slots[i].state == SLOT_PROXY ? slots[i].ref : &slots[i];
-            partial = s->state == SLOT_DONE && s->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+            partial = slots[i].state == SLOT_PROXY ||
+                      (s->state == SLOT_DONE && s->err == RD_KAFKA_RESP_ERR_NO_ERROR);
         }
         if (!partial) {
             until = deadline;

@@ -43,7 +43,9 @@ static const char *error_of(const outbox_settle_item_t *it)
 
 static int64_t avail_of(const outbox_settle_item_t *it)
 {
-    return it->kind == OUTBOX_SETTLE_RESCHEDULE ? outbox_mongo_ms(it->available_at) : 0;
+    return it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_RELEASE
+               ? outbox_mongo_ms(it->available_at)
+               : 0;
 }
 
 /* Items that write the same thing sort next to each other. */
@@ -100,8 +102,10 @@ static int build_update(bson_t *u, const outbox_settle_item_t *it, const char *m
         else
             BSON_APPEND_NULL(&set, "last_error");
         break;
-    default: /* RELEASE */
+    default: /* RELEASE, held back until available_at when it has one */
         BSON_APPEND_UTF8(&set, MF_STATUS, "pending");
+        if (it->available_at)
+            BSON_APPEND_DATE_TIME(&set, "available_at", avail_of(it));
         break;
     }
     bson_append_document_end(u, &set);

@@ -420,7 +420,8 @@ static void build_settle(const pg_handle_t *h, outbox_kit_buf_t *b)
                       "'pending' END, "
                       "published_at = CASE WHEN u.kind = 1 THEN statement_timestamp() ELSE "
                       "o.published_at END, "
-                      "available_at = CASE WHEN u.kind = 2 THEN u.available_at ELSE o.available_at END, "
+                      "available_at = CASE WHEN u.kind = 2 OR (u.kind = 4 AND u.available_at IS NOT "
+                      "NULL) THEN u.available_at ELSE o.available_at END, "
                       "last_error = CASE WHEN u.kind IN (2, 3) THEN u.error ELSE o.last_error END, "
                       /* A released row's attempt never happened: give it back. */
                       "attempts = CASE WHEN u.kind = 4 THEN greatest(o.attempts - 1, 0) ELSE "
@@ -931,7 +932,11 @@ int outbox_pg_settle(void *handle, const outbox_fence_t *fence, outbox_settle_it
             return outbox_pg_fail(d, OUTBOX_EINVAL, "settle item %zu: id \"%.40s\" is not a UUID",
                                   i, it->id);
         outbox_pg_array_int4(&kinds, it->kind);
-        outbox_pg_array_stamp(&avail, it->kind == OUTBOX_SETTLE_RESCHEDULE ? it->available_at : 0, 1);
+        outbox_pg_array_stamp(&avail,
+                              it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_RELEASE
+                                  ? it->available_at
+                                  : 0,
+                              1);
         if (it->error && (it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_DEAD))
             outbox_pg_array_line(&errs, it->error, PG_ERROR_MAX);
         else

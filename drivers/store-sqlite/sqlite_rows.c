@@ -634,11 +634,12 @@ static void sql_set_dead(const sq_handle_t *h, outbox_kit_buf_t *b)
     fenced_update(h, b, " SET status = 'dead', last_error = ?4");
 }
 
-/* The attempt claim charged never happened: give it back. */
+/* The attempt claim charged never happened: give it back. A release with
+ * an available_at (ABI 1.5) also keeps the row back until then. */
 static void sql_set_release(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
     fenced_update(h, b, " SET status = 'pending', attempts = max(attempts - 1, 0), "
-                        "processing_at = NULL");
+                        "processing_at = NULL, available_at = coalesce(?3, available_at)");
 }
 
 static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_item_t *it,
@@ -666,7 +667,7 @@ static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_
     sqlite3_bind_int64(st, 2, fence);
     if (it->kind == OUTBOX_SETTLE_PUBLISHED)
         sqlite3_bind_int64(st, 3, now);
-    if (it->kind == OUTBOX_SETTLE_RESCHEDULE)
+    if (it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_RELEASE)
         bind_stamp(st, 3, it->available_at);
     if (it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_DEAD)
         bind_text(st, 4, it->error);

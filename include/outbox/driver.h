@@ -39,6 +39,9 @@
  *           need not claim 5 to offer it: an older host never calls it.
  *           OUTBOX_PUBLISH_DEFER and outbox_sink_open_t.defer_ok: a sink
  *           returns DEFER only when defer_ok says the host takes it.
+ *           A RELEASE item's available_at, when not 0, holds the row back
+ *           until then (the relay's deferred rows); a store that honours
+ *           it claims 5.
  *
  * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
@@ -305,14 +308,15 @@ enum outbox_settle_kind {
     OUTBOX_SETTLE_PUBLISHED = 1, /* published, published_at = now */
     OUTBOX_SETTLE_RESCHEDULE = 2,/* pending, available_at, last_error */
     OUTBOX_SETTLE_DEAD = 3,      /* dead, last_error */
-    OUTBOX_SETTLE_RELEASE = 4,   /* pending, attempts - 1 */
+    OUTBOX_SETTLE_RELEASE = 4,   /* pending, attempts - 1; ABI 1.5: available_at when
+                                    not 0 (the row is not claimable before it) */
 };
 
 /* One outcome for settle (frozen). */
 typedef struct outbox_settle_item {
     const char *id;
     int kind;                /* enum outbox_settle_kind */
-    int64_t available_at;    /* RESCHEDULE; 0 = NULL */
+    int64_t available_at;    /* RESCHEDULE (0 = NULL); RELEASE (0 = unchanged; ABI 1.5) */
     const char *error;       /* RESCHEDULE, DEAD; may be NULL */
     int applied;             /* OUT: 1 when the row still held the fence and changed */
 } outbox_settle_item_t;

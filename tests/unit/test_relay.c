@@ -1678,6 +1678,33 @@ START_TEST(defer_releases_uncharged_and_holds_key)
 }
 END_TEST
 
+/* With a backoff base, a deferred row is kept out of the next claims for
+ * that long (uncharged), so the stuck keys do not fill every batch. */
+START_TEST(defer_holds_row_back_for_backoff_base)
+{
+    char stuck[37];
+    stage("r", "stuck", stuck);
+    test_sink_reset(defer_stuck_key);
+    outbox_relay_config_t cfg = quick_config("r");
+    cfg.backoff_base_us = 400000;
+    outbox_sink_t *sink;
+    outbox_relay_t *r = relay_on("testordered:", &sink, &cfg);
+    size_t claimed = 0;
+    long long before = (long long)outbox_now_us();
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 1);
+    row_state_t st = state_of(stuck);
+    ck_assert_str_eq(st.status, "pending");
+    ck_assert_int_eq(st.attempts, 0);
+    ck_assert_msg(st.available_at >= before + 400000, "available_at %lld, deferred at %lld", st.available_at,
+                  before);
+    ck_assert_int_eq(outbox_relay_step(r, &claimed), OUTBOX_OK);
+    ck_assert_int_eq(claimed, 0);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+}
+END_TEST
+
 /* Lease 0 picks the default: the short one when the store renews, the long
  * one when renewal is off. */
 START_TEST(default_lease_follows_renewal)
@@ -1713,6 +1740,7 @@ int main(void)
     tcase_add_test(tc, without_renewal_slow_publish_loses_rows);
     tcase_add_test(tc, default_lease_follows_renewal);
     tcase_add_test(tc, defer_releases_uncharged_and_holds_key);
+    tcase_add_test(tc, defer_holds_row_back_for_backoff_base);
     tcase_add_test(tc, dead_after_max_attempts);
     tcase_add_test(tc, reject_is_dead_at_once);
     tcase_add_test(tc, exhausted_head_leaves_key_in_order);
