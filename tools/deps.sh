@@ -41,8 +41,9 @@ OUTBOX_SERVICE_PACKAGES="${OUTBOX_SERVICE_PACKAGES:-} postgresql libpq-dev"
 # third-party Python clients of tools/services/pyclients.sh.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES librdkafka-dev openjdk-17-jre-headless maven kcat libnats-dev nats-server python3-venv"
 # Redis: hiredis for the sink, Debian's redis-server for
-# tools/services/redis.sh and redis-cli for reading streams back by hand.
-OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libhiredis-dev redis-server redis-tools"
+# tools/services/redis.sh and redis-cli for reading streams back by hand;
+# redis-sentinel for `redis.sh sentinel` (failover of a primary to its replica).
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libhiredis-dev redis-server redis-tools redis-sentinel"
 # HTTP: libcurl for the webhook sink and libssl-dev for its HMAC signatures
 # (libcrypto); the test receiver is the system python3's standard library,
 # and its HTTPS test makes a certificate with the openssl tool.

@@ -115,7 +115,7 @@ service_prefix() {
     case $1 in
     postgres) echo PG ;;
     ferretdb) echo MONGO ;;
-    *) echo "$1" | tr a-z A-Z ;;
+    *) echo "$1" | tr 'a-z-' 'A-Z_' ;;
     esac
 }
 

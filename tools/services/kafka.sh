@@ -17,15 +17,12 @@
 # after that. Topics are never created on first use
 # (auto.create.topics.enable=false): a sink that names a missing topic
 # must be told so. The jars live in ${OUTBOX_CACHE:-$HOME/.cache/liboutbox}/kafka-4.1.1,
-# fetched once by Maven (about 43 MB).
+# fetched once by Maven (about 43 MB; kafka-lib.sh, shared with
+# kafka-cluster.sh).
 #
 # Every command is idempotent: start on a running broker only prints the
 # exports, stop and kill on a stopped one do nothing.
 set -euo pipefail
-
-here=$(cd "$(dirname "$0")/../.." && pwd)
-kafka_version=4.1.1
-log4j_version=2.24.3
 
 die() {
     echo "kafka.sh: $*" >&2
@@ -33,6 +30,7 @@ die() {
 }
 
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/kafka-lib.sh"
 
 usage() {
     echo "usage: $0 start|env|stop|kill|status DIR" >&2
@@ -42,60 +40,7 @@ usage() {
 [ $# -eq 2 ] || usage
 cmd=$1
 dir=$2
-cache=${OUTBOX_CACHE:-$HOME/.cache/liboutbox}/kafka-$kafka_version
-
-ensure_packages() {
-    if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1 ||
-        ! command -v kcat >/dev/null 2>&1; then
-        # shellcheck source=../deps.sh
-        . "$here/tools/deps.sh"
-        outbox_install openjdk-17-jre-headless maven kcat || die "could not install a JDK, maven and kcat"
-    fi
-}
-
-# The broker's jars, copied by Maven from Central into $cache/libs once;
-# a stamp names what was fetched so a change of pins fetches again.
-ensure_jars() {
-    local want="kafka_2.13:$kafka_version log4j-slf4j-impl:$log4j_version"
-    [ "$(cat "$cache/.pins" 2>/dev/null)" = "$want" ] && return 0
-    mkdir -p "$cache"
-    # One fetch at a time when several starts race for an empty cache.
-    exec 9>"$cache/.lock"
-    flock 9
-    if [ "$(cat "$cache/.pins" 2>/dev/null)" != "$want" ]; then
-        cat >"$cache/pom.xml" <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>liboutbox.test</groupId>
-  <artifactId>kafka-broker</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_2.13</artifactId>
-      <version>$kafka_version</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j-impl</artifactId>
-      <version>$log4j_version</version>
-    </dependency>
-  </dependencies>
-</project>
-EOF
-        rm -rf "$cache/libs"
-        echo "kafka.sh: fetching Kafka $kafka_version from Maven Central into $cache" >&2
-        (cd "$cache" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
-            -DoutputDirectory=libs) >"$cache/mvn.log" 2>&1 || {
-            tail -20 "$cache/mvn.log" >&2
-            die "mvn dependency:copy-dependencies failed"
-        }
-        ls "$cache/libs"/kafka_2.13-"$kafka_version".jar >/dev/null 2>&1 || die "no kafka jar in $cache/libs"
-        echo "$want" >"$cache/.pins"
-    fi
-    flock -u 9
-}
+cache=$kafka_cache
 
 pid_alive() {
     local pid
@@ -147,34 +92,10 @@ group.initial.rebalance.delay.ms=0
 # The cleaner's default 128 MiB buffer does not fit the small heap.
 log.cleaner.dedupe.buffer.size=8388608
 EOF
-    cat >"$dir/log4j2.xml" <<EOF
-<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="warn">
-  <Appenders>
-    <File name="file" fileName="$dir/server.log" append="false">
-      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
-    </File>
-  </Appenders>
-  <Loggers>
-    <Logger name="kafka" level="info"/>
-    <Logger name="org.apache.kafka" level="info"/>
-    <Root level="warn"><AppenderRef ref="file"/></Root>
-  </Loggers>
-</Configuration>
-EOF
+    kafka_log4j_config "$dir/log4j2.xml" "$dir/server.log"
 }
 
-# A KRaft cluster id: 16 random bytes, URL-safe base64 without padding. One
-# that starts with '-' would be read as an option, so draw again.
-cluster_id() {
-    local id
-    while :; do
-        id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-        [ "${id#-}" = "$id" ] && { echo "$id"; return; }
-    done
-}
-
-java_opts=(-Xmx192m -Xms64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true)
+java_opts=(-Xmx192m "${kafka_java_opts[@]}")
 
 start() {
     mkdir -p "$dir"
@@ -192,7 +113,7 @@ start() {
     if [ ! -f "$dir/data/meta.properties" ]; then
         mkdir -p "$dir/data"
         java "${java_opts[@]}" -Dlog4j2.configurationFile="$dir/log4j2.xml" -cp "$cache/libs/*" \
-            kafka.tools.StorageTool format --cluster-id="$(cluster_id)" \
+            kafka.tools.StorageTool format --cluster-id="$(kafka_cluster_id)" \
             --config "$dir/server.properties" >"$dir/format.log" 2>&1 || {
             cat "$dir/format.log" >&2
             die "formatting the log directory failed"
@@ -248,8 +169,8 @@ kill_broker() {
 
 case $cmd in
 start)
-    ensure_packages
-    ensure_jars
+    kafka_ensure_packages
+    kafka_ensure_jars
     start
     ;;
 env)

@@ -11,7 +11,19 @@
 #                                           killed without a checkpoint and the start does
 #                                           crash recovery, as after a server crash
 #   tools/services/postgres.sh stop DIR     stop it (DIR is left for the caller to remove)
+#   tools/services/postgres.sh stop DIR immediate
+#                                           the same with -m immediate: the server dies at
+#                                           once, as in a crash (a primary's last commits
+#                                           live on only in its synchronous standby)
 #   tools/services/postgres.sh status DIR   exit 0 when it runs
+#   tools/services/postgres.sh standby DIR PRIMARY_DIR
+#                                           a synchronous streaming standby of the running
+#                                           server in PRIMARY_DIR, in DIR on a port of its
+#                                           own (pg_basebackup -R -X stream), started, and
+#                                           the primary made to wait for it at each commit;
+#                                           prints the standby's `export OUTBOX_PG_...` lines
+#   tools/services/postgres.sh promote DIR  the standby in DIR becomes a primary (pg_ctl
+#                                           promote), waiting until it takes writes
 #
 # The server listens on 127.0.0.1 and on a socket in DIR/run, on the first free
 # port from OUTBOX_PG_PORT (default 23329). It trusts local connections and runs
@@ -19,8 +31,22 @@
 # initdb refuses to run as root, so under root the cluster belongs to the
 # "postgres" system user (the postgresql package creates it).
 #
+# A standby: its commits would otherwise not wait for anyone (this server
+# runs with synchronous_commit=off on its command line, which
+# postgresql.conf cannot override), so `standby` sets synchronous_commit=on
+# for the test database (ALTER DATABASE, which outranks the command line)
+# and names the standby in the primary's synchronous_standby_names: every
+# commit in that database then returns only once the standby has flushed
+# it, and a primary stopped with -m immediate loses no commit a client saw.
+# The standby's copy of the configuration loses any
+# synchronous_standby_names, so once promoted it commits on its own, until
+# a standby of its own is made (standby DIR2 DIR: a chain of failovers).
+# libpq finds the writable server in a URI naming them all:
+# postgresql://127.0.0.1:P1,127.0.0.1:P2/DB?target_session_attrs=read-write.
+#
 # Every command is idempotent: start on a running server only prints the
-# exports, stop on a stopped one does nothing.
+# exports, stop on a stopped one does nothing, standby on a running standby
+# only prints its exports, promote on a primary does nothing.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,15 +59,20 @@ die() {
 }
 
 usage() {
-    echo "usage: $0 start|env|stop|status DIR, or restart DIR [immediate]" >&2
+    echo "usage: $0 start|env|stop|status|promote DIR, restart|stop DIR [immediate], or standby DIR PRIMARY_DIR" >&2
     exit 2
 }
 
-[ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$1" = restart ] && [ "$3" = immediate ]; } || usage
+case $# in
+2) [ "$1" != standby ] || usage ;;
+3) { { [ "$1" = restart ] || [ "$1" = stop ]; } && [ "$3" = immediate ]; } || [ "$1" = standby ] || usage ;;
+*) usage ;;
+esac
 cmd=$1
 dir=$2
 mode=fast
-[ $# -eq 3 ] && mode=$3
+primary_dir=
+if [ "$cmd" = standby ]; then primary_dir=$3; elif [ $# -eq 3 ]; then mode=$3; fi
 
 find_bin() {
     local d
@@ -157,7 +188,7 @@ start() {
 stop() {
     [ -d "$data" ] || return 0
     if running; then
-        as_owner "$bin/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null || die "pg_ctl stop failed"
+        as_owner "$bin/pg_ctl" -D "$data" -m "$mode" -w -t 60 stop >/dev/null || die "pg_ctl stop failed"
     fi
 }
 
@@ -165,6 +196,99 @@ restart() {
     [ -f "$data/PG_VERSION" ] || die "no cluster in $dir (start it first)"
     as_owner "$bin/pg_ctl" -D "$data" -l "$log" -m "$mode" -w -t 60 restart >/dev/null ||
         die "pg_ctl restart failed"
+}
+
+# psql_at PORT SQL: one statement as the test user on the local server
+# listening on PORT, its rows unaligned.
+psql_at() {
+    "$bin/psql" -X -qtA -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U "$db_user" -d "$db_name" -c "$2"
+}
+
+# wait_for SECONDS CMD...: CMD until it succeeds, every 0.1 s; 1 when
+# SECONDS pass first.
+wait_for() {
+    local i n=$(($1 * 10))
+    shift
+    for ((i = 0; i < n; i++)); do
+        "$@" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+standby_streams() {
+    [ "$(psql_at "$pport" "SELECT sync_state FROM pg_stat_replication
+        WHERE application_name = '$name' AND state = 'streaming'")" = sync ]
+}
+
+standby() {
+    [ -n "$primary_dir" ] && [ -d "$primary_dir" ] || die "no primary directory $primary_dir"
+    primary_dir=$(cd "$primary_dir" && pwd)
+    [ "$primary_dir" != "$(mkdir -p "$dir" && cd "$dir" && pwd)" ] || die "a standby needs a directory of its own"
+    as_owner "$bin/pg_ctl" -D "$primary_dir/data" status >/dev/null 2>&1 && [ -f "$primary_dir/port" ] ||
+        die "no server running in $primary_dir (start the primary first)"
+    pport=$(cat "$primary_dir/port")
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    data=$dir/data
+    run=$dir/run
+    log=$dir/server.log
+    if running; then
+        print_env
+        return 0
+    fi
+    [ ! -e "$data" ] || die "$data exists and is not a running server: remove it for a new standby"
+    mkdir -p "$run"
+    if [ "$(id -u)" = 0 ]; then
+        chown postgres: "$dir" "$run"
+        runuser -u postgres -- test -x "$dir" ||
+            die "$dir is not reachable by the postgres user (a parent directory is private); use a directory under /tmp"
+    fi
+    local port
+    port=$(pick_port)
+    [ "$port" != "$pport" ] || die "the standby cannot take the primary's port $pport"
+    echo "$port" >"$dir/port"
+    # The walreceiver introduces itself by cluster_name: the name the
+    # primary's synchronous_standby_names waits for.
+    name=standby_$port
+    # -R writes primary_conninfo and standby.signal; -X stream copies the
+    # WAL written during the copy over a second connection.
+    as_owner "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U "$db_user" -D "$data" -R -X stream \
+        --no-sync -c fast >"$dir/basebackup.log" 2>&1 || {
+        tail -5 "$dir/basebackup.log" >&2
+        die "pg_basebackup from the primary on port $pport failed"
+    }
+    # Not on the command line, which ALTER SYSTEM could not override once
+    # this server is promoted and gets a standby of its own.
+    as_owner sed -i '/^synchronous_standby_names/d' "$data/postgresql.auto.conf"
+    as_owner "$bin/pg_ctl" -D "$data" -l "$log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$run \
+            -c fsync=off -c full_page_writes=off -c max_connections=200 -c shared_buffers=128MB \
+            -c cluster_name=$name" \
+        start >/dev/null || {
+        tail -20 "$log" >&2 || true
+        die "pg_ctl start of the standby failed"
+    }
+    # Set after the copy, and never copied (above): a standby that
+    # inherited the setting would wait for a standby of its own once
+    # promoted.
+    psql_at "$pport" "ALTER SYSTEM SET synchronous_standby_names = '\"$name\"'" >/dev/null &&
+        psql_at "$pport" "SELECT pg_reload_conf()" >/dev/null &&
+        psql_at "$pport" "ALTER DATABASE $db_name SET synchronous_commit = on" >/dev/null ||
+        die "could not make the primary on port $pport wait for its standby"
+    wait_for 60 standby_streams || die "the standby on port $port is not streaming synchronously from $pport within 60 s"
+    print_env
+}
+
+promote() {
+    [ -f "$data/PG_VERSION" ] || die "no cluster in $dir"
+    running || die "no server running in $dir"
+    local port
+    port=$(cat "$dir/port")
+    [ "$(psql_at "$port" "SELECT pg_is_in_recovery()")" = t ] || return 0
+    as_owner "$bin/pg_ctl" -D "$data" -w -t 60 promote >/dev/null || die "pg_ctl promote failed"
+    _writable() { [ "$(psql_at "$port" "SELECT pg_is_in_recovery()")" = f ]; }
+    wait_for 60 _writable || die "the server in $dir still recovers 60 s after pg_ctl promote"
 }
 
 case $cmd in
@@ -188,6 +312,15 @@ stop)
 status)
     bin=$(find_bin) || exit 1
     running
+    ;;
+standby)
+    bin=$(find_bin) || die "PostgreSQL is not installed"
+    [ -x "$bin/pg_basebackup" ] || die "no pg_basebackup in $bin"
+    standby
+    ;;
+promote)
+    bin=$(find_bin) || die "PostgreSQL is not installed"
+    promote
     ;;
 *)
     usage
