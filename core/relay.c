@@ -562,7 +562,9 @@ static void log_start(const outbox_relay_t *r)
     char lease[32], poll[32], every[32];
     format_duration(r->cfg.lease_us, lease);
     format_duration(r->cfg.poll_us, poll);
-    format_duration(r->cfg.lease_us / 3, every);
+    /* A third of a lease is seldom whole: shown to the millisecond. */
+    int64_t third = r->cfg.lease_us / 3;
+    format_duration(third >= 1000 ? (third + 500) / 1000 * 1000 : third, every);
     const outbox_driver_t *drv = outbox_store_driver(r->store);
     outbox_log(OUTBOX_LOG_INFO,
                "relay %s: started: store %s (%s), batch %zu, max attempts %d, lease %s (%s%s), poll %s%s",
