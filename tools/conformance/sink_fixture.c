@@ -323,7 +323,35 @@ int conf_batch_publish(outbox_sink_t *k, conf_batch_t *b)
 {
     for (size_t i = 0; i < b->n; i++)
         b->msgs[i] = b->v[i].m;
-    return outbox_sink_publish(k, b->msgs, b->n, b->res);
+    int rc = outbox_sink_publish(k, b->msgs, b->n, b->res);
+    /* DEFER (a slow partition; the sink keeps the message) means "offer it
+     * again": as a relay would, the deferred messages go again, in order,
+     * until the sink says what became of them (two minutes at most). */
+    int64_t until = conf_now_us() + 120 * INT64_C(1000000);
+    while (rc == OUTBOX_OK && conf_now_us() < until) {
+        size_t m = 0;
+        for (size_t i = 0; i < b->n; i++)
+            m += b->res[i].status == OUTBOX_PUBLISH_DEFER;
+        if (m == 0)
+            break;
+        outbox_message_t *again = calloc(m, sizeof *again);
+        outbox_publish_result_t *res = calloc(m, sizeof *res);
+        size_t *at = calloc(m, sizeof *at);
+        ck_assert_msg(again && res && at, "out of memory");
+        m = 0;
+        for (size_t i = 0; i < b->n; i++)
+            if (b->res[i].status == OUTBOX_PUBLISH_DEFER) {
+                at[m] = i;
+                again[m++] = b->msgs[i];
+            }
+        rc = outbox_sink_publish(k, again, m, res);
+        for (size_t j = 0; j < m; j++)
+            b->res[at[j]] = res[j];
+        free(again);
+        free(res);
+        free(at);
+    }
+    return rc;
 }
 
 size_t conf_batch_count(const conf_batch_t *b, int status)
