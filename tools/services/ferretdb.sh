@@ -52,6 +52,9 @@ die() {
     exit 2
 }
 
+. "$(dirname "$0")/lib.sh"
+server_name=ferretdb
+
 usage() {
     echo "usage: $0 start|env|stop|kill|status DIR, or $0 build" >&2
     exit 2
@@ -90,23 +93,6 @@ build() {
     mv "$bin.tmp" "$bin"
     touch "$bin.patched"
     "$bin" --version 2>/dev/null | grep "$version" >/dev/null || die "the built $bin does not report $version"
-}
-
-port_in_use() {
-    # bash's /dev/tcp connects: success means something listens there.
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# free_port FROM [NOT]: the first port from FROM that nothing listens on and
-# that is not NOT.
-free_port() {
-    local p=$1 tries=0
-    while port_in_use "$p" || [ "$p" = "${2:-}" ]; do
-        p=$((p + 1))
-        tries=$((tries + 1))
-        [ $tries -lt 100 ] || die "no free port from $1 on"
-    done
-    echo "$p"
 }
 
 pid_of() {
@@ -170,19 +156,6 @@ start() {
     done
     tail -20 "$dir/server.log" >&2
     die "ferretdb did not listen on $port within 30 s"
-}
-
-# stop_with SIGNAL: signal the server and wait until it is gone.
-stop_with() {
-    running || return 0
-    local pid i
-    pid=$(pid_of)
-    kill "-$1" "$pid" 2>/dev/null || true
-    for i in $(seq 1 300); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    die "ferretdb $pid did not exit within 30 s of SIG$1"
 }
 
 case $cmd in

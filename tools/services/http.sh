@@ -30,6 +30,7 @@ die() {
 }
 
 . "$here/lib.sh"
+server_name=httprecv.py
 
 usage() {
     echo "usage: $0 start|env|stop|kill|status DIR" >&2
@@ -112,18 +113,6 @@ start() {
 }
 
 # stop_with SIGNAL: signal the receiver and wait until it is gone.
-stop_with() {
-    running || return 0
-    local pid i
-    pid=$(pid_of)
-    kill "-$1" "$pid" 2>/dev/null || true
-    for i in $(seq 1 300); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    die "httprecv.py $pid did not exit within 30 s of SIG$1"
-}
-
 case $cmd in
 start)
     start

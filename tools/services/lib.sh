@@ -1,5 +1,6 @@
-# Sourced by the service scripts: finding loopback ports. Each script
-# defines die() before sourcing this.
+# Sourced by the service scripts: finding loopback ports, and stopping a
+# server. Each script defines die() before sourcing this, and, to stop with
+# stop_with, running(), pid_of() and server_name.
 #
 # Every default port, and every port the tests choose for a private server,
 # lies below 32768, where Linux's ephemeral range begins: a server the tests
@@ -41,4 +42,18 @@ service_ports() {
         echo "$main_port" >"$d/$main_file"
         echo "$other_port" >"$d/$other_file"
     fi
+}
+
+# stop_with SIGNAL: signal the script's server (pid_of) and wait until it is
+# gone; nothing to do when it does not run.
+stop_with() {
+    running || return 0
+    local pid i
+    pid=$(pid_of)
+    kill "-$1" "$pid" 2>/dev/null || true
+    for i in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    die "$server_name $pid did not exit within 30 s of SIG$1"
 }

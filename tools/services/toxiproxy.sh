@@ -42,6 +42,7 @@ die() {
 }
 
 . "$(dirname "$0")/lib.sh"
+server_name=toxiproxy
 
 usage() {
     echo "usage: $0 start|env|stop|kill|status DIR, or $0 build" >&2
@@ -133,19 +134,6 @@ start() {
     done
     tail -20 "$dir/server.log" >&2
     die "toxiproxy did not answer on $port within 30 s"
-}
-
-# stop_with SIGNAL: signal the server and wait until it is gone.
-stop_with() {
-    running || return 0
-    local pid i
-    pid=$(pid_of)
-    kill "-$1" "$pid" 2>/dev/null || true
-    for i in $(seq 1 300); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    die "toxiproxy $pid did not exit within 30 s of SIG$1"
 }
 
 case $cmd in
