@@ -748,7 +748,7 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
     if (r->renewer != NULL) {
         for (size_t i = 0; i < b.n; i++)
             b.ids[i] = b.rows[i].id;
-        outbox_renewer_hold(r->renewer, &b.fence, b.ids, b.n);
+        outbox_renewer_hold(r->renewer, &b.fence, b.ids, b.n, started_us);
     }
     batch_prepare(r, &b);
     int down = publish_batch(r, &b);

@@ -147,7 +147,7 @@ int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t
 }
 
 void outbox_renewer_hold(outbox_renewer_t *rn, const outbox_fence_t *fence, const char *const *ids,
-                         size_t n)
+                         size_t n, int64_t claimed_us)
 {
     pthread_mutex_lock(&rn->mu);
     rn->fence = *fence;
@@ -155,7 +155,9 @@ void outbox_renewer_hold(outbox_renewer_t *rn, const outbox_fence_t *fence, cons
     rn->n = n;
     rn->held = n > 0;
     rn->warned = 0;
-    rn->due_us = outbox_monotonic_us() + rn->every_us;
+    /* The lease began when the claim was asked for: a slow claim leaves
+     * less of it, and the first renewal comes that much sooner. */
+    rn->due_us = claimed_us + rn->every_us;
     pthread_cond_broadcast(&rn->cv);
     pthread_mutex_unlock(&rn->mu);
 }

@@ -77,6 +77,7 @@ typedef struct claimed {
     size_t (*offs)[S_COUNT]; /* per row, where each string starts in the arena */
     size_t cap;
     int failed;
+    int spent; /* a walk stopped on its time budget */
 } claimed_t;
 
 /* ------------------------------------------------------------ filters */
@@ -850,13 +851,23 @@ static int key_blocked(const strs_t *blocked, const char *key)
     return 0;
 }
 
-/* One walk of the cache (see above), until the claim holds req->limit. */
+/* One walk of the cache (see above), until the claim holds req->limit or
+ * has spent a third of a lease of a second or more: every row it takes is
+ * leased from the walk's start, so a slow walk would hand the relay rows
+ * whose lease is about to run out (another claim could then take them
+ * while they are being published). */
 static int walk(mongo_handle_t *h, const outbox_claim_req_t *req, const bson_t *up,
                 const asked_t *a0, claimed_t *c, strs_t *blocked, outbox_diag_t *d)
 {
     struct mongo_claim_cache *cc = h->claim_cache;
+    int64_t t0 = outbox_mongo_host->monotonic_us();
+    int64_t budget_us = req->lease_us >= 1000000 ? req->lease_us / 3 : INT64_MAX;
     int rc = OUTBOX_OK;
     for (size_t i = cc->start; rc == OUTBOX_OK && i < cc->rows.n && h->n_rows < req->limit; i++) {
+        if (h->n_rows > 0 && outbox_mongo_host->monotonic_us() - t0 > budget_us) {
+            c->spent = 1;
+            break;
+        }
         urow_t *r = &cc->rows.v[i];
         if (r->finished) {
             if (i == cc->start)
@@ -903,17 +914,42 @@ static int walk(mongo_handle_t *h, const outbox_claim_req_t *req, const bson_t *
     return rc;
 }
 
-/* One walk under the route's lock. */
-static int walk_locked(mongo_handle_t *h, const outbox_claim_req_t *req, const bson_t *up,
-                       const asked_t *a, claimed_t *c, strs_t *blocked, outbox_diag_t *d)
+/* The update that takes a row: processing under this claim's token since
+ * now_ms, one more attempt. */
+static void build_take(bson_t *up, const char *token, int64_t now_ms)
+{
+    bson_t set, inc;
+    BSON_APPEND_DOCUMENT_BEGIN(up, "$set", &set);
+    BSON_APPEND_UTF8(&set, MF_STATUS, "processing");
+    BSON_APPEND_UTF8(&set, MF_TOKEN, token);
+    BSON_APPEND_DATE_TIME(&set, "processing_at", now_ms);
+    bson_append_document_end(up, &set);
+    BSON_APPEND_DOCUMENT_BEGIN(up, "$inc", &inc);
+    BSON_APPEND_INT32(&inc, "attempts", 1);
+    bson_append_document_end(up, &inc);
+}
+
+/* One walk under the route's lock. The clock is read once the lock is
+ * held: a claim that waited its turn leases its rows from when it takes
+ * them, not from when it started waiting. */
+static int walk_locked(mongo_handle_t *h, const outbox_claim_req_t *req, const char *token,
+                       claimed_t *c, strs_t *blocked, outbox_diag_t *d)
 {
     char name[300];
     snprintf(name, sizeof name, "claim:%s.%s:%s", outbox_mongo_db_of(h, &h->rel), h->rel.table,
              req->route);
     mongo_lock_t lock = {0};
     int rc = outbox_mongo_lock(h, name, MONGO_CLAIM_LOCK_TTL_MS, MONGO_CLAIM_LOCK_WAIT_MS, &lock, d);
-    if (rc == OUTBOX_OK)
-        rc = walk(h, req, up, a, c, blocked, d);
+    if (rc == OUTBOX_OK) {
+        int64_t now_us = outbox_mongo_host->now_us();
+        int64_t now_ms = outbox_mongo_ms(now_us);
+        int64_t cut_ms = outbox_mongo_ms(req->lease_us > now_us ? INT64_MIN / 2 : now_us - req->lease_us);
+        asked_t a = {.now_ms = now_ms, .cut_ms = cut_ms, .lease_ms = now_ms - cut_ms, .token = token};
+        bson_t up = BSON_INITIALIZER;
+        build_take(&up, token, now_ms);
+        rc = walk(h, req, &up, &a, c, blocked, d);
+        bson_destroy(&up);
+    }
     outbox_mongo_unlock(h, &lock);
     return rc;
 }
@@ -921,21 +957,10 @@ static int walk_locked(mongo_handle_t *h, const outbox_claim_req_t *req, const b
 /* The claim where updates are not atomic. The collection is read outside
  * the lock (the read only lists rows; the walk asks about each under it),
  * so claimers that wait for rows never hold up one that takes them. */
-static int claim_racy(mongo_handle_t *h, const outbox_claim_req_t *req, int64_t now_ms,
-                      int64_t cut_ms, const char *token, outbox_diag_t *d)
+static int claim_racy(mongo_handle_t *h, const outbox_claim_req_t *req, const char *token,
+                      outbox_diag_t *d)
 {
     int64_t t0 = outbox_mongo_host->monotonic_us();
-    bson_t up = BSON_INITIALIZER, set, inc;
-    BSON_APPEND_DOCUMENT_BEGIN(&up, "$set", &set);
-    BSON_APPEND_UTF8(&set, MF_STATUS, "processing");
-    BSON_APPEND_UTF8(&set, MF_TOKEN, token);
-    BSON_APPEND_DATE_TIME(&set, "processing_at", now_ms);
-    bson_append_document_end(&up, &set);
-    BSON_APPEND_DOCUMENT_BEGIN(&up, "$inc", &inc);
-    BSON_APPEND_INT32(&inc, "attempts", 1);
-    bson_append_document_end(&up, &inc);
-
-    asked_t a = {.now_ms = now_ms, .cut_ms = cut_ms, .lease_ms = now_ms - cut_ms, .token = token};
     claimed_t c = {.h = h};
     strs_t blocked = {0};
     int rc = OUTBOX_OK;
@@ -945,13 +970,13 @@ static int claim_racy(mongo_handle_t *h, const outbox_claim_req_t *req, int64_t 
         fresh = 1;
     }
     if (rc == OUTBOX_OK)
-        rc = walk_locked(h, req, &up, &a, &c, &blocked, d);
-    if (rc == OUTBOX_OK && h->n_rows < req->limit && !fresh) {
+        rc = walk_locked(h, req, token, &c, &blocked, d);
+    if (rc == OUTBOX_OK && h->n_rows < req->limit && !fresh && !c.spent) {
         /* What the old cache held is spent: read the collection again. A
          * key found in the way stays so for this claim. */
         rc = cache_read(h, req, d);
         if (rc == OUTBOX_OK)
-            rc = walk_locked(h, req, &up, &a, &c, &blocked, d);
+            rc = walk_locked(h, req, token, &c, &blocked, d);
     }
     if (rc == OUTBOX_OK)
         fix_pointers(h, &c);
@@ -959,7 +984,6 @@ static int claim_racy(mongo_handle_t *h, const outbox_claim_req_t *req, int64_t 
         outbox_mongo_claim_cache_free(h);
     outbox_mongo_host->free(c.offs);
     strs_free(&blocked);
-    bson_destroy(&up);
     outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME, "claim: took %zu rows, %lld us in all",
                            h->n_rows, (long long)(outbox_mongo_host->monotonic_us() - t0));
     return rc;
@@ -990,7 +1014,7 @@ int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req, const outbox
     if (h->racy_updates) {
         /* Claims of one route take turns (mongo_lock.c); the walk keeps
          * the per-key rule itself, in claim order. */
-        rc = claim_racy(h, req, now_ms, cut_ms, token, d);
+        rc = claim_racy(h, req, token, d);
         /* A second walk may find rows before the first one's. */
         if (rc == OUTBOX_OK && h->n_rows > 1)
             qsort(h->rows, h->n_rows, sizeof *h->rows, req->hlc_order ? cmp_hlc : cmp_created);
