@@ -88,14 +88,16 @@ int outbox_store_can_renew(const outbox_store_t *s);
 
 /* renew.c: the relay's lease renewer thread, on a twin of store. */
 typedef struct outbox_renewer outbox_renewer_t;
+/* A renewer that can hold `slots` batches at once. */
 int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t every_us,
-                         outbox_renewer_t **out, outbox_diag_t *d);
-/* Renew ids[0..n) (borrowed until release) from fence on, every every_us
- * counted from claimed_us (monotonic: when their claim was asked for). */
-void outbox_renewer_hold(outbox_renewer_t *rn, const outbox_fence_t *fence, const char *const *ids,
-                         size_t n, int64_t claimed_us);
+                         size_t slots, outbox_renewer_t **out, outbox_diag_t *d);
+/* Renew ids[0..n) (borrowed until release) in slot from fence on, every
+ * every_us counted from claimed_us (monotonic: when their claim was asked
+ * for). */
+void outbox_renewer_hold(outbox_renewer_t *rn, size_t slot, const outbox_fence_t *fence,
+                         const char *const *ids, size_t n, int64_t claimed_us);
 /* Stop renewing them; *fence = their newest fence (unchanged if none). */
-void outbox_renewer_release(outbox_renewer_t *rn, outbox_fence_t *fence);
+void outbox_renewer_release(outbox_renewer_t *rn, size_t slot, outbox_fence_t *fence);
 /* Renewals that moved at least one row, since start. */
 uint64_t outbox_renewer_count(outbox_renewer_t *rn);
 /* Join the thread, close the twin, free; NULL is a no-op. */

@@ -24,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "outbox/kit.h"
 #include "outbox_int.h"
+#include "pipeline.h"
 
 /* Under until_idle, the number of consecutive failed steps (each a
  * transient store error or a batch the sink turned down whole) after which
@@ -58,28 +60,13 @@ struct outbox_relay {
     outbox_diag_t diag;
     int64_t *lag_us; /* cfg.batch entries, only with an observer */
     outbox_renewer_t *renewer; /* NULL: leases are not renewed */
+    /* cfg.pipeline batches, kept from batch to batch; a step uses the first. */
+    batch_t *batches;
+    size_t *free_slots; /* the pipelined run's batches not in flight */
+    /* The pipelined run: the sink looked down, and the publishing thread
+     * releases every later batch unpublished until the relay clears it. */
+    atomic_int pipe_down;
 };
-
-/* Everything one batch needs, sized for cfg.batch rows. */
-typedef struct batch {
-    size_t n;
-    const outbox_row_t *rows;
-    outbox_fence_t fence;
-    outbox_settle_item_t *items;
-    const char **ids; /* the rows' ids, for the renewer */
-    outbox_message_t *msgs;
-    outbox_ce_headers_t *ce;
-    size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
-    size_t *slots; /* key hash table: 1 + the group leader's index, 0 = free */
-    size_t n_slots; /* a power of two, at least twice n */
-    unsigned char *blocked; /* per group leader: an earlier row of the key failed */
-    outbox_message_t *sched;  /* rows to publish, keyed by ordering key only: the scheduler's */
-    size_t *sched_idx;        /* their rows */
-    outbox_message_t *wave_msgs; /* one call's messages */
-    outbox_publish_result_t *results;
-    size_t *wave_idx;
-    char **errors; /* messages kept for the settle call */
-} batch_t;
 
 void outbox_relay_config_init(outbox_relay_config_t *cfg)
 {
@@ -92,6 +79,7 @@ void outbox_relay_config_init(outbox_relay_config_t *cfg)
     cfg->backoff_base_us = 1000000LL;
     cfg->backoff_cap_us = 300 * 1000000LL;
     cfg->destination = "{route}";
+    cfg->pipeline = 1;
 }
 
 static int rfail(outbox_relay_t *r, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);
@@ -115,7 +103,8 @@ static void start_renewer(outbox_relay_t *r)
     int64_t lease = r->cfg.lease_us ? r->cfg.lease_us : OUTBOX_RELAY_LEASE_RENEWED_US;
     if (want) {
         outbox_diag_t d = {0};
-        if (outbox_renewer_start(r->store, r->route, lease / 3, &r->renewer, &d) != OUTBOX_OK) {
+        if (outbox_renewer_start(r->store, r->route, lease / 3, r->cfg.pipeline, &r->renewer, &d) !=
+            OUTBOX_OK) {
             outbox_log(OUTBOX_LOG_WARN, "relay %s: leases will not be renewed: %s", r->route, d.message);
             r->renewer = NULL;
         }
@@ -152,6 +141,7 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe_ctx);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, no_lease_renewal);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, pipeline);
     cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
@@ -161,6 +151,9 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     if (cfg->batch == 0 || cfg->batch > OUTBOX_RELAY_BATCH_MAX)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: batch must be 1..%d, got %zu",
                                OUTBOX_RELAY_BATCH_MAX, cfg->batch);
+    if (cfg->pipeline == 0 || cfg->pipeline > OUTBOX_RELAY_PIPELINE_MAX)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: pipeline must be 1..%d, got %zu",
+                               OUTBOX_RELAY_PIPELINE_MAX, cfg->pipeline);
     if (cfg->max_attempts < 1)
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: max_attempts must be at least 1");
     /* Each is added to a clock reading (poll and pause to the monotonic
@@ -200,10 +193,13 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     r->source = outbox_template_expand(cfg->source ? cfg->source : "/outbox/{route}", cfg->route);
     r->destination = outbox_template_expand(cfg->destination ? cfg->destination : "{route}", cfg->route);
     atomic_init(&r->stop, 0);
+    atomic_init(&r->pipe_down, 0);
     if (cfg->observe != NULL)
         r->lag_us = calloc(cfg->batch, sizeof *r->lag_us);
-    if (r->route == NULL || r->source == NULL || r->destination == NULL ||
-        (cfg->observe != NULL && r->lag_us == NULL)) {
+    r->batches = calloc(cfg->pipeline, sizeof *r->batches);
+    r->free_slots = calloc(cfg->pipeline, sizeof *r->free_slots);
+    if (r->route == NULL || r->source == NULL || r->destination == NULL || r->batches == NULL ||
+        r->free_slots == NULL || (cfg->observe != NULL && r->lag_us == NULL)) {
         outbox_relay_free(r);
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     }
@@ -221,6 +217,10 @@ void outbox_relay_free(outbox_relay_t *r)
     free(r->source);
     free(r->destination);
     free(r->lag_us);
+    for (size_t i = 0; r->batches != NULL && i < r->cfg.pipeline; i++)
+        outbox_batch_free(&r->batches[i]);
+    free(r->batches);
+    free(r->free_slots);
     free(r);
 }
 
@@ -239,50 +239,6 @@ void outbox_relay_counters(const outbox_relay_t *r, outbox_relay_counters_t *out
 {
     if (r != NULL && out != NULL)
         *out = r->counters;
-}
-
-static void batch_free(batch_t *b)
-{
-    for (size_t i = 0; b->errors != NULL && i < b->n; i++)
-        free(b->errors[i]);
-    free(b->items);
-    free(b->ids);
-    free(b->msgs);
-    free(b->ce);
-    free(b->group);
-    free(b->slots);
-    free(b->blocked);
-    free(b->sched);
-    free(b->sched_idx);
-    free(b->wave_msgs);
-    free(b->results);
-    free(b->wave_idx);
-    free(b->errors);
-}
-
-static int batch_alloc(batch_t *b)
-{
-    size_t n = b->n;
-    b->items = calloc(n, sizeof *b->items);
-    b->ids = calloc(n, sizeof *b->ids);
-    b->msgs = calloc(n, sizeof *b->msgs);
-    b->ce = calloc(n, sizeof *b->ce);
-    b->group = calloc(n, sizeof *b->group);
-    b->n_slots = 16;
-    while (b->n_slots < 2 * n)
-        b->n_slots *= 2;
-    b->slots = calloc(b->n_slots, sizeof *b->slots);
-    b->blocked = calloc(n, 1);
-    b->sched = calloc(n, sizeof *b->sched);
-    b->sched_idx = calloc(n, sizeof *b->sched_idx);
-    b->wave_msgs = calloc(n, sizeof *b->wave_msgs);
-    b->results = calloc(n, sizeof *b->results);
-    b->wave_idx = calloc(n, sizeof *b->wave_idx);
-    b->errors = calloc(n, sizeof *b->errors);
-    return b->items && b->ids && b->msgs && b->ce && b->group && b->slots && b->blocked && b->sched &&
-                   b->sched_idx && b->wave_msgs && b->results && b->wave_idx && b->errors
-               ? OUTBOX_OK
-               : OUTBOX_ENOMEM;
 }
 
 /* Record a row's outcome; the error text is prefix followed by why. */
@@ -566,11 +522,16 @@ static void log_start(const outbox_relay_t *r)
     int64_t third = r->cfg.lease_us / 3;
     format_duration(third >= 1000 ? (third + 500) / 1000 * 1000 : third, every);
     const outbox_driver_t *drv = outbox_store_driver(r->store);
+    char pipe[40] = "";
+    if (r->cfg.pipeline > 1)
+        snprintf(pipe, sizeof pipe, " (pipeline of %zu)", r->cfg.pipeline);
     outbox_log(OUTBOX_LOG_INFO,
-               "relay %s: started: store %s (%s), batch %zu, max attempts %d, lease %s (%s%s), poll %s%s",
+               "relay %s: started: store %s (%s), batch %zu%s, max attempts %d, lease %s (%s%s), "
+               "poll %s%s",
                r->route, drv && drv->name ? drv->name : "?", outbox_store_relation(r->store),
-               r->cfg.batch, r->cfg.max_attempts, lease, r->renewer ? "renewed every " : "not renewed",
-               r->renewer ? every : "", poll, r->cfg.hlc_order ? ", hlc order" : "");
+               r->cfg.batch, pipe, r->cfg.max_attempts, lease,
+               r->renewer ? "renewed every " : "not renewed", r->renewer ? every : "", poll,
+               r->cfg.hlc_order ? ", hlc order" : "");
 }
 
 static void log_stop(const outbox_relay_t *r, const char *why)
@@ -690,6 +651,154 @@ static void observe_step(outbox_relay_t *r, outbox_relay_observation_t *o,
     r->cfg.observe(r->cfg.observe_ctx, o);
 }
 
+/* ---------------------------------------------------------- the stages
+ *
+ * A batch goes through three: claim (into one of the relay's batches),
+ * publish, settle. A step runs them one after the other; a pipelined run
+ * publishes on a thread of its own while its own thread settles and
+ * claims. The claim and the settle touch the store and the relay's
+ * counters, on the relay's thread only; the publish touches the sink and
+ * the batch only. */
+
+/* Claim into batch `slot`; b->n = 0 when nothing was claimable. own: copy
+ * the rows, which must outlive the store's next claim. An observed step
+ * that ends here (nothing claimed, or a failure) is reported here. */
+static int claim_stage(outbox_relay_t *r, size_t slot, int own)
+{
+    batch_t *b = &r->batches[slot];
+    outbox_relay_counters_t before = r->counters;
+    b->claimed_us = outbox_monotonic_us();
+    outbox_claim_req_t req = {
+        .struct_size = sizeof req,
+        .route = r->route,
+        .limit = r->cfg.batch,
+        .lease_us = r->cfg.lease_us,
+        .hlc_order = r->cfg.hlc_order,
+    };
+    int rc = outbox_store_claim(r->store, &req, &b->rows, &b->n, &b->fence);
+    b->claim_us = outbox_monotonic_us() - b->claimed_us;
+    outbox_relay_observation_t obs = {.claim_us = b->claim_us, .publish_us = -1, .settle_us = -1};
+    if (rc != OUTBOX_OK) {
+        b->n = 0;
+        rc = rfail(r, rc, "claim: %s", outbox_store_message(r->store));
+        if (r->cfg.observe != NULL)
+            observe_step(r, &obs, &before, rc);
+        return rc;
+    }
+    if (b->n == 0) {
+        if (r->cfg.observe != NULL)
+            observe_step(r, &obs, &before, OUTBOX_OK);
+        return OUTBOX_OK;
+    }
+    r->counters.claimed += b->n;
+    rc = outbox_batch_fit(b);
+    if (rc == OUTBOX_OK && own)
+        rc = outbox_batch_own(b);
+    if (rc != OUTBOX_OK) {
+        /* Hand the rows back uncharged rather than sit on them until the
+         * lease ends (b->items holds them when the batch could before). */
+        if (b->n <= b->cap) {
+            for (size_t i = 0; i < b->n; i++)
+                b->items[i] = (outbox_settle_item_t){.id = b->rows[i].id, .kind = OUTBOX_SETTLE_RELEASE};
+            outbox_store_settle(r->store, &b->fence, b->items, b->n, NULL);
+        }
+        b->n = 0;
+        rc = rfail(r, rc, "relay: out of memory preparing a batch");
+        if (r->cfg.observe != NULL)
+            observe_step(r, &obs, &before, rc);
+        return rc;
+    }
+    if (r->renewer != NULL) {
+        for (size_t i = 0; i < b->n; i++)
+            b->ids[i] = b->rows[i].id;
+        outbox_renewer_hold(r->renewer, slot, &b->fence, b->ids, b->n, b->claimed_us);
+    }
+    batch_prepare(r, b);
+    return OUTBOX_OK;
+}
+
+/* Publish a claimed batch; what it did is noted in the batch. */
+static void publish_stage(outbox_relay_t *r, batch_t *b)
+{
+    int64_t t0 = outbox_monotonic_us();
+    int down = publish_batch(r, b);
+    b->publish_us = outbox_monotonic_us() - t0;
+    b->published_at = outbox_now_us();
+    b->nomem = down < 0;
+    b->down = down > 0;
+}
+
+/* The publishing thread of a pipelined run: a batch that comes after the
+ * sink looked down, or after a stop request, goes back unpublished. */
+static void pipe_work(void *ctx, void *item)
+{
+    outbox_relay_t *r = ctx;
+    batch_t *b = item;
+    if (atomic_load(&r->pipe_down) || atomic_load(&r->stop)) {
+        b->skipped = 1;
+        release_undecided(b);
+        return;
+    }
+    publish_stage(r, b);
+    if (b->down)
+        atomic_store(&r->pipe_down, 1);
+}
+
+/* The breaker's part of a published batch: an outage opens it (the next
+ * claim waits r->pause_us), a batch the sink answered closes it. */
+static void breaker(outbox_relay_t *r, batch_t *b)
+{
+    if (b->down) {
+        r->counters.outages++;
+        r->outage_streak++;
+        int64_t pause = outbox_backoff_us(r->cfg.backoff_base_us, r->cfg.backoff_cap_us, r->outage_streak);
+        r->pause_us = pause > r->cfg.poll_us ? pause : r->cfg.poll_us;
+        log_outage(r, b);
+    } else if (!b->skipped) {
+        r->outage_streak = 0;
+        log_recovery(r, b);
+    }
+}
+
+/* Settle batch `slot` with its own (newest) fence, and report the step. */
+static int settle_stage(outbox_relay_t *r, size_t slot)
+{
+    batch_t *b = &r->batches[slot];
+    /* The counters this batch changes, as they were before its claim. */
+    outbox_relay_counters_t before = r->counters;
+    before.claimed -= b->n;
+    /* From here on the fence no longer moves: settle with the newest. */
+    if (r->renewer != NULL)
+        outbox_renewer_release(r->renewer, slot, &b->fence);
+    int observed = r->cfg.observe != NULL;
+    outbox_relay_observation_t obs = {
+        .claim_us = b->claim_us,
+        .publish_us = b->publish_us,
+        .outage = b->down || (b->skipped && atomic_load(&r->pipe_down)),
+    };
+    if (observed && b->publish_us >= 0)
+        for (size_t i = 0; i < b->n; i++)
+            r->lag_us[i] = b->published_at - b->rows[i].created_at;
+    breaker(r, b);
+    release_undecided(b);
+    int64_t t0 = outbox_monotonic_us();
+    int rc = settle_batch(r, b);
+    if (rc == OUTBOX_OK && b->nomem)
+        rc = rfail(r, OUTBOX_ENOMEM, "relay: out of memory scheduling a batch");
+    if (rc == OUTBOX_OK)
+        log_batch(r, b->n, &before, b->claimed_us);
+    if (observed) {
+        obs.settle_us = outbox_monotonic_us() - t0;
+        /* The rows counted as published: applied by the settle. */
+        for (size_t i = 0; rc == OUTBOX_OK && b->publish_us >= 0 && i < b->n; i++)
+            if (b->items[i].applied && b->items[i].kind == OUTBOX_SETTLE_PUBLISHED)
+                r->lag_us[obs.n_lag++] = r->lag_us[i];
+        observe_step(r, &obs, &before, rc);
+    }
+    outbox_batch_clear(b);
+    return rc;
+}
+
 int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
 {
     if (claimed != NULL)
@@ -700,100 +809,13 @@ int outbox_relay_step(outbox_relay_t *r, size_t *claimed)
     r->pause_us = 0;
     if (atomic_load(&r->stop))
         return OUTBOX_OK;
-    int64_t started_us = outbox_monotonic_us();
-    outbox_relay_counters_t before = r->counters;
-    int observed = r->cfg.observe != NULL;
-    outbox_relay_observation_t obs = {.claim_us = -1, .publish_us = -1, .settle_us = -1};
-    batch_t b = {0};
-    outbox_claim_req_t req = {
-        .struct_size = sizeof req,
-        .route = r->route,
-        .limit = r->cfg.batch,
-        .lease_us = r->cfg.lease_us,
-        .hlc_order = r->cfg.hlc_order,
-    };
-    int rc = outbox_store_claim(r->store, &req, &b.rows, &b.n, &b.fence);
-    int64_t mark_us = 0;
-    if (observed) {
-        mark_us = outbox_monotonic_us();
-        obs.claim_us = mark_us - started_us;
-    }
-    if (rc != OUTBOX_OK) {
-        rc = rfail(r, rc, "claim: %s", outbox_store_message(r->store));
-        if (observed)
-            observe_step(r, &obs, &before, rc);
+    int rc = claim_stage(r, 0, 0);
+    if (rc != OUTBOX_OK || r->batches[0].n == 0)
         return rc;
-    }
     if (claimed != NULL)
-        *claimed = b.n;
-    if (b.n == 0) {
-        if (observed)
-            observe_step(r, &obs, &before, OUTBOX_OK);
-        return OUTBOX_OK;
-    }
-    r->counters.claimed += b.n;
-    rc = batch_alloc(&b);
-    if (rc != OUTBOX_OK) {
-        /* Hand the rows back uncharged rather than sit on them until the lease ends. */
-        for (size_t i = 0; b.items != NULL && i < b.n; i++)
-            b.items[i] = (outbox_settle_item_t){.id = b.rows[i].id, .kind = OUTBOX_SETTLE_RELEASE};
-        if (b.items != NULL)
-            outbox_store_settle(r->store, &b.fence, b.items, b.n, NULL);
-        batch_free(&b);
-        rc = rfail(r, rc, "relay: out of memory preparing a batch");
-        if (observed)
-            observe_step(r, &obs, &before, rc);
-        return rc;
-    }
-    if (r->renewer != NULL) {
-        for (size_t i = 0; i < b.n; i++)
-            b.ids[i] = b.rows[i].id;
-        outbox_renewer_hold(r->renewer, &b.fence, b.ids, b.n, started_us);
-    }
-    batch_prepare(r, &b);
-    int down = publish_batch(r, &b);
-    /* From here on the fence no longer moves: settle with the newest. */
-    if (r->renewer != NULL)
-        outbox_renewer_release(r->renewer, &b.fence);
-    int nomem = down < 0;
-    if (nomem)
-        down = 0;
-    if (observed) {
-        int64_t now = outbox_monotonic_us();
-        obs.publish_us = now - mark_us;
-        mark_us = now;
-        int64_t published_at = outbox_now_us();
-        obs.outage = down;
-        /* Taken now: the claimed rows are the store's until its next call. */
-        for (size_t i = 0; i < b.n; i++)
-            r->lag_us[i] = published_at - b.rows[i].created_at;
-    }
-    if (down) {
-        r->counters.outages++;
-        r->outage_streak++;
-        int64_t pause = outbox_backoff_us(r->cfg.backoff_base_us, r->cfg.backoff_cap_us, r->outage_streak);
-        r->pause_us = pause > r->cfg.poll_us ? pause : r->cfg.poll_us;
-        log_outage(r, &b);
-    } else {
-        r->outage_streak = 0;
-        log_recovery(r, &b);
-    }
-    release_undecided(&b);
-    rc = settle_batch(r, &b);
-    if (rc == OUTBOX_OK && nomem)
-        rc = rfail(r, OUTBOX_ENOMEM, "relay: out of memory scheduling a batch");
-    if (rc == OUTBOX_OK)
-        log_batch(r, b.n, &before, started_us);
-    if (observed) {
-        obs.settle_us = outbox_monotonic_us() - mark_us;
-        /* The rows counted as published: applied by the settle. */
-        for (size_t i = 0; rc == OUTBOX_OK && i < b.n; i++)
-            if (b.items[i].applied && b.items[i].kind == OUTBOX_SETTLE_PUBLISHED)
-                r->lag_us[obs.n_lag++] = r->lag_us[i];
-        observe_step(r, &obs, &before, rc);
-    }
-    batch_free(&b);
-    return rc;
+        *claimed = r->batches[0].n;
+    publish_stage(r, &r->batches[0]);
+    return settle_stage(r, 0);
 }
 
 /* Wait for new rows: the store's push wake-up when it has one, in slices
@@ -888,13 +910,179 @@ static int run_loop(outbox_relay_t *r, const char **why)
     return OUTBOX_OK;
 }
 
+/* ------------------------------------------------- the pipelined loop
+ *
+ * Up to cfg.pipeline batches in flight: the publishing thread (pipe_work)
+ * publishes them in claim order while this thread settles each one it
+ * hands back and claims the next into a free batch. Per-key order needs
+ * nothing more: a batch's rows stay in processing until it is settled,
+ * and the store never hands out a key that has a row in processing, so a
+ * key is in one batch of the pipeline at most, and its next rows are
+ * claimed only once that batch's outcomes (a retry's delay, a dead row)
+ * are stored. Each batch keeps its own fence, and the renewer holds each
+ * from its claim to its settle.
+ *
+ * When a batch finds the sink down, the publishing thread releases every
+ * later batch unpublished; they are settled (uncharged) as they come back.
+ * Claims wait for the breaker's pause, then one batch goes alone until the
+ * sink answers one. A stop request: no more claims; the batch being
+ * published finishes, the later ones go back unpublished, and the run
+ * returns once every batch is settled. */
+
+typedef struct pipe_run {
+    outbox_pipe_t *pipe;
+    size_t in_flight, n_free;
+    int errors;   /* consecutive transient store errors: their backoff and log */
+    int failures; /* consecutive failed batches of either kind: the until_idle bound */
+    int64_t failing_since_us;
+    int64_t resume_us; /* monotonic: no claim before (the breaker, a store error) */
+    int probing;       /* after an outage: one batch at a time until the sink answers */
+    int empty;         /* the last claim found nothing */
+    int rc;            /* a failure that ends the run once every batch is settled */
+    const char *why;
+} pipe_run_t;
+
+/* A run of transient store failures; the pause before the next claim. */
+static void store_failed(outbox_relay_t *r, pipe_run_t *pr)
+{
+    if (pr->errors++ == 0)
+        pr->failing_since_us = outbox_monotonic_us();
+    if (++pr->failures >= RELAY_IDLE_GIVE_UP && r->cfg.until_idle) {
+        pr->rc = give_up(r, pr->failures, 1);
+        return;
+    }
+    int64_t pause = outbox_backoff_us(r->cfg.poll_us, 5000000, pr->errors) + r->cfg.poll_us;
+    log_store_failure(r, pr->errors, pause);
+    pr->resume_us = outbox_monotonic_us() + pause;
+}
+
+static void store_answered(outbox_relay_t *r, pipe_run_t *pr)
+{
+    if (pr->errors > 0)
+        outbox_log(OUTBOX_LOG_INFO, "relay %s: store recovered after %d failure%s in a row (%lld ms)",
+                   r->route, pr->errors, pr->errors == 1 ? "" : "s",
+                   (long long)((outbox_monotonic_us() - pr->failing_since_us) / 1000));
+    pr->errors = 0;
+}
+
+/* Settle a batch the publishing thread handed back, and free it. */
+static void pipe_settle(outbox_relay_t *r, pipe_run_t *pr, batch_t *b)
+{
+    size_t slot = (size_t)(b - r->batches);
+    int down = b->down, skipped = b->skipped;
+    uint64_t published = r->counters.published;
+    r->pause_us = 0;
+    int rc = settle_stage(r, slot);
+    pr->in_flight--;
+    r->free_slots[pr->n_free++] = slot;
+    pr->empty = 0; /* its keys are free again, and its retries may be due */
+    if (rc != OUTBOX_OK && rc != OUTBOX_ETRANSIENT) {
+        if (pr->rc == OUTBOX_OK)
+            pr->rc = rc;
+        return;
+    }
+    if (rc == OUTBOX_ETRANSIENT) {
+        store_failed(r, pr);
+        return;
+    }
+    store_answered(r, pr);
+    if (down) {
+        pr->probing = 1;
+        pr->resume_us = outbox_monotonic_us() + r->pause_us;
+        /* A batch whose first waves went out is progress. */
+        if (r->counters.published == published && ++pr->failures >= RELAY_IDLE_GIVE_UP &&
+            r->cfg.until_idle && pr->rc == OUTBOX_OK)
+            pr->rc = give_up(r, pr->failures, 0);
+        else if (r->counters.published > published)
+            pr->failures = 0;
+    } else if (!skipped) {
+        pr->probing = 0;
+        pr->failures = 0;
+    }
+}
+
+/* Claim the next batch and hand it to the publishing thread. */
+static void pipe_claim(outbox_relay_t *r, pipe_run_t *pr)
+{
+    if (pr->in_flight == 0)
+        atomic_store(&r->pipe_down, 0); /* every batch the outage caught is settled */
+    size_t slot = r->free_slots[--pr->n_free];
+    outbox_diag_clear(&r->diag);
+    int rc = claim_stage(r, slot, 1);
+    if (rc != OUTBOX_OK || r->batches[slot].n == 0)
+        r->free_slots[pr->n_free++] = slot;
+    if (rc == OUTBOX_ETRANSIENT) {
+        store_failed(r, pr);
+        return;
+    }
+    if (rc != OUTBOX_OK) {
+        pr->rc = rc;
+        return;
+    }
+    store_answered(r, pr);
+    pr->empty = r->batches[slot].n == 0;
+    if (pr->empty)
+        return;
+    outbox_pipe_put(pr->pipe, &r->batches[slot]);
+    pr->in_flight++;
+}
+
+static int run_pipelined(outbox_relay_t *r, const char **why)
+{
+    pipe_run_t pr = {.n_free = r->cfg.pipeline};
+    for (size_t i = 0; i < r->cfg.pipeline; i++)
+        r->free_slots[i] = r->cfg.pipeline - 1 - i;
+    if (outbox_pipe_start(r->cfg.pipeline, pipe_work, r, &pr.pipe) != OUTBOX_OK)
+        return rfail(r, OUTBOX_ENOMEM, "relay: cannot start the publishing thread");
+    /* A stop request is noticed within this. */
+    const int64_t slice_us = 100000;
+    for (;;) {
+        batch_t *b;
+        while ((b = outbox_pipe_take(pr.pipe, 0)) != NULL)
+            pipe_settle(r, &pr, b);
+        int64_t now = outbox_monotonic_us();
+        if (atomic_load(&r->stop) || pr.rc != OUTBOX_OK || pr.why != NULL) {
+            if (pr.in_flight == 0)
+                break;
+            if ((b = outbox_pipe_take(pr.pipe, now + slice_us)) != NULL)
+                pipe_settle(r, &pr, b);
+            continue;
+        }
+        if (now < pr.resume_us || pr.n_free == 0 || (pr.in_flight > 0 && (pr.probing || pr.empty))) {
+            /* Wait for a batch to settle (it frees a batch, and its keys),
+             * or for the pause to pass. */
+            int64_t until = now + slice_us;
+            if (now < pr.resume_us && pr.resume_us < until)
+                until = pr.resume_us;
+            if ((b = outbox_pipe_take(pr.pipe, until)) != NULL)
+                pipe_settle(r, &pr, b);
+            continue;
+        }
+        if (pr.empty) {
+            /* Nothing claimable, nothing in flight. */
+            if (r->cfg.until_idle) {
+                pr.why = "nothing left to claim";
+                continue;
+            }
+            idle_wait(r);
+            pr.empty = 0;
+            continue;
+        }
+        pipe_claim(r, &pr);
+    }
+    outbox_pipe_stop(pr.pipe);
+    if (pr.why != NULL)
+        *why = pr.why;
+    return pr.rc;
+}
+
 int outbox_relay_run(outbox_relay_t *r)
 {
     if (r == NULL)
         return OUTBOX_EINVAL;
     log_start(r);
     const char *why = "stop requested";
-    int rc = run_loop(r, &why);
+    int rc = r->cfg.pipeline > 1 ? run_pipelined(r, &why) : run_loop(r, &why);
     log_stop(r, rc == OUTBOX_OK ? why : "on an error");
     return rc;
 }

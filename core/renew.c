@@ -2,8 +2,9 @@
  * renews the lease of the rows its relay holds, every third of the lease,
  * for as long as the relay works on them (outbox_store_renew).
  *
- * The relay hands a claimed batch over (hold) and takes it back before it
- * settles (release), getting the newest fence: each renewal moves the
+ * The relay hands each claimed batch over (hold, in a slot of its own: a
+ * pipelined relay holds several) and takes it back before it settles
+ * (release), getting the newest fence: each renewal moves the
  * fence, so a relay that lost its rows to another one (its renewals came
  * too late) still loses every settle. release waits for a renewal on the
  * wire, so the relay never settles with a fence that is about to change.
@@ -23,6 +24,17 @@
 
 #include "outbox_int.h"
 
+/* One batch handed over. */
+typedef struct held {
+    int held;   /* a batch is handed over */
+    int busy;   /* a renewal of it is on the wire */
+    int warned; /* this batch's lost rows were reported */
+    outbox_fence_t fence;
+    const char *const *ids;
+    size_t n;
+    int64_t due_us; /* monotonic: when to renew next */
+} held_t;
+
 struct outbox_renewer {
     outbox_store_t *store; /* the twin: this thread's alone */
     char *route;
@@ -32,13 +44,8 @@ struct outbox_renewer {
     pthread_cond_t cv; /* on CLOCK_MONOTONIC */
     /* Under mu. */
     int stop;
-    int held;   /* a batch is handed over */
-    int busy;   /* a renewal of it is on the wire */
-    int warned; /* this batch's lost rows were reported */
-    outbox_fence_t fence;
-    const char *const *ids;
-    size_t n;
-    int64_t due_us; /* monotonic: when to renew next */
+    held_t *slots; /* one per batch the relay can hold at once */
+    size_t n_slots;
     uint64_t renewals;
 };
 
@@ -50,13 +57,13 @@ static void wait_until(outbox_renewer_t *rn, int64_t due_us)
     pthread_cond_timedwait(&rn->cv, &rn->mu, &ts);
 }
 
-/* One renewal of the held batch; called with mu held, returns with it held. */
-static void renew_once(outbox_renewer_t *rn)
+/* One renewal of batch h; called with mu held, returns with it held. */
+static void renew_once(outbox_renewer_t *rn, held_t *h)
 {
-    outbox_fence_t fence = rn->fence;
-    const char *const *ids = rn->ids;
-    size_t n = rn->n;
-    rn->busy = 1;
+    outbox_fence_t fence = h->fence;
+    const char *const *ids = h->ids;
+    size_t n = h->n;
+    h->busy = 1;
     pthread_mutex_unlock(&rn->mu);
 
     size_t count = 0;
@@ -65,16 +72,16 @@ static void renew_once(outbox_renewer_t *rn)
     snprintf(why, sizeof why, "%s", outbox_store_message(rn->store));
 
     pthread_mutex_lock(&rn->mu);
-    rn->busy = 0;
+    h->busy = 0;
     int64_t now = outbox_monotonic_us();
     if (count > 0) {
-        rn->fence = fence;
+        h->fence = fence;
         rn->renewals++;
     }
     if (rc == OUTBOX_OK || rc == OUTBOX_ECONFLICT) {
-        rn->due_us = now + rn->every_us;
-        if (rc == OUTBOX_ECONFLICT && !rn->warned) {
-            rn->warned = 1;
+        h->due_us = now + rn->every_us;
+        if (rc == OUTBOX_ECONFLICT && !h->warned) {
+            h->warned = 1;
             outbox_log(OUTBOX_LOG_WARN,
                        "relay %s: lease renewal: %zu of %zu rows were taken over by another relay "
                        "(their lease ran out first)",
@@ -82,11 +89,23 @@ static void renew_once(outbox_renewer_t *rn)
         }
     } else {
         /* Sooner than the next regular turn: the lease is running out. */
-        rn->due_us = now + rn->every_us / 3;
+        h->due_us = now + rn->every_us / 3;
         outbox_log(OUTBOX_LOG_WARN, "relay %s: lease renewal failed, trying again in %lld ms: %s", rn->route,
                    (long long)(rn->every_us / 3000), why);
     }
     pthread_cond_broadcast(&rn->cv);
+}
+
+/* The held batch due first, or NULL when none is held. */
+static held_t *next_due(outbox_renewer_t *rn)
+{
+    held_t *first = NULL;
+    for (size_t i = 0; i < rn->n_slots; i++) {
+        held_t *h = &rn->slots[i];
+        if (h->held && (first == NULL || h->due_us < first->due_us))
+            first = h;
+    }
+    return first;
 }
 
 static void *renewer_main(void *arg)
@@ -94,22 +113,23 @@ static void *renewer_main(void *arg)
     outbox_renewer_t *rn = arg;
     pthread_mutex_lock(&rn->mu);
     while (!rn->stop) {
-        if (!rn->held) {
+        held_t *h = next_due(rn);
+        if (h == NULL) {
             pthread_cond_wait(&rn->cv, &rn->mu);
             continue;
         }
-        if (outbox_monotonic_us() < rn->due_us) {
-            wait_until(rn, rn->due_us);
+        if (outbox_monotonic_us() < h->due_us) {
+            wait_until(rn, h->due_us);
             continue;
         }
-        renew_once(rn);
+        renew_once(rn, h);
     }
     pthread_mutex_unlock(&rn->mu);
     return NULL;
 }
 
 int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t every_us,
-                         outbox_renewer_t **out, outbox_diag_t *d)
+                         size_t slots, outbox_renewer_t **out, outbox_diag_t *d)
 {
     *out = NULL;
     outbox_renewer_t *rn = calloc(1, sizeof *rn);
@@ -118,12 +138,17 @@ int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t
     rn->route = strdup(route);
     /* A lease shorter than a few milliseconds is a test's: no need to spin. */
     rn->every_us = every_us > 1000 ? every_us : 1000;
-    if (rn->route == NULL) {
+    rn->n_slots = slots > 0 ? slots : 1;
+    rn->slots = calloc(rn->n_slots, sizeof *rn->slots);
+    if (rn->route == NULL || rn->slots == NULL) {
+        free(rn->slots);
+        free(rn->route);
         free(rn);
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     }
     int rc = outbox_store_twin(store, &rn->store, d);
     if (rc != OUTBOX_OK) {
+        free(rn->slots);
         free(rn->route);
         free(rn);
         return rc;
@@ -138,6 +163,7 @@ int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t
         pthread_cond_destroy(&rn->cv);
         pthread_mutex_destroy(&rn->mu);
         outbox_store_close(rn->store);
+        free(rn->slots);
         free(rn->route);
         free(rn);
         return outbox_diag_set(d, OUTBOX_ENOMEM, "cannot start the lease renewal thread");
@@ -146,32 +172,34 @@ int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t
     return OUTBOX_OK;
 }
 
-void outbox_renewer_hold(outbox_renewer_t *rn, const outbox_fence_t *fence, const char *const *ids,
-                         size_t n, int64_t claimed_us)
+void outbox_renewer_hold(outbox_renewer_t *rn, size_t slot, const outbox_fence_t *fence,
+                         const char *const *ids, size_t n, int64_t claimed_us)
 {
     pthread_mutex_lock(&rn->mu);
-    rn->fence = *fence;
-    rn->ids = ids;
-    rn->n = n;
-    rn->held = n > 0;
-    rn->warned = 0;
+    held_t *h = &rn->slots[slot];
+    h->fence = *fence;
+    h->ids = ids;
+    h->n = n;
+    h->held = n > 0;
+    h->warned = 0;
     /* The lease began when the claim was asked for: a slow claim leaves
      * less of it, and the first renewal comes that much sooner. */
-    rn->due_us = claimed_us + rn->every_us;
+    h->due_us = claimed_us + rn->every_us;
     pthread_cond_broadcast(&rn->cv);
     pthread_mutex_unlock(&rn->mu);
 }
 
-void outbox_renewer_release(outbox_renewer_t *rn, outbox_fence_t *fence)
+void outbox_renewer_release(outbox_renewer_t *rn, size_t slot, outbox_fence_t *fence)
 {
     pthread_mutex_lock(&rn->mu);
-    while (rn->busy)
+    held_t *h = &rn->slots[slot];
+    while (h->busy)
         pthread_cond_wait(&rn->cv, &rn->mu);
-    if (rn->held)
-        *fence = rn->fence;
-    rn->held = 0;
-    rn->ids = NULL;
-    rn->n = 0;
+    if (h->held)
+        *fence = h->fence;
+    h->held = 0;
+    h->ids = NULL;
+    h->n = 0;
     pthread_mutex_unlock(&rn->mu);
 }
 
@@ -195,6 +223,7 @@ void outbox_renewer_stop(outbox_renewer_t *rn)
     pthread_cond_destroy(&rn->cv);
     pthread_mutex_destroy(&rn->mu);
     outbox_store_close(rn->store);
+    free(rn->slots);
     free(rn->route);
     free(rn);
 }

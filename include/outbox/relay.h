@@ -94,13 +94,24 @@ typedef struct outbox_relay_config {
      * any publish. Without renewal the lease must outlast the slowest
      * publish. */
     int no_lease_renewal;
+    /* Batches outbox_relay_run() keeps in flight at once, 1 to
+     * OUTBOX_RELAY_PIPELINE_MAX (default 1). Above 1, a second thread
+     * publishes while the relay's own thread settles the batch before and
+     * claims the one after, so the store and the sink work at the same
+     * time. Per-key order holds as with 1: a key with a row in flight is
+     * not claimed again until that row's outcome is stored. Each batch's
+     * lease must cover its whole stay in the pipeline: lease renewal does
+     * that; without it, the lease must outlast `pipeline` slow publishes.
+     * outbox_relay_step() always works on one batch. */
+    size_t pipeline;
 } outbox_relay_config_t;
 
 /* The default leases (outbox_relay_config_t.lease_us = 0). */
 #define OUTBOX_RELAY_LEASE_RENEWED_US 3000000LL
 #define OUTBOX_RELAY_LEASE_US 30000000LL
 
-/* What one relay step did, for outbox_relay_config_t.observe. Valid only
+/* What one relay step did (one batch, in a pipelined run), for
+ * outbox_relay_config_t.observe. Valid only
  * during the call (copy what you keep). Counts are of this step only and
  * follow the same rules as outbox_relay_counters_t. */
 typedef struct outbox_relay_observation {
@@ -126,6 +137,8 @@ typedef struct outbox_relay_observation {
 
 /* The largest batch a relay claims at once (outbox_relay_config_t.batch). */
 #define OUTBOX_RELAY_BATCH_MAX 100000
+/* The most batches a relay keeps in flight (outbox_relay_config_t.pipeline). */
+#define OUTBOX_RELAY_PIPELINE_MAX 16
 
 /* Fill cfg with the defaults (route NULL) and struct_size. */
 OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);
@@ -136,7 +149,8 @@ typedef struct outbox_relay_counters {
 
 /* A relay on store and sink (borrowed: both must outlive it) for
  * cfg->route. Errors: OUTBOX_EINVAL (cfg's struct_size not set, no route,
- * batch outside 1..OUTBOX_RELAY_BATCH_MAX, max_attempts below 1, a negative
+ * batch outside 1..OUTBOX_RELAY_BATCH_MAX, pipeline outside
+ * 1..OUTBOX_RELAY_PIPELINE_MAX, max_attempts below 1, a negative
  * lease, a poll not above 0, a duration above OUTBOX_DURATION_MAX_US, backoff
  * cap below base), OUTBOX_ENOTSUP (hlc_order without the hlc column). d (may
  * be NULL) says why. With lease renewal, it opens the store's second handle
@@ -151,13 +165,15 @@ OUTBOX_API void outbox_relay_free(outbox_relay_t *r);
  * Errors: what the claim or the settle returned (OUTBOX_ETRANSIENT: try
  * again), OUTBOX_ENOMEM; outbox_relay_message() says why. */
 OUTBOX_API int outbox_relay_step(outbox_relay_t *r, size_t *claimed);
-/* Loop until outbox_relay_stop() (or, with until_idle, until idle). Returns
- * OUTBOX_OK after a graceful stop with nothing left in processing by it.
+/* Loop until outbox_relay_stop() (or, with until_idle, until idle), with
+ * cfg.pipeline batches in flight. Returns OUTBOX_OK after a graceful stop
+ * with nothing left in processing by it (every batch in flight settled).
  * Transient failures (store errors, a sink that retries every message) are
  * retried for as long as they last; with until_idle, 8 in a row end the run
  * with OUTBOX_ETRANSIENT and outbox_relay_message() naming the last one. */
 OUTBOX_API int outbox_relay_run(outbox_relay_t *r);
-/* Ask a running outbox_relay_run() to return after the current step. Safe
+/* Ask a running outbox_relay_run() to return after the current step (the
+ * batch being published; later batches of a pipeline are released). Safe
  * from any thread and async-signal-safe; NULL is a no-op. */
 OUTBOX_API void outbox_relay_stop(outbox_relay_t *r);
 /* The message of the relay's last failure. */

@@ -1,0 +1,60 @@
+/* A relay's batch: the rows of one claim and everything publishing and
+ * settling them needs, in arrays kept from batch to batch.
+ *
+ * A batch is reused: outbox_batch_fit() grows its arrays only for a claim
+ * larger than any before, and clears what the last batch left, so a relay
+ * in its steady state allocates nothing per batch. */
+#ifndef OUTBOX_BATCH_H
+#define OUTBOX_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox_int.h"
+
+typedef struct batch {
+    size_t n;
+    const outbox_row_t *rows; /* the store's, or own[] once the batch owns them */
+    outbox_fence_t fence;
+    outbox_settle_item_t *items;
+    const char **ids; /* the rows' ids, for the renewer */
+    outbox_message_t *msgs;
+    outbox_ce_headers_t *ce;
+    size_t *group; /* index of the first row sharing this row's key; SIZE_MAX: no key */
+    size_t *slots; /* key hash table: 1 + the group leader's index, 0 = free */
+    size_t n_slots; /* a power of two, at least twice n */
+    unsigned char *blocked; /* per group leader: an earlier row of the key failed */
+    outbox_message_t *sched;  /* rows to publish, keyed by ordering key only: the scheduler's */
+    size_t *sched_idx;        /* their rows */
+    outbox_message_t *wave_msgs; /* one call's messages */
+    outbox_publish_result_t *results;
+    size_t *wave_idx;
+    char **errors; /* messages kept for the settle call */
+    size_t cap;    /* rows every array above holds */
+    /* Copies of the rows and their strings (outbox_batch_own). */
+    outbox_row_t *own;
+    char *arena;
+    size_t arena_cap;
+    /* What the stages noted, for the settle and the observer. */
+    int64_t claimed_us;   /* monotonic: when the claim was asked for */
+    int64_t claim_us;     /* the claim's duration */
+    int64_t publish_us;   /* the publish's duration; -1: not published */
+    int64_t published_at; /* wall clock at the end of publishing */
+    int down;             /* 1: the sink looked down (the breaker released it) */
+    int skipped;          /* 1: released unpublished: the sink was down or a stop came */
+    int nomem;            /* 1: out of memory scheduling it */
+} batch_t;
+
+/* Ready the batch for the b->n rows just claimed: its arrays grown if
+ * they are too small, its outcomes and key table cleared. OUTBOX_ENOMEM
+ * leaves the arrays as they were (and b->items holding b->n entries when
+ * it already could). */
+int outbox_batch_fit(batch_t *b);
+/* After the settle: free the error texts; n = 0. */
+void outbox_batch_clear(batch_t *b);
+/* Copy the claimed rows into the batch, so that they outlive the store's
+ * next claim; OUTBOX_ENOMEM leaves them the store's. */
+int outbox_batch_own(batch_t *b);
+void outbox_batch_free(batch_t *b);
+
+#endif
