@@ -40,6 +40,7 @@ typedef struct bench_opts {
     long keys;
     long batch;
     long workers;
+    long pipeline; /* --pipeline: batches each relay keeps in flight; 0 = the relay's default */
     long repeat;  /* rounds of relay + ceiling; medians are reported */
     int table;    /* enum bench_table (throughput mode) */
     int quick;

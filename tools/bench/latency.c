@@ -377,6 +377,8 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
         outbox_relay_config_init(&cfg);
         cfg.route = BENCH_ROUTE;
         cfg.batch = (size_t)o->batch;
+        if (o->pipeline > 0)
+            cfg.pipeline = (size_t)o->pipeline;
         cfg.poll_us = o->poll_us;
         if (o->destination)
             cfg.destination = o->destination;

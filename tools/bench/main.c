@@ -41,6 +41,8 @@ static const char usage_text[] =
     "  --keys K           ordering keys, round-robin (default 0: no keys)\n"
     "  --batch B          claim batch size (default 100)\n"
     "  --workers W        relays (and ceiling connections) in parallel (default 1)\n"
+    "  --pipeline P       batches each relay keeps in flight, 1 to 16 (default: the\n"
+    "                     relay's, as outbox relay --pipeline)\n"
     "  --repeat N         rounds, each on a fresh copy of the backlog, the ceiling and\n"
     "                     the relay taking turns to go first; medians are printed\n"
     "                     (default 3, 1 with --quick)\n"
@@ -111,6 +113,7 @@ enum {
     OPT_KEYS,
     OPT_BATCH,
     OPT_WORKERS,
+    OPT_PIPELINE,
     OPT_REPEAT,
     OPT_QUICK,
     OPT_LATENCY,
@@ -139,6 +142,7 @@ static const struct option options[] = {
     {"keys", required_argument, NULL, OPT_KEYS},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"workers", required_argument, NULL, OPT_WORKERS},
+    {"pipeline", required_argument, NULL, OPT_PIPELINE},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"quick", no_argument, NULL, OPT_QUICK},
     {"latency", no_argument, NULL, OPT_LATENCY},
@@ -284,6 +288,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             seen_workers = 1;
             rc = parse_long("--workers", optarg, 1, 64, &o->workers);
             break;
+        case OPT_PIPELINE: rc = parse_long("--pipeline", optarg, 1, 16, &o->pipeline); break;
         case OPT_REPEAT:
             seen_repeat = 1;
             rc = parse_long("--repeat", optarg, 1, 100, &o->repeat);

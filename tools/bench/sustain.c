@@ -244,6 +244,8 @@ int bench_sustain(const bench_opts_t *o)
     outbox_relay_config_init(&cfg);
     cfg.route = BENCH_ROUTE;
     cfg.batch = (size_t)o->batch;
+    if (o->pipeline > 0)
+        cfg.pipeline = (size_t)o->pipeline;
     cfg.poll_us = o->poll_us;
     for (long i = 0; rc == 0 && i < o->workers; i++) {
         w[i].o = o;

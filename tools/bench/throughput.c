@@ -203,6 +203,8 @@ static int rworkers_open(const bench_opts_t *o, const char *relation, const char
     outbox_relay_config_init(&cfg);
     cfg.route = route;
     cfg.batch = (size_t)o->batch;
+    if (o->pipeline > 0)
+        cfg.pipeline = (size_t)o->pipeline;
     cfg.until_idle = 1;
     cfg.poll_us = o->poll_us;
     if (o->destination)
@@ -472,6 +474,8 @@ static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relatio
     outbox_relay_config_init(&cfg);
     cfg.route = BENCH_ROUTE;
     cfg.batch = (size_t)o->batch;
+    if (o->pipeline > 0)
+        cfg.pipeline = (size_t)o->pipeline;
     cfg.until_idle = 1;
     char payload[3][BENCH_PAYLOAD_MAX];
     outbox_event_t ev[3];
@@ -770,6 +774,9 @@ int bench_throughput(const bench_opts_t *o)
         snprintf(sink_text, sizeof sink_text, "%s,%s,\"relay_peak_rss_kb\":%ld,"
                  "\"relay_rss_growth_kb\":%ld,\"metrics\":%s", pc_text, lr_text, relay_hwm,
                  relay_growth, o->metrics_listen ? metrics_text : "null");
+        outbox_relay_config_t defaults;
+        outbox_relay_config_init(&defaults);
+        long pipeline = o->pipeline > 0 ? o->pipeline : (long)defaults.pipeline;
         /* The keys and their order are those of no_ceiling.c's line, then
          * the table's, then the sink's. */
         printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
@@ -777,13 +784,13 @@ int bench_throughput(const bench_opts_t *o)
                "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,%s,\"repeat\":%ld,"
                "\"ratios\":%s,\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":%s,"
                "\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,%s,\"sql_verified\":%s,"
-               "\"missing_entries\":%s,\"loadavg\":%.2f,\"table\":\"%s\",%s,%s}\n",
+               "\"missing_entries\":%s,\"loadavg\":%.2f,\"table\":\"%s\",%s,%s,\"pipeline\":%ld}\n",
                store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
                cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), ceiling_text, n,
                ratios_text, rates, ccpu_text, has_ceiling ? cpu_ratio_text : "null",
                stage_s > 0 ? (double)o->events / stage_s : 0, reference,
                has_ceiling ? (verified ? "true" : "false") : "null", missing, bench_loadavg(),
-               table_names[o->table], two_text, sink_text);
+               table_names[o->table], two_text, sink_text, pipeline);
         fflush(stdout);
     } else {
         bench_err("%s", err);
