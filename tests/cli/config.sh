@@ -29,6 +29,7 @@ good=(
     '    sink: out'
     '    destination: "orders.{route}"'
     '    batch: 250'
+    '    pipeline: 3'
     '    workers: 2'
     '    max_attempts: 5'
     '    lease: 10s'
@@ -44,7 +45,7 @@ cfg "${good[@]}"
 if expect 0 config check "$F"; then
     grep -q "^$F: 1 store, 2 sinks, 2 routes: ok$" "$OUT" && pass "a good file: $(tail -1 "$OUT")" ||
         fail "a good file's summary: $(cat "$OUT")"
-    grep -q "^route orders: store main (sqlite://$TMP/app.db) -> sink out (file://$TMP/out.jsonl), batch 250, 2 workers$" "$OUT" &&
+    grep -q "^route orders: store main (sqlite://$TMP/app.db) -> sink out (file://$TMP/out.jsonl), batch 250 (pipeline of 3), 2 workers$" "$OUT" &&
         pass "the route is described with its values" || fail "route line: $(cat "$OUT")"
     grep -q "^route audit: .*batch 100, 1 worker$" "$OUT" && pass "defaults fill what a route leaves out" ||
         fail "defaults: $(cat "$OUT")"
@@ -110,6 +111,8 @@ bad 3 'route r: batch must be a whole number .* not "-5"' "$S" "$K" 'routes: {r:
 bad 3 'route r: batch must be a whole number .* not "1e3"' "$S" "$K" 'routes: {r: {store: main, sink: out, batch: 1e3}}'
 bad 3 'route r: batch must be a whole number .* not "99999999999999999999999"' "$S" "$K" 'routes: {r: {store: main, sink: out, batch: 99999999999999999999999}}'
 bad 3 'route r: workers must be a whole number from 1 to 64, not "65"' "$S" "$K" 'routes: {r: {store: main, sink: out, workers: 65}}'
+bad 3 'route r: pipeline must be a whole number from 1 to 16, not "17"' "$S" "$K" 'routes: {r: {store: main, sink: out, pipeline: 17}}'
+bad 3 'route r: pipeline must be a whole number .* not "0"' "$S" "$K" 'routes: {r: {store: main, sink: out, pipeline: 0}}'
 bad 3 'route r: max_attempts must be a whole number' "$S" "$K" 'routes: {r: {store: main, sink: out, max_attempts: many}}'
 bad 3 'route r: lease: ' "$S" "$K" 'routes: {r: {store: main, sink: out, lease: 30}}'
 bad 3 'route r: lease must be longer than 0' "$S" "$K" 'routes: {r: {store: main, sink: out, lease: 0s}}'

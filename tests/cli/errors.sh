@@ -37,6 +37,8 @@ expect_error '^outbox: --count: "\+3" is not a positive integer$' stage --store 
 expect_error '^outbox: --count: "99999999999999999999999" is too large' stage --store "$S" --route r --type t --count 99999999999999999999999
 expect_error '^outbox: --batch: "0" is not a positive integer$' relay --store "$S" --route r --sink stdout: --batch 0
 expect_error '^outbox: --workers: "1000" is too large' relay --store "$S" --route r --sink stdout: --workers 1000
+expect_error '^outbox: --pipeline: "17" is too large' relay --store "$S" --route r --sink stdout: --pipeline 17
+expect_error '^outbox: --pipeline: "0" is not a positive integer$' relay --store "$S" --route r --sink stdout: --pipeline 0
 expect_error '^outbox: --max-attempts: "x" is not a positive integer$' relay --store "$S" --route r --sink stdout: --max-attempts x
 
 # Durations.

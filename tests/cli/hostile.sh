@@ -132,6 +132,8 @@ h "${R[@]}" --batch 99999999999999999999
 h "${R[@]}" --batch ' '
 h "${R[@]}" --workers 0
 h "${R[@]}" --workers -5
+h "${R[@]}" --pipeline 0
+h "${R[@]}" --pipeline 99999999999999999999
 h "${R[@]}" --max-attempts 0
 h "${R[@]}" --max-attempts 4294967296
 

@@ -64,6 +64,21 @@ expect 0 stage --store "sqlite://$db3" --route orders --type order.created --cou
 delivered_exactly "$db3" orders "$TMP/three.jsonl"
 stats_is "$db3" 0 0 $N 0
 
+# --- a pipeline of four batches, keys ----------------------------------------------
+new_db piped
+dbp=$DB
+expect 0 stage --store "sqlite://$dbp" --route orders --type order.created --count $N --payload '{"n":1}' --key k1
+outbox relay --store "sqlite://$dbp" --route orders --sink "file://$TMP/piped.jsonl" \
+    --until-idle --pipeline 4 --batch 7 >"$OUT" 2>"$ERR"
+[ $? -eq 0 ] && pass "relay --pipeline 4: $(cat "$ERR")" || fail "relay --pipeline 4: $(cat "$ERR")"
+delivered_exactly "$dbp" orders "$TMP/piped.jsonl"
+stats_is "$dbp" 0 0 $N 0
+# One key: the file holds its events in staging (id) order.
+sed -n 's/^{"specversion":"1\.0","id":"\([^"]*\)".*/\1/p' "$TMP/piped.jsonl" >"$TMP/piped.ids"
+sqlite3 "$dbp" "SELECT event_id FROM outbox WHERE outbox_route = 'orders' ORDER BY id" >"$TMP/piped.want"
+cmp -s "$TMP/piped.ids" "$TMP/piped.want" && pass "one key through a pipeline: staging order" ||
+    fail "one key through a pipeline: out of order: $(diff "$TMP/piped.ids" "$TMP/piped.want" | head -n 3)"
+
 # --- stdout sink ----------------------------------------------------------------
 new_db stdout
 dbs=$DB

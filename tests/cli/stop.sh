@@ -21,19 +21,21 @@ loading() {
 }
 
 n=0
-for workers in 1 2; do
+# workers:pipeline
+for shape in 1:1 2:1 1:4; do
+    workers=${shape%:*} pipeline=${shape#*:}
     for delay in 0 0.002 0.005 0.01 0.02 0.05 0.1; do
         for sig in TERM INT; do
             n=$((n + 1))
             # shellcheck disable=SC2086
             ${OUTBOX_CLI_WRAPPER:-} "$OUTBOX" relay --store "sqlite://$db" --route r \
-                --sink "file://$TMP/out.jsonl" --batch 10 --workers "$workers" \
+                --sink "file://$TMP/out.jsonl" --batch 10 --workers "$workers" --pipeline "$pipeline" \
                 >"$TMP/stop.out" 2>"$TMP/stop.err" &
             pid=$!
             loading "$pid"
             [ "$delay" = 0 ] || sleep "$delay"
             stop_process "$pid" "$sig"
-            what="SIG$sig after ${delay}s, $workers worker(s)"
+            what="SIG$sig after ${delay}s, $workers worker(s), pipeline of $pipeline"
             if [ "$RC" -ne 0 ]; then
                 fail "$what: exit $RC, $(head -c 300 "$TMP/stop.err")"
                 continue

@@ -24,6 +24,7 @@
  * max_attempts that keeps its number in an int with room to spare. */
 #define CLI_RELAY_BATCH_MAX OUTBOX_RELAY_BATCH_MAX
 #define CLI_RELAY_WORKERS_MAX 64
+#define CLI_RELAY_PIPELINE_MAX OUTBOX_RELAY_PIPELINE_MAX
 #define CLI_RELAY_ATTEMPTS_MAX 1000000
 
 /* ------------------------------------------------- options (args.c) */
@@ -53,6 +54,7 @@ enum cli_option_id {
     OPT_SOURCE,
     OPT_DESTINATION,
     OPT_WORKERS,
+    OPT_PIPELINE,
     OPT_UNTIL_IDLE,
     OPT_QUIET,
     OPT_JSON,

@@ -114,8 +114,11 @@ int cli_cmd_config(int argc, char **argv)
         if (r->retention_us > 0)
             snprintf(keep, sizeof keep, ", purges published rows after %llds every %llds",
                      (long long)(r->retention_us / 1000000), (long long)(r->purge_interval_us / 1000000));
-        printf("route %s: store %s (%s) -> sink %s (%s), batch %zu, %zu worker%s%s\n", r->name,
-               c.stores[r->store].name, store, c.sinks[r->sink].name, sink, r->relay.batch,
+        char pipe[40] = "";
+        if (r->relay.pipeline > 1)
+            snprintf(pipe, sizeof pipe, " (pipeline of %zu)", r->relay.pipeline);
+        printf("route %s: store %s (%s) -> sink %s (%s), batch %zu%s, %zu worker%s%s\n", r->name,
+               c.stores[r->store].name, store, c.sinks[r->sink].name, sink, r->relay.batch, pipe,
                r->workers, r->workers == 1 ? "" : "s", keep);
     }
     printf("%s: %zu store%s, %zu sink%s, %zu route%s: ok\n", c.path, c.n_stores,

@@ -31,6 +31,8 @@ static const char usage[] =
     "  --route R               the route to relay\n"
     "  --sink URI              where to publish: " OUTBOX_CLI_SINK_URIS "\n"
     "  --batch N               rows per claim (default 100)\n"
+    "  --pipeline N            batches in flight at once, 1 to 16: one is published\n"
+    "                          while the next is claimed and the last settled (default 1)\n"
     "  --max-attempts N        attempts before an event is dead-lettered (default 10)\n"
     "  --lease DURATION        a claim older than this may be taken over (default 3s\n"
     "                          when the store renews leases, else 30s)\n"
@@ -69,6 +71,7 @@ static const cli_option_t options[] = {
     {"destination", true, OPT_DESTINATION},
     {"hlc", false, OPT_HLC},
     {"workers", true, OPT_WORKERS},
+    {"pipeline", true, OPT_PIPELINE},
     {"until-idle", false, OPT_UNTIL_IDLE},
     {"quiet", false, OPT_QUIET},
     {"config", true, OPT_CONFIG},
@@ -235,6 +238,11 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
         if (!cli_parse_uint("--max-attempts", v, 1, CLI_RELAY_ATTEMPTS_MAX, &n))
             return false;
         a->cfg.max_attempts = (int)n;
+        return true;
+    case OPT_PIPELINE:
+        if (!cli_parse_uint("--pipeline", v, 1, CLI_RELAY_PIPELINE_MAX, &n))
+            return false;
+        a->cfg.pipeline = (size_t)n;
         return true;
     case OPT_WORKERS:
         if (!cli_parse_uint("--workers", v, 1, CLI_RELAY_WORKERS_MAX, &n))

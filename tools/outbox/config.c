@@ -362,6 +362,11 @@ static int route_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
         r->relay.batch = (size_t)n;
         return rc;
     }
+    if (strcmp(key, "pipeline") == 0) {
+        rc = get_uint(x, v, what, 1, CLI_RELAY_PIPELINE_MAX, &n);
+        r->relay.pipeline = (size_t)n;
+        return rc;
+    }
     if (strcmp(key, "workers") == 0) {
         rc = get_uint(x, v, what, 1, CLI_RELAY_WORKERS_MAX, &n);
         r->workers = (size_t)n;
@@ -396,7 +401,7 @@ static int route_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, 
         return get_duration(x, v, what, 0, &r->purge_interval_us);
     return problem(x, k,
                    "route %s: unknown key \"%s\" (store, sink, destination, source, batch, "
-                   "workers, max_attempts, lease, lease_renewal, poll, backoff_base, backoff_cap, hlc, "
+                   "pipeline, workers, max_attempts, lease, lease_renewal, poll, backoff_base, backoff_cap, hlc, "
                    "require_transaction, retention, purge_interval)",
                    r->name, key);
 }
