@@ -79,7 +79,7 @@ void outbox_relay_config_init(outbox_relay_config_t *cfg)
     cfg->backoff_base_us = 1000000LL;
     cfg->backoff_cap_us = 300 * 1000000LL;
     cfg->destination = "{route}";
-    cfg->pipeline = 1;
+    cfg->pipeline = OUTBOX_RELAY_PIPELINE_DEFAULT;
 }
 
 static int rfail(outbox_relay_t *r, int code, const char *fmt, ...) OUTBOX_PRINTF(3, 4);

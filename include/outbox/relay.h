@@ -95,7 +95,7 @@ typedef struct outbox_relay_config {
      * publish. */
     int no_lease_renewal;
     /* Batches outbox_relay_run() keeps in flight at once, 1 to
-     * OUTBOX_RELAY_PIPELINE_MAX (default 1). Above 1, a second thread
+     * OUTBOX_RELAY_PIPELINE_MAX (default OUTBOX_RELAY_PIPELINE_DEFAULT). Above 1, a second thread
      * publishes while the relay's own thread settles the batch before and
      * claims the one after, so the store and the sink work at the same
      * time. Per-key order holds as with 1: a key with a row in flight is
@@ -137,8 +137,10 @@ typedef struct outbox_relay_observation {
 
 /* The largest batch a relay claims at once (outbox_relay_config_t.batch). */
 #define OUTBOX_RELAY_BATCH_MAX 100000
-/* The most batches a relay keeps in flight (outbox_relay_config_t.pipeline). */
+/* The most batches a relay keeps in flight (outbox_relay_config_t.pipeline),
+ * and the default. */
 #define OUTBOX_RELAY_PIPELINE_MAX 16
+#define OUTBOX_RELAY_PIPELINE_DEFAULT 4
 
 /* Fill cfg with the defaults (route NULL) and struct_size. */
 OUTBOX_API void outbox_relay_config_init(outbox_relay_config_t *cfg);

@@ -47,7 +47,7 @@ if expect 0 config check "$F"; then
         fail "a good file's summary: $(cat "$OUT")"
     grep -q "^route orders: store main (sqlite://$TMP/app.db) -> sink out (file://$TMP/out.jsonl), batch 250 (pipeline of 3), 2 workers$" "$OUT" &&
         pass "the route is described with its values" || fail "route line: $(cat "$OUT")"
-    grep -q "^route audit: .*batch 100, 1 worker$" "$OUT" && pass "defaults fill what a route leaves out" ||
+    grep -q "^route audit: .*batch 100 (pipeline of 4), 1 worker$" "$OUT" && pass "defaults fill what a route leaves out" ||
         fail "defaults: $(cat "$OUT")"
     if grep -q hunter2 "$OUT" "$ERR"; then fail "a secret from the environment was printed"; else pass "the token is masked"; fi
 fi

@@ -17,7 +17,7 @@ expect 0 relay --store "sqlite://$db" --route orders --sink "file://$TMP/o.jsonl
 cp "$ERR" "$TMP/plain.err"
 has "$TMP/plain.err" "^outbox: $TS info: relay orders: starting 1 worker: store sqlite://$db \(sqlite\), sink file://$TMP/o\.jsonl, batch 10$" \
     "the command's start line names the route, store, sink, batch and workers"
-has "$TMP/plain.err" "^outbox: $TS info: relay orders: started: store sqlite \(outbox\), batch 10, max attempts 10, lease 3s \(renewed every 1s\), poll 100ms$" \
+has "$TMP/plain.err" "^outbox: $TS info: relay orders: started: store sqlite \(outbox\), batch 10 \(pipeline of 4\), max attempts 10, lease 3s \(renewed every 1s\), poll 100ms$" \
     "the relay's start line names the store driver, relation, batch and timings"
 has "$TMP/plain.err" "^outbox: $TS info: relay orders: stopped \(nothing left to claim\): claimed 25, published 25, retried 0, dead 0, released 0, leases renewed 0$" \
     "the relay's stop line has the counts"

@@ -3,8 +3,8 @@
 # keep coming, the same test on every store; what differs is the table
 # below. Then, once the relays have taken over the killed ones' rows (their
 # lease passed) and drained the rest: every row published, none
-# processing, pending or dead; nothing lost; at most one batch per worker
-# duplicated per kill; each key's events first reach the sink in staging
+# processing, pending or dead; nothing lost; at most the batches of one
+# pipeline per worker duplicated per kill; each key's events first reach the sink in staging
 # order (rebuilt from the serial numbers the events carry); and the kills
 # caught relays holding rows.
 #
@@ -74,7 +74,7 @@ relay() {
     STARTS=$((STARTS + 1))
     LOG[$1]=$TMP/relay$1-$STARTS.log
     background "relay$1-$STARTS" "$OUTBOX" relay --store "$STORE" --route "$ROUTE" --sink "file:$OUT" \
-        --batch "$BATCH" --workers "$WORKERS" --lease "$LEASE" --poll 10ms
+        --batch "$BATCH" --pipeline "$PIPELINE" --workers "$WORKERS" --lease "$LEASE" --poll 10ms
     RELAY[$1]=$BG_PID
 }
 
@@ -134,6 +134,6 @@ else
     [ "$again" -gt 0 ] && pass "$again rows were taken over from killed relays" ||
         fail "no row was ever claimed twice: no kill caught a relay holding rows, the test tested nothing"
 fi
-analyze "serials:$SEQ" "$OUT" $((KILLS * WORKERS * BATCH))
+analyze "serials:$SEQ" "$OUT" $((KILLS * WORKERS * PIPELINE * BATCH))
 [ "$FAILED" -eq 0 ] || echo "the relays' last warning: $(grep -h ' warn' "$TMP"/relay*.log | tail -1)"
 finish

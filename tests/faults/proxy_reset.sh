@@ -11,7 +11,7 @@
 # Checks: each fault caught a batch between its claim and its settle and
 # cost the relay its session (the server saw it go, the relay reconnected);
 # every event delivered, per-key order by first appearance, every row
-# published and none pending, processing or dead; at most one batch
+# published and none pending, processing or dead; at most one pipeline of batches
 # duplicated per fault. The longest pause is the longest time the sink's
 # output did not grow while the relay ran.
 #
@@ -109,6 +109,6 @@ echo "the server logged $resets connections reset by peer"
 check "pending processing published dead" "0 0 $STAGED 0" "$(stats_of "$URI" --route "$ROUTE")"
 again=$(q "SELECT count(*) FROM outbox WHERE attempts > 1")
 dups=$(duplicates "$OUT")
-analyze "serials:$SEQ" "$OUT" $((FAULTS * BATCH))
+analyze "serials:$SEQ" "$OUT" $((FAULTS * PIPELINE * BATCH))
 figures "$FAULTS" "$STAGED" "$dups" "$(output_pause "$OUT")" "reconnects $back, rows claimed again $again"
 finish

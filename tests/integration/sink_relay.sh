@@ -15,7 +15,7 @@
 #     killed with SIGKILL and started, all under a running relay. Then:
 #     nothing lost, each key's events first reach the broker in staging
 #     order, every row published, none dead, and duplicates none where the
-#     broker dedupes, else at most one batch per fault.
+#     broker dedupes, else at most one pipeline of batches per fault.
 #
 #   sink_relay.sh OUTBOX_CLI SINK
 . "$(dirname "$0")/../harness/harness.sh"
@@ -183,6 +183,6 @@ again=$(sql "SELECT count(*) FROM outbox WHERE attempts > 1")
 staged_sqlite "$TMP/staged-faults"
 # Without dedupe, each relay kill and each server fault may deliver a batch
 # again.
-if [ "$DEDUPE" = 1 ]; then dups=0; else dups=$(((KILLS + 2) * BATCH)); fi
+if [ "$DEDUPE" = 1 ]; then dups=0; else dups=$(((KILLS + 2) * PIPELINE * BATCH)); fi
 read_back "$PRIV_URI" "$DEST" "$TMP/staged-faults" orders "$dups"
 finish

@@ -32,7 +32,7 @@ static const char usage[] =
     "  --sink URI              where to publish: " OUTBOX_CLI_SINK_URIS "\n"
     "  --batch N               rows per claim (default 100)\n"
     "  --pipeline N            batches in flight at once, 1 to 16: one is published\n"
-    "                          while the next is claimed and the last settled (default 1)\n"
+    "                          while the next is claimed and the last settled (default 4)\n"
     "  --max-attempts N        attempts before an event is dead-lettered (default 10)\n"
     "  --lease DURATION        a claim older than this may be taken over (default 3s\n"
     "                          when the store renews leases, else 30s)\n"

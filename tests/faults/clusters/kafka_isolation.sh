@@ -220,7 +220,7 @@ round() {
     # A deferred row stays queued in the producer of the relay that sent it;
     # handed back, it may be claimed by the other relay, whose producer sends
     # it again: one more copy at most per row handed back (released).
-    analyze "$TMP/$name.staged.ids" "$TMP/$name.read.jsonl" $((ROUND_KILLS * RELAYS * BATCH + released))
+    analyze "$TMP/$name.staged.ids" "$TMP/$name.read.jsonl" $((ROUND_KILLS * RELAYS * PIPELINE * BATCH + released))
     python3 - "$TMP/keymap" "$TMP/$name.read.jsonl" >"$TMP/keymap.out" <<'PYEOF'
 import json, sys
 want = dict(line.split() for line in open(sys.argv[1]))

@@ -24,7 +24,7 @@
 # caught at least once. Then, once the trickle stops and everything drains:
 # every row published, none pending, processing or dead; the topic read
 # back with confluent-kafka has every event, each key in staging order by
-# first appearance, duplicates at most one batch per relay per fault. Last,
+# first appearance, duplicates at most one pipeline of batches per relay per fault. Last,
 # one figure line: the pauses, overall and split between the killed
 # leaders' partitions and the healthy ones (tests/faults/clusters/figures.py).
 #
@@ -227,7 +227,7 @@ q "COPY (SELECT event_id, (extract(epoch FROM created_at) * 1000)::bigint FROM $
     fail "read_kafka.py exited $?"
 cat "$TMP/read.out"
 # Each fault may send again what was in flight: a batch per relay.
-analyze "$TMP/staged.ids" "$TMP/read.jsonl" $((k * RELAYS * BATCH))
+analyze "$TMP/staged.ids" "$TMP/read.jsonl" $((k * RELAYS * PIPELINE * BATCH))
 # The key to partition map the leader kills' counts relied on.
 python3 - "$TMP/keymap" "$TMP/read.jsonl" >"$TMP/keymap.out" <<'PYEOF'
 import json, sys
