@@ -40,6 +40,7 @@ typedef struct batch {
     int64_t claim_us;     /* the claim's duration */
     int64_t publish_us;   /* the publish's duration; -1: not published */
     int64_t published_at; /* wall clock at the end of publishing */
+    int in_flight;        /* 1: claimed and not yet settled (a pipelined run) */
     int down;             /* 1: the sink looked down (the breaker released it) */
     int skipped;          /* 1: released unpublished: the sink was down or a stop came */
     int nomem;            /* 1: out of memory scheduling it */

@@ -96,6 +96,9 @@ int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t
  * for). */
 void outbox_renewer_hold(outbox_renewer_t *rn, size_t slot, const outbox_fence_t *fence,
                          const char *const *ids, size_t n, int64_t claimed_us);
+/* When the lease of the batch in slot last began (monotonic): its claim
+ * was asked for, or its last renewal that moved rows. */
+int64_t outbox_renewer_leased_at(outbox_renewer_t *rn, size_t slot);
 /* Stop renewing them; *fence = their newest fence (unchanged if none). */
 void outbox_renewer_release(outbox_renewer_t *rn, size_t slot, outbox_fence_t *fence);
 /* Renewals that moved at least one row, since start. */

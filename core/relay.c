@@ -973,6 +973,7 @@ static void pipe_settle(outbox_relay_t *r, pipe_run_t *pr, batch_t *b)
     uint64_t published = r->counters.published;
     r->pause_us = 0;
     int rc = settle_stage(r, slot);
+    b->in_flight = 0;
     pr->in_flight--;
     r->free_slots[pr->n_free++] = slot;
     pr->empty = 0; /* its keys are free again, and its retries may be due */
@@ -1001,6 +1002,25 @@ static void pipe_settle(outbox_relay_t *r, pipe_run_t *pr, batch_t *b)
     }
 }
 
+/* 1 when a batch in flight has less than a third of its lease left: a
+ * claim now could take its rows again (a claim takes rows whose lease ran
+ * out, a relay's own among them), so the relay waits for that batch to be
+ * settled or renewed first. With renewal this happens only when renewals
+ * fall behind; without, it keeps the pipeline short enough for the lease. */
+static int lease_at_risk(outbox_relay_t *r)
+{
+    int64_t now = outbox_monotonic_us();
+    for (size_t i = 0; i < r->cfg.pipeline; i++) {
+        const batch_t *b = &r->batches[i];
+        if (!b->in_flight)
+            continue;
+        int64_t leased = r->renewer != NULL ? outbox_renewer_leased_at(r->renewer, i) : b->claimed_us;
+        if (now - leased > r->cfg.lease_us - r->cfg.lease_us / 3)
+            return 1;
+    }
+    return 0;
+}
+
 /* Claim the next batch and hand it to the publishing thread. */
 static void pipe_claim(outbox_relay_t *r, pipe_run_t *pr)
 {
@@ -1023,6 +1043,7 @@ static void pipe_claim(outbox_relay_t *r, pipe_run_t *pr)
     pr->empty = r->batches[slot].n == 0;
     if (pr->empty)
         return;
+    r->batches[slot].in_flight = 1;
     outbox_pipe_put(pr->pipe, &r->batches[slot]);
     pr->in_flight++;
 }
@@ -1048,10 +1069,13 @@ static int run_pipelined(outbox_relay_t *r, const char **why)
                 pipe_settle(r, &pr, b);
             continue;
         }
-        if (now < pr.resume_us || pr.n_free == 0 || (pr.in_flight > 0 && (pr.probing || pr.empty))) {
+        if (now < pr.resume_us || pr.n_free == 0 ||
+            (pr.in_flight > 0 && (pr.probing || pr.empty || lease_at_risk(r)))) {
             /* Wait for a batch to settle (it frees a batch, and its keys),
-             * or for the pause to pass. */
-            int64_t until = now + slice_us;
+             * or for the pause to pass, or for a renewal. */
+            int64_t until = now + (pr.in_flight > 0 && r->cfg.lease_us / 10 < slice_us
+                                       ? (r->cfg.lease_us / 10 > 1000 ? r->cfg.lease_us / 10 : 1000)
+                                       : slice_us);
             if (now < pr.resume_us && pr.resume_us < until)
                 until = pr.resume_us;
             if ((b = outbox_pipe_take(pr.pipe, until)) != NULL)

@@ -32,7 +32,8 @@ typedef struct held {
     outbox_fence_t fence;
     const char *const *ids;
     size_t n;
-    int64_t due_us; /* monotonic: when to renew next */
+    int64_t due_us;    /* monotonic: when to renew next */
+    int64_t leased_us; /* monotonic: when the lease last began (claim or renewal asked) */
 } held_t;
 
 struct outbox_renewer {
@@ -66,6 +67,7 @@ static void renew_once(outbox_renewer_t *rn, held_t *h)
     h->busy = 1;
     pthread_mutex_unlock(&rn->mu);
 
+    int64_t asked_us = outbox_monotonic_us();
     size_t count = 0;
     int rc = outbox_store_renew(rn->store, rn->route, &fence, ids, n, &count);
     char why[OUTBOX_MESSAGE_MAX];
@@ -76,6 +78,7 @@ static void renew_once(outbox_renewer_t *rn, held_t *h)
     int64_t now = outbox_monotonic_us();
     if (count > 0) {
         h->fence = fence;
+        h->leased_us = asked_us;
         rn->renewals++;
     }
     if (rc == OUTBOX_OK || rc == OUTBOX_ECONFLICT) {
@@ -185,8 +188,17 @@ void outbox_renewer_hold(outbox_renewer_t *rn, size_t slot, const outbox_fence_t
     /* The lease began when the claim was asked for: a slow claim leaves
      * less of it, and the first renewal comes that much sooner. */
     h->due_us = claimed_us + rn->every_us;
+    h->leased_us = claimed_us;
     pthread_cond_broadcast(&rn->cv);
     pthread_mutex_unlock(&rn->mu);
+}
+
+int64_t outbox_renewer_leased_at(outbox_renewer_t *rn, size_t slot)
+{
+    pthread_mutex_lock(&rn->mu);
+    int64_t at = rn->slots[slot].leased_us;
+    pthread_mutex_unlock(&rn->mu);
+    return at;
 }
 
 void outbox_renewer_release(outbox_renewer_t *rn, size_t slot, outbox_fence_t *fence)

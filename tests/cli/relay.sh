@@ -69,7 +69,7 @@ new_db piped
 dbp=$DB
 expect 0 stage --store "sqlite://$dbp" --route orders --type order.created --count $N --payload '{"n":1}' --key k1
 outbox relay --store "sqlite://$dbp" --route orders --sink "file://$TMP/piped.jsonl" \
-    --until-idle --pipeline 4 --batch 7 >"$OUT" 2>"$ERR"
+    --until-idle --pipeline 4 --batch 50 >"$OUT" 2>"$ERR"
 [ $? -eq 0 ] && pass "relay --pipeline 4: $(cat "$ERR")" || fail "relay --pipeline 4: $(cat "$ERR")"
 delivered_exactly "$dbp" orders "$TMP/piped.jsonl"
 stats_is "$dbp" 0 0 $N 0
