@@ -297,11 +297,11 @@ wait_started() {
 }
 
 # ----------------------------------------------------------- outbox CLI
-# The batches a relay keeps in flight (outbox relay --pipeline): the
-# relay's default unless OUTBOX_TEST_PIPELINE says otherwise. A relay
-# killed with SIGKILL may have published that many batches it had not yet
-# settled, so bounds on duplicates are counted in PIPELINE batches.
-PIPELINE=${OUTBOX_TEST_PIPELINE:-4}
+# The batches a relay keeps in flight: the relay's default (outbox relay
+# --pipeline). A relay killed with SIGKILL may have published that many
+# batches it had not yet settled, so bounds on duplicates are counted in
+# PIPELINE batches.
+PIPELINE=4
 
 # use_outbox PATH: the CLI under test, as $OUTBOX.
 use_outbox() {
