@@ -17,7 +17,7 @@
 #include "bench.h"
 
 /* The sink URI's own names, which are not librdkafka properties. */
-static const char *const sink_names[] = {"timeout", "partitions", "replication",
+static const char *const sink_names[] = {"timeout", "partition_timeout", "partitions", "replication",
                                          "bootstrap.servers", "metadata.broker.list", NULL};
 
 typedef struct kstate {
