@@ -380,6 +380,21 @@ static void quiet_log(void *ctx, int level, const char *line)
     (void)ctx, (void)level, (void)line;
 }
 
+/* The pipelined run's observer: stops the relay at its second outage, or
+ * after 20 batches whatever they did. */
+static void stop_at_second_outage(void *ctx, const outbox_relay_observation_t *o)
+{
+    static int outages, batches;
+    outbox_relay_t **r = ctx;
+    if (o == NULL) { /* reset */
+        outages = batches = 0;
+        return;
+    }
+    outages += o->outage;
+    if (outages >= 2 || ++batches >= 20)
+        outbox_relay_stop(*r);
+}
+
 START_TEST(sink_breaker_charges_nothing)
 {
     /* A relay on a SQLite store publishing to an unreachable broker:
@@ -437,11 +452,32 @@ START_TEST(sink_breaker_charges_nothing)
                   (unsigned long long)c.retried);
     ck_assert_msg(c.outages == 2, "2 steps with no broker counted %llu outages",
                   (unsigned long long)c.outages);
+    /* Then a pipelined run (several batches of 2 in flight), stopped at its
+     * second outage: the batches behind the one that found the broker
+     * down go back unpublished, and nothing is charged either. */
+    cfg.batch = 2;
+    cfg.pipeline = 4;
+    cfg.poll_us = 10000;
+    cfg.observe = stop_at_second_outage;
+    cfg.observe_ctx = &r;
+    stop_at_second_outage(NULL, NULL);
+    ck_assert_msg(outbox_relay_new(s, k, &cfg, &r, &d) == OUTBOX_OK, "relay: %s", d.message);
+    ck_assert_msg(outbox_relay_run(r) == OUTBOX_OK, "pipelined relay: %s", outbox_relay_message(r));
+    outbox_relay_counters(r, &c);
+    outbox_relay_free(r);
+    ck_assert_msg(c.published == 0 && c.dead == 0 && c.retried == 0,
+                  "with no broker, a pipelined relay published %llu, dead-lettered %llu and "
+                  "rescheduled %llu events",
+                  (unsigned long long)c.published, (unsigned long long)c.dead,
+                  (unsigned long long)c.retried);
+    ck_assert_msg(c.outages >= 1, "a pipelined relay with no broker counted no outage");
+    ck_assert_msg(c.released == c.claimed, "a pipelined relay claimed %llu rows and released %llu",
+                  (unsigned long long)c.claimed, (unsigned long long)c.released);
     conf_claim_t cl = conf_claim(s, "conf.sink", 100, CONF_LONG_LEASE_US, 0);
     ck_assert_msg(cl.n == 8, "after the outage %zu of 8 events are claimable", cl.n);
     for (size_t i = 0; i < cl.n; i++)
         ck_assert_msg(cl.rows[i].attempts == 1,
-                      "event %lu has attempts %d after 2 outages and one claim: the outage "
+                      "event %lu has attempts %d after the outages and one claim: the outage "
                       "charged attempts",
                       cl.rows[i].n, (int)cl.rows[i].attempts);
     conf_claim_free(&cl);

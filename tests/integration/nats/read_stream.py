@@ -17,6 +17,7 @@ import sys
 from datetime import datetime
 
 import nats
+import nats.js.api
 from cloudevents.core.v1.event import CloudEvent
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "harness"))
@@ -45,11 +46,27 @@ async def read_async(url, subject):
     js = nc.jetstream()
     stream = await js.find_stream_name_by_subject(subject)
     total = (await js.stream_info(stream)).state.messages
-    sub = await js.subscribe(subject, ordered_consumer=True, stream=stream)
     msgs = []
-    while len(msgs) < total:
-        msgs.append(to_message(await sub.next_msg(timeout=10)))
-    await sub.unsubscribe()
+    # An ordered consumer on a cluster whose leaders were just killed can
+    # stall: a stall of 10 s starts a new one after the last message read,
+    # three times at most.
+    for attempt in range(3):
+        start = msgs[-1].fields["seq"] + 1 if msgs else 1
+        config = nats.js.api.ConsumerConfig(
+            deliver_policy=nats.js.api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        sub = await js.subscribe(subject, ordered_consumer=True, stream=stream, config=config)
+        try:
+            while len(msgs) < total:
+                msgs.append(to_message(await sub.next_msg(timeout=10)))
+        except nats.errors.TimeoutError:
+            if attempt == 2:
+                raise
+            print(f"info: the stream's reader stalled after {len(msgs)} of {total}; reading on",
+                  file=sys.stderr)
+        finally:
+            await sub.unsubscribe()
+        if len(msgs) >= total:
+            break
     await nc.close()
     return msgs
 
