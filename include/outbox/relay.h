@@ -101,8 +101,10 @@ typedef struct outbox_relay_config {
      * time. Per-key order holds as with 1: a key with a row in flight is
      * not claimed again until that row's outcome is stored. Each batch's
      * lease must cover its whole stay in the pipeline: lease renewal does
-     * that; without it, the lease must outlast `pipeline` slow publishes.
-     * outbox_relay_step() always works on one batch. */
+     * that, and the relay claims nothing while a batch it holds has less
+     * than a third of its lease left (without renewal, a short lease thus
+     * keeps the pipeline short). outbox_relay_step() always works on one
+     * batch. */
     size_t pipeline;
 } outbox_relay_config_t;
 
