@@ -1,6 +1,7 @@
 /* The services table lent to drivers, and the clocks the core uses. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -19,6 +20,22 @@ int64_t outbox_monotonic_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void outbox_cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+void outbox_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(until_us / 1000000),
+                          .tv_nsec = (long)(until_us % 1000000) * 1000};
+    pthread_cond_timedwait(cv, mu, &ts);
 }
 
 int outbox_us_to_ms(int64_t us)

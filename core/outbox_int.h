@@ -3,6 +3,7 @@
 #ifndef OUTBOX_INT_H
 #define OUTBOX_INT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -33,6 +34,10 @@ const outbox_host_t *outbox_host_table(void);
 int64_t outbox_now_us(void);
 /* Monotonic clock in microseconds. */
 int64_t outbox_monotonic_us(void);
+/* A condition variable on that clock, and a wait on it (mu held) until
+ * the monotonic time until_us at most, or a signal. */
+void outbox_cond_init_monotonic(pthread_cond_t *cv);
+void outbox_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_us);
 /* Sleep up to us microseconds; returns early when *stop becomes non-zero. */
 void outbox_sleep_us(int64_t us, const atomic_int *stop);
 /* A timeout in microseconds as the whole milliseconds a driver entry

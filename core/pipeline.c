@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "outbox_int.h"
 
@@ -60,6 +59,17 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Everything but the thread, once it is joined or was never started. */
+static void destroy(outbox_pipe_t *p)
+{
+    pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->todo_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->todo.v);
+    free(p->done.v);
+    free(p);
+}
+
 int outbox_pipe_start(size_t depth, void (*work)(void *ctx, void *item), void *ctx,
                       outbox_pipe_t **out)
 {
@@ -78,20 +88,11 @@ int outbox_pipe_start(size_t depth, void (*work)(void *ctx, void *item), void *c
         free(p);
         return OUTBOX_ENOMEM;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->todo_cv, NULL);
-    pthread_cond_init(&p->done_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    outbox_cond_init_monotonic(&p->done_cv);
     if (pthread_create(&p->thread, NULL, worker, p) != 0) {
-        pthread_cond_destroy(&p->done_cv);
-        pthread_cond_destroy(&p->todo_cv);
-        pthread_mutex_destroy(&p->mu);
-        free(p->todo.v);
-        free(p->done.v);
-        free(p);
+        destroy(p);
         return OUTBOX_ENOMEM;
     }
     *out = p;
@@ -108,11 +109,10 @@ void outbox_pipe_put(outbox_pipe_t *p, void *item)
 
 void *outbox_pipe_take(outbox_pipe_t *p, int64_t until_us)
 {
-    struct timespec ts = {.tv_sec = (time_t)(until_us / 1000000), .tv_nsec = (long)(until_us % 1000000) * 1000};
     void *item = NULL;
     pthread_mutex_lock(&p->mu);
     while (p->done.n == 0 && until_us > 0 && outbox_monotonic_us() < until_us)
-        pthread_cond_timedwait(&p->done_cv, &p->mu, &ts);
+        outbox_cond_wait_until(&p->done_cv, &p->mu, until_us);
     if (p->done.n > 0)
         item = ring_pop(&p->done, p->depth);
     pthread_mutex_unlock(&p->mu);
@@ -128,10 +128,5 @@ void outbox_pipe_stop(outbox_pipe_t *p)
     pthread_cond_signal(&p->todo_cv);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->thread, NULL);
-    pthread_cond_destroy(&p->done_cv);
-    pthread_cond_destroy(&p->todo_cv);
-    pthread_mutex_destroy(&p->mu);
-    free(p->todo.v);
-    free(p->done.v);
-    free(p);
+    destroy(p);
 }

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "outbox_int.h"
 
@@ -49,14 +48,6 @@ struct outbox_renewer {
     size_t n_slots;
     uint64_t renewals;
 };
-
-/* Waits on cv until due_us (outbox_monotonic_us reads CLOCK_MONOTONIC,
- * the condition's clock), or for a signal. */
-static void wait_until(outbox_renewer_t *rn, int64_t due_us)
-{
-    struct timespec ts = {.tv_sec = (time_t)(due_us / 1000000), .tv_nsec = (long)(due_us % 1000000) * 1000};
-    pthread_cond_timedwait(&rn->cv, &rn->mu, &ts);
-}
 
 /* One renewal of batch h; called with mu held, returns with it held. */
 static void renew_once(outbox_renewer_t *rn, held_t *h)
@@ -122,7 +113,7 @@ static void *renewer_main(void *arg)
             continue;
         }
         if (outbox_monotonic_us() < h->due_us) {
-            wait_until(rn, h->due_us);
+            outbox_cond_wait_until(&rn->cv, &rn->mu, h->due_us);
             continue;
         }
         renew_once(rn, h);
@@ -156,12 +147,8 @@ int outbox_renewer_start(const outbox_store_t *store, const char *route, int64_t
         free(rn);
         return rc;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&rn->mu, NULL);
-    pthread_cond_init(&rn->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    outbox_cond_init_monotonic(&rn->cv);
     if (pthread_create(&rn->thread, NULL, renewer_main, rn) != 0) {
         pthread_cond_destroy(&rn->cv);
         pthread_mutex_destroy(&rn->mu);
