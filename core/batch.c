@@ -4,48 +4,74 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every array sized for n rows, allocated together: all or none. */
-static int grow(batch_t *b, size_t n)
+/* The key table's size for n rows: a power of two, at least twice n. */
+static size_t slots_for(size_t n)
 {
     size_t n_slots = 16;
     while (n_slots < 2 * n)
         n_slots *= 2;
-    batch_t g = {0};
-    g.items = calloc(n, sizeof *g.items);
-    g.ids = calloc(n, sizeof *g.ids);
-    g.msgs = calloc(n, sizeof *g.msgs);
-    g.ce = calloc(n, sizeof *g.ce);
-    g.group = calloc(n, sizeof *g.group);
-    g.slots = calloc(n_slots, sizeof *g.slots);
-    g.blocked = calloc(n, 1);
-    g.sched = calloc(n, sizeof *g.sched);
-    g.sched_idx = calloc(n, sizeof *g.sched_idx);
-    g.wave_msgs = calloc(n, sizeof *g.wave_msgs);
-    g.results = calloc(n, sizeof *g.results);
-    g.wave_idx = calloc(n, sizeof *g.wave_idx);
-    g.errors = calloc(n, sizeof *g.errors);
-    g.own = calloc(n, sizeof *g.own);
-    if (!(g.items && g.ids && g.msgs && g.ce && g.group && g.slots && g.blocked && g.sched &&
-          g.sched_idx && g.wave_msgs && g.results && g.wave_idx && g.errors && g.own)) {
-        outbox_batch_free(&g);
+    return n_slots;
+}
+
+/* Free the per-row arrays (not the arena); cap = 0. */
+static void free_arrays(batch_t *b)
+{
+    free(b->items);
+    free(b->ids);
+    free(b->msgs);
+    free(b->ce);
+    free(b->group);
+    free(b->slots);
+    free(b->blocked);
+    free(b->sched);
+    free(b->sched_idx);
+    free(b->wave_msgs);
+    free(b->results);
+    free(b->wave_idx);
+    free(b->errors);
+    free(b->own);
+    b->items = NULL;
+    b->ids = NULL;
+    b->msgs = NULL;
+    b->ce = NULL;
+    b->group = NULL;
+    b->slots = NULL;
+    b->blocked = NULL;
+    b->sched = NULL;
+    b->sched_idx = NULL;
+    b->wave_msgs = NULL;
+    b->results = NULL;
+    b->wave_idx = NULL;
+    b->errors = NULL;
+    b->own = NULL;
+    b->cap = 0;
+}
+
+/* Every array sized for n rows, in place of the smaller ones (their
+ * contents are the last batch's, of no further use): all or none. */
+static int grow(batch_t *b, size_t n)
+{
+    free_arrays(b);
+    b->items = calloc(n, sizeof *b->items);
+    b->ids = calloc(n, sizeof *b->ids);
+    b->msgs = calloc(n, sizeof *b->msgs);
+    b->ce = calloc(n, sizeof *b->ce);
+    b->group = calloc(n, sizeof *b->group);
+    b->slots = calloc(slots_for(n), sizeof *b->slots);
+    b->blocked = calloc(n, 1);
+    b->sched = calloc(n, sizeof *b->sched);
+    b->sched_idx = calloc(n, sizeof *b->sched_idx);
+    b->wave_msgs = calloc(n, sizeof *b->wave_msgs);
+    b->results = calloc(n, sizeof *b->results);
+    b->wave_idx = calloc(n, sizeof *b->wave_idx);
+    b->errors = calloc(n, sizeof *b->errors);
+    b->own = calloc(n, sizeof *b->own);
+    if (!(b->items && b->ids && b->msgs && b->ce && b->group && b->slots && b->blocked && b->sched &&
+          b->sched_idx && b->wave_msgs && b->results && b->wave_idx && b->errors && b->own)) {
+        free_arrays(b);
         return OUTBOX_ENOMEM;
     }
-    /* The new arrays replace the old ones; the rows and what the stages
-     * noted stay (the arena too: own[] is refilled from it by the next
-     * outbox_batch_own). */
-    batch_t keep = *b;
-    keep.arena = NULL; /* not freed with the old arrays */
-    keep.n = 0;
-    outbox_batch_free(&keep);
-    g.n = b->n;
-    g.rows = b->rows;
-    g.fence = b->fence;
-    g.cap = n;
-    g.arena = b->arena;
-    g.arena_cap = b->arena_cap;
-    g.claimed_us = b->claimed_us;
-    g.claim_us = b->claim_us;
-    *b = g;
+    b->cap = n;
     return OUTBOX_OK;
 }
 
@@ -54,9 +80,7 @@ int outbox_batch_fit(batch_t *b)
     if (b->n > b->cap && grow(b, b->n) != OUTBOX_OK)
         return OUTBOX_ENOMEM;
     size_t n = b->n;
-    b->n_slots = 16;
-    while (b->n_slots < 2 * n)
-        b->n_slots *= 2;
+    b->n_slots = slots_for(n);
     memset(b->items, 0, n * sizeof *b->items);
     memset(b->slots, 0, b->n_slots * sizeof *b->slots);
     memset(b->blocked, 0, n);
@@ -137,20 +161,7 @@ int outbox_batch_own(batch_t *b)
 void outbox_batch_free(batch_t *b)
 {
     outbox_batch_clear(b);
-    free(b->items);
-    free(b->ids);
-    free(b->msgs);
-    free(b->ce);
-    free(b->group);
-    free(b->slots);
-    free(b->blocked);
-    free(b->sched);
-    free(b->sched_idx);
-    free(b->wave_msgs);
-    free(b->results);
-    free(b->wave_idx);
-    free(b->errors);
-    free(b->own);
+    free_arrays(b);
     free(b->arena);
     memset(b, 0, sizeof *b);
 }

@@ -48,8 +48,7 @@ typedef struct batch {
 
 /* Ready the batch for the b->n rows just claimed: its arrays grown if
  * they are too small, its outcomes and key table cleared. OUTBOX_ENOMEM
- * leaves the arrays as they were (and b->items holding b->n entries when
- * it already could). */
+ * leaves it without arrays (cap 0); the next claim tries again. */
 int outbox_batch_fit(batch_t *b);
 /* After the settle: free the error texts; n = 0. */
 void outbox_batch_clear(batch_t *b);

@@ -696,12 +696,15 @@ static int claim_stage(outbox_relay_t *r, size_t slot, int own)
         rc = outbox_batch_own(b);
     if (rc != OUTBOX_OK) {
         /* Hand the rows back uncharged rather than sit on them until the
-         * lease ends (b->items holds them when the batch could before). */
-        if (b->n <= b->cap) {
-            for (size_t i = 0; i < b->n; i++)
-                b->items[i] = (outbox_settle_item_t){.id = b->rows[i].id, .kind = OUTBOX_SETTLE_RELEASE};
-            outbox_store_settle(r->store, &b->fence, b->items, b->n, NULL);
-        }
+         * lease ends: in the batch's items when it has room for them, else
+         * in an array of their own if that much memory is left. */
+        outbox_settle_item_t *items = b->n <= b->cap ? b->items : calloc(b->n, sizeof *items);
+        for (size_t i = 0; items != NULL && i < b->n; i++)
+            items[i] = (outbox_settle_item_t){.id = b->rows[i].id, .kind = OUTBOX_SETTLE_RELEASE};
+        if (items != NULL)
+            outbox_store_settle(r->store, &b->fence, items, b->n, NULL);
+        if (items != b->items)
+            free(items);
         b->n = 0;
         rc = rfail(r, rc, "relay: out of memory preparing a batch");
         if (r->cfg.observe != NULL)
