@@ -863,43 +863,75 @@ static int give_up(outbox_relay_t *r, int failures, int store)
                  r->route, failures, store ? "" : "sink unavailable: ", last);
 }
 
+/* Runs of failures, as both loops count them. */
+typedef struct streak {
+    int errors;   /* consecutive transient store errors: their backoff and log */
+    int failures; /* consecutive failed steps of either kind: the until_idle bound */
+    int64_t failing_since_us;
+} streak_t;
+
+/* A step or settle that failed with a transient store error (connection
+ * trouble, a lock, a full disk): OUTBOX_OK and *pause, how long to back
+ * off (the lease protects the rows), or under until_idle the error that
+ * ends the run. */
+static int store_failed(outbox_relay_t *r, streak_t *s, int64_t *pause)
+{
+    if (s->errors++ == 0)
+        s->failing_since_us = outbox_monotonic_us();
+    if (++s->failures >= RELAY_IDLE_GIVE_UP && r->cfg.until_idle)
+        return give_up(r, s->failures, 1);
+    *pause = outbox_backoff_us(r->cfg.poll_us, 5000000, s->errors) + r->cfg.poll_us;
+    log_store_failure(r, s->errors, *pause);
+    return OUTBOX_OK;
+}
+
+/* The store answered: a run of its failures is over. */
+static void store_answered(outbox_relay_t *r, streak_t *s)
+{
+    if (s->errors > 0)
+        outbox_log(OUTBOX_LOG_INFO, "relay %s: store recovered after %d failure%s in a row (%lld ms)",
+                   r->route, s->errors, s->errors == 1 ? "" : "s",
+                   (long long)((outbox_monotonic_us() - s->failing_since_us) / 1000));
+    s->errors = 0;
+}
+
+/* A batch the sink turned down (the breaker released it): a failure, or
+ * under until_idle the error that ends the run, unless some of it went
+ * out first; that is progress, and ends a run of failures like any other
+ * delivery. */
+static int sink_failed(outbox_relay_t *r, streak_t *s, int progressed)
+{
+    if (progressed)
+        s->failures = 0;
+    else if (++s->failures >= RELAY_IDLE_GIVE_UP && r->cfg.until_idle)
+        return give_up(r, s->failures, 0);
+    return OUTBOX_OK;
+}
+
 /* The loop of outbox_relay_run; *why says why it ended well. */
 static int run_loop(outbox_relay_t *r, const char **why)
 {
-    int errors = 0;   /* consecutive transient store errors: their backoff and log */
-    int failures = 0; /* consecutive failed steps of either kind: the until_idle bound */
-    int64_t failing_since_us = 0;
+    streak_t s = {0};
     while (!atomic_load(&r->stop)) {
         size_t claimed = 0;
         uint64_t published = r->counters.published;
         int rc = outbox_relay_step(r, &claimed);
         if (rc != OUTBOX_OK && rc != OUTBOX_ETRANSIENT)
             return rc;
-        int outage = rc == OUTBOX_OK && r->pause_us > 0;
-        /* A batch whose first waves went out before the sink went down is
-         * progress, and ends a run of failures like any other delivery. */
-        if (rc == OUTBOX_ETRANSIENT || (outage && r->counters.published == published)) {
-            failures++;
-            if (r->cfg.until_idle && failures >= RELAY_IDLE_GIVE_UP)
-                return give_up(r, failures, rc == OUTBOX_ETRANSIENT);
-        } else {
-            failures = 0;
-        }
         if (rc == OUTBOX_ETRANSIENT) {
-            /* Connection trouble, a lock, a full disk: back off and try
-             * again; the lease protects the rows. */
-            if (errors++ == 0)
-                failing_since_us = outbox_monotonic_us();
-            int64_t pause = outbox_backoff_us(r->cfg.poll_us, 5000000, errors) + r->cfg.poll_us;
-            log_store_failure(r, errors, pause);
+            int64_t pause = 0;
+            if ((rc = store_failed(r, &s, &pause)) != OUTBOX_OK)
+                return rc;
             outbox_sleep_us(pause, &r->stop);
             continue;
         }
-        if (errors > 0)
-            outbox_log(OUTBOX_LOG_INFO, "relay %s: store recovered after %d failure%s in a row (%lld ms)",
-                       r->route, errors, errors == 1 ? "" : "s",
-                       (long long)((outbox_monotonic_us() - failing_since_us) / 1000));
-        errors = 0;
+        if (r->pause_us > 0) {
+            if ((rc = sink_failed(r, &s, r->counters.published > published)) != OUTBOX_OK)
+                return rc;
+        } else {
+            s.failures = 0;
+        }
+        store_answered(r, &s);
         if (r->pause_us > 0) {
             outbox_sleep_us(r->pause_us, &r->stop);
         } else if (claimed == 0) {
@@ -935,9 +967,7 @@ static int run_loop(outbox_relay_t *r, const char **why)
 typedef struct pipe_run {
     outbox_pipe_t *pipe;
     size_t in_flight, n_free;
-    int errors;   /* consecutive transient store errors: their backoff and log */
-    int failures; /* consecutive failed batches of either kind: the until_idle bound */
-    int64_t failing_since_us;
+    streak_t streak;
     int64_t resume_us; /* monotonic: no claim before (the breaker, a store error) */
     int probing;       /* after an outage: one batch at a time until the sink answers */
     int empty;         /* the last claim found nothing */
@@ -945,27 +975,14 @@ typedef struct pipe_run {
     const char *why;
 } pipe_run_t;
 
-/* A run of transient store failures; the pause before the next claim. */
-static void store_failed(outbox_relay_t *r, pipe_run_t *pr)
+/* A transient store failure: no claim before the pause has passed. */
+static void pipe_store_failed(outbox_relay_t *r, pipe_run_t *pr)
 {
-    if (pr->errors++ == 0)
-        pr->failing_since_us = outbox_monotonic_us();
-    if (++pr->failures >= RELAY_IDLE_GIVE_UP && r->cfg.until_idle) {
-        pr->rc = give_up(r, pr->failures, 1);
-        return;
-    }
-    int64_t pause = outbox_backoff_us(r->cfg.poll_us, 5000000, pr->errors) + r->cfg.poll_us;
-    log_store_failure(r, pr->errors, pause);
+    int64_t pause = 0;
+    int rc = store_failed(r, &pr->streak, &pause);
+    if (rc != OUTBOX_OK && pr->rc == OUTBOX_OK)
+        pr->rc = rc;
     pr->resume_us = outbox_monotonic_us() + pause;
-}
-
-static void store_answered(outbox_relay_t *r, pipe_run_t *pr)
-{
-    if (pr->errors > 0)
-        outbox_log(OUTBOX_LOG_INFO, "relay %s: store recovered after %d failure%s in a row (%lld ms)",
-                   r->route, pr->errors, pr->errors == 1 ? "" : "s",
-                   (long long)((outbox_monotonic_us() - pr->failing_since_us) / 1000));
-    pr->errors = 0;
 }
 
 /* Settle a batch the publishing thread handed back, and free it. */
@@ -986,23 +1003,20 @@ static void pipe_settle(outbox_relay_t *r, pipe_run_t *pr, batch_t *b)
         return;
     }
     if (rc == OUTBOX_ETRANSIENT) {
-        store_failed(r, pr);
+        pipe_store_failed(r, pr);
         return;
     }
-    store_answered(r, pr);
     if (down) {
         pr->probing = 1;
         pr->resume_us = outbox_monotonic_us() + r->pause_us;
-        /* A batch whose first waves went out is progress. */
-        if (r->counters.published == published && ++pr->failures >= RELAY_IDLE_GIVE_UP &&
-            r->cfg.until_idle && pr->rc == OUTBOX_OK)
-            pr->rc = give_up(r, pr->failures, 0);
-        else if (r->counters.published > published)
-            pr->failures = 0;
+        rc = sink_failed(r, &pr->streak, r->counters.published > published);
+        if (rc != OUTBOX_OK && pr->rc == OUTBOX_OK)
+            pr->rc = rc;
     } else if (!skipped) {
         pr->probing = 0;
-        pr->failures = 0;
+        pr->streak.failures = 0;
     }
+    store_answered(r, &pr->streak);
 }
 
 /* 1 when a batch in flight has less than a third of its lease left: a
@@ -1035,14 +1049,14 @@ static void pipe_claim(outbox_relay_t *r, pipe_run_t *pr)
     if (rc != OUTBOX_OK || r->batches[slot].n == 0)
         r->free_slots[pr->n_free++] = slot;
     if (rc == OUTBOX_ETRANSIENT) {
-        store_failed(r, pr);
+        pipe_store_failed(r, pr);
         return;
     }
     if (rc != OUTBOX_OK) {
         pr->rc = rc;
         return;
     }
-    store_answered(r, pr);
+    store_answered(r, &pr->streak);
     pr->empty = r->batches[slot].n == 0;
     if (pr->empty)
         return;
@@ -1075,10 +1089,12 @@ static int run_pipelined(outbox_relay_t *r, const char **why)
         if (now < pr.resume_us || pr.n_free == 0 ||
             (pr.in_flight > 0 && (pr.probing || pr.empty || lease_at_risk(r)))) {
             /* Wait for a batch to settle (it frees a batch, and its keys),
-             * or for the pause to pass, or for a renewal. */
-            int64_t until = now + (pr.in_flight > 0 && r->cfg.lease_us / 10 < slice_us
-                                       ? (r->cfg.lease_us / 10 > 1000 ? r->cfg.lease_us / 10 : 1000)
-                                       : slice_us);
+             * or for the pause to pass, or for a renewal: with batches in
+             * flight, in tenths of a short lease (1 ms at least). */
+            int64_t step = slice_us;
+            if (pr.in_flight > 0 && r->cfg.lease_us / 10 < step)
+                step = r->cfg.lease_us / 10 > 1000 ? r->cfg.lease_us / 10 : 1000;
+            int64_t until = now + step;
             if (now < pr.resume_us && pr.resume_us < until)
                 until = pr.resume_us;
             if ((b = outbox_pipe_take(pr.pipe, until)) != NULL)
