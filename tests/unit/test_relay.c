@@ -87,6 +87,20 @@ static row_state_t state_of(const char *event_id)
     return st;
 }
 
+/* The first row of a query on the test's database: its first n columns. */
+static void query_ints(const char *sql, int *out, int n)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    for (int i = 0; i < n; i++)
+        out[i] = sqlite3_column_int(q, i);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+
 static outbox_relay_t *relay_on(const char *sink_uri, outbox_sink_t **sink, outbox_relay_config_t *cfg)
 {
     outbox_diag_t d = {0};
@@ -1944,14 +1958,9 @@ START_TEST(pipeline_renews_and_fences_each_batch)
     const char *renewed = strstr(line, "leases renewed ");
     ck_assert_ptr_nonnull(renewed);
     ck_assert_msg(atoi(renewed + 15) > 0, "%s", line);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT max(attempts) FROM outbox", -1, &q, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-    ck_assert_int_eq(sqlite3_column_int(q, 0), 1);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    int attempts = 0;
+    query_ints("SELECT max(attempts) FROM outbox", &attempts, 1);
+    ck_assert_int_eq(attempts, 1);
     outbox_relay_free(r);
     outbox_sink_close(sink);
 }
@@ -2004,16 +2013,10 @@ START_TEST(pipeline_outage_releases_the_pipeline_uncharged)
     ck_assert_int_eq(c.outages, 3);
     /* The batches behind the first one the outage caught went back unpublished. */
     ck_assert_int_gt(c.released, 5);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT max(attempts), count(*) FROM outbox WHERE status = 'published'",
-                                        -1, &q, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-    ck_assert_int_eq(sqlite3_column_int(q, 0), 1);
-    ck_assert_int_eq(sqlite3_column_int(q, 1), N);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    int published[2] = {0};
+    query_ints("SELECT max(attempts), count(*) FROM outbox WHERE status = 'published'", published, 2);
+    ck_assert_int_eq(published[0], 1);
+    ck_assert_int_eq(published[1], N);
     outbox_relay_free(r);
     outbox_sink_close(sink);
 }

@@ -380,6 +380,16 @@ static void quiet_log(void *ctx, int level, const char *line)
     (void)ctx, (void)level, (void)line;
 }
 
+/* No broker took anything: nothing published, dead-lettered or rescheduled. */
+static void assert_nothing_decided(const outbox_relay_counters_t *c, const char *relay)
+{
+    ck_assert_msg(c->published == 0 && c->dead == 0 && c->retried == 0,
+                  "with no broker, %s published %llu, dead-lettered %llu and rescheduled %llu "
+                  "events: each publish result was not RETRY for all",
+                  relay, (unsigned long long)c->published, (unsigned long long)c->dead,
+                  (unsigned long long)c->retried);
+}
+
 /* The pipelined run's observer: stops the relay at its second outage, or
  * after 20 batches whatever they did. */
 static void stop_at_second_outage(void *ctx, const outbox_relay_observation_t *o)
@@ -445,11 +455,7 @@ START_TEST(sink_breaker_charges_nothing)
     outbox_relay_counters_t c;
     outbox_relay_counters(r, &c);
     outbox_relay_free(r);
-    ck_assert_msg(c.published == 0 && c.dead == 0 && c.retried == 0,
-                  "with no broker, a relay published %llu, dead-lettered %llu and rescheduled %llu "
-                  "events: each publish result was not RETRY for all",
-                  (unsigned long long)c.published, (unsigned long long)c.dead,
-                  (unsigned long long)c.retried);
+    assert_nothing_decided(&c, "a relay");
     ck_assert_msg(c.outages == 2, "2 steps with no broker counted %llu outages",
                   (unsigned long long)c.outages);
     /* Then a pipelined run (several batches of 2 in flight), stopped at its
@@ -465,11 +471,7 @@ START_TEST(sink_breaker_charges_nothing)
     ck_assert_msg(outbox_relay_run(r) == OUTBOX_OK, "pipelined relay: %s", outbox_relay_message(r));
     outbox_relay_counters(r, &c);
     outbox_relay_free(r);
-    ck_assert_msg(c.published == 0 && c.dead == 0 && c.retried == 0,
-                  "with no broker, a pipelined relay published %llu, dead-lettered %llu and "
-                  "rescheduled %llu events",
-                  (unsigned long long)c.published, (unsigned long long)c.dead,
-                  (unsigned long long)c.retried);
+    assert_nothing_decided(&c, "a pipelined relay");
     ck_assert_msg(c.outages >= 1, "a pipelined relay with no broker counted no outage");
     ck_assert_msg(c.released == c.claimed, "a pipelined relay claimed %llu rows and released %llu",
                   (unsigned long long)c.claimed, (unsigned long long)c.released);
