@@ -16,9 +16,12 @@
 # rows it shows in processing (claims not settled), or fewer rows published
 # than the primary showed just before the crash (settles lost). A failover
 # that finds neither does not count, and another follows (two more at
-# most). The crash waits for rows in processing on the primary; relays that
-# hold none for 5 s get a backlog twice as large first (their pace differs
-# by build and machine).
+# most). Each backlog is staged in one transaction, so the relays meet all
+# of it at once rather than keeping pace with the staging, and the crash
+# waits for a moment at which the primary shows rows in processing and
+# still BUSY rows pending (the relays cannot run dry in the instant the
+# stop takes); relays that never show that within 5 s get a backlog twice
+# as large first (their pace differs by build and machine).
 #
 # Checks: every staged event survives on the last primary (a synchronous
 # standby loses no commit that returned), every one published and none
@@ -45,6 +48,7 @@ BACKLOG=$(long_or 5000 8000)
 ROUTE=orders
 SUBJECT=failover
 BATCH=50
+BUSY=1000
 
 private_server nats
 NATS_URI=$PRIV_URI
@@ -117,18 +121,21 @@ idle=0
 WINDOWS=()
 while [ "$caught" -lt "$FAILOVERS" ] && [ "$done_faults" -lt "$MAX_FAILOVERS" ]; do
     # At work: a backlog, and the relays published since the last look.
-    [ "$(count pending)" -ge $((BACKLOG / 2)) ] || stage_load "$MULTI" "$ROUTE" "$BACKLOG" 24 500
+    [ "$(count pending)" -ge $((BACKLOG / 2)) ] || stage_load "$MULTI" "$ROUTE" "$BACKLOG" 24 "$BACKLOG"
     mark=$(count published)
     _moved() { [ "$(count published)" -gt "$mark" ]; }
     wait_until 60 _moved || { fail "no relay published for 60 s on server $CUR: $(tail -1 "${LOGS[0]}")"; break; }
     random_sleep 0 300
-    _holding() { [ "$(count processing)" -gt 0 ]; }
+    _holding() {
+        [ "$(URI=$(at "$CUR") q "SELECT count(*) FILTER (WHERE status = 'processing') > 0
+             AND count(*) FILTER (WHERE status = 'pending') >= $BUSY FROM outbox")" = t ]
+    }
     if ! wait_until 5 _holding; then
         # The relays ran out of work first: a larger backlog, no crash yet.
         idle=$((idle + 1))
-        [ "$idle" -lt 6 ] || { fail "the relays held no row in 6 tries of 5 s: $(tail -1 "${LOGS[0]}")"; break; }
+        [ "$idle" -lt 6 ] || { fail "the relays were never caught busy in 6 tries of 5 s: $(tail -1 "${LOGS[0]}")"; break; }
         [ "$BACKLOG" -ge 100000 ] || BACKLOG=$((BACKLOG * 2))
-        echo "the relays held no row for 5 s; a backlog of $BACKLOG next"
+        echo "the relays were not caught busy in 5 s; a backlog of $BACKLOG next"
         continue
     fi
     seen=$(count published)
