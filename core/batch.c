@@ -23,8 +23,9 @@ static void free_arrays(batch_t *b)
     free(b->group);
     free(b->slots);
     free(b->blocked);
-    free(b->sched);
-    free(b->sched_idx);
+    free(b->next);
+    free(b->last);
+    free(b->round);
     free(b->wave_msgs);
     free(b->results);
     free(b->wave_idx);
@@ -37,8 +38,9 @@ static void free_arrays(batch_t *b)
     b->group = NULL;
     b->slots = NULL;
     b->blocked = NULL;
-    b->sched = NULL;
-    b->sched_idx = NULL;
+    b->next = NULL;
+    b->last = NULL;
+    b->round = NULL;
     b->wave_msgs = NULL;
     b->results = NULL;
     b->wave_idx = NULL;
@@ -59,15 +61,16 @@ static int grow(batch_t *b, size_t n)
     b->group = calloc(n, sizeof *b->group);
     b->slots = calloc(slots_for(n), sizeof *b->slots);
     b->blocked = calloc(n, 1);
-    b->sched = calloc(n, sizeof *b->sched);
-    b->sched_idx = calloc(n, sizeof *b->sched_idx);
+    b->next = calloc(n, sizeof *b->next);
+    b->last = calloc(n, sizeof *b->last);
+    b->round = calloc(n, sizeof *b->round);
     b->wave_msgs = calloc(n, sizeof *b->wave_msgs);
     b->results = calloc(n, sizeof *b->results);
     b->wave_idx = calloc(n, sizeof *b->wave_idx);
     b->errors = calloc(n, sizeof *b->errors);
     b->own = calloc(n, sizeof *b->own);
-    if (!(b->items && b->ids && b->msgs && b->ce && b->group && b->slots && b->blocked && b->sched &&
-          b->sched_idx && b->wave_msgs && b->results && b->wave_idx && b->errors && b->own)) {
+    if (!(b->items && b->ids && b->msgs && b->ce && b->group && b->slots && b->blocked && b->next &&
+          b->last && b->round && b->wave_msgs && b->results && b->wave_idx && b->errors && b->own)) {
         free_arrays(b);
         return OUTBOX_ENOMEM;
     }
@@ -77,7 +80,7 @@ static int grow(batch_t *b, size_t n)
 
 int outbox_batch_fit(batch_t *b)
 {
-    if (b->n > b->cap && grow(b, b->n) != OUTBOX_OK)
+    if (b->n > b->cap && grow(b, b->n > b->presize ? b->n : b->presize) != OUTBOX_OK)
         return OUTBOX_ENOMEM;
     size_t n = b->n;
     b->n_slots = slots_for(n);
@@ -88,7 +91,6 @@ int outbox_batch_fit(batch_t *b)
     b->published_at = 0;
     b->down = 0;
     b->skipped = 0;
-    b->nomem = 0;
     return OUTBOX_OK;
 }
 
@@ -124,6 +126,9 @@ static const char *put(char *arena, size_t *used, const char *s, size_t len)
     X(id) X(route) X(event_id) X(event_type) X(tenant_id) X(execution_id) X(correlation_id)          \
         X(causation_id) X(ordering_key) X(traceparent) X(last_error)
 
+/* The most the row copies' memory is made ready for ahead of need. */
+#define ARENA_PRESIZE_MAX ((size_t)4 << 20)
+
 int outbox_batch_own(batch_t *b)
 {
     if (b->rows == b->own)
@@ -137,12 +142,19 @@ int outbox_batch_own(batch_t *b)
         need += r->payload != NULL ? r->payload_len + 1 : 0;
     }
     if (need > b->arena_cap) {
-        char *a = malloc(need);
+        /* Room for a full batch of rows like these, and a quarter more:
+         * the next batches' rows differ a little in size. */
+        size_t cap = need;
+        if (b->presize > b->n && need / b->n < ARENA_PRESIZE_MAX / b->presize)
+            cap = need / b->n * b->presize;
+        cap = cap <= SIZE_MAX - cap / 4 ? cap + cap / 4 : cap;
+        cap = cap > need ? cap : need;
+        char *a = malloc(cap);
         if (a == NULL)
             return OUTBOX_ENOMEM;
         free(b->arena);
         b->arena = a;
-        b->arena_cap = need;
+        b->arena_cap = cap;
     }
     size_t used = 0;
     for (size_t i = 0; i < b->n; i++) {

@@ -24,13 +24,15 @@ typedef struct batch {
     size_t *slots; /* key hash table: 1 + the group leader's index, 0 = free */
     size_t n_slots; /* a power of two, at least twice n */
     unsigned char *blocked; /* per group leader: an earlier row of the key failed */
-    outbox_message_t *sched;  /* rows to publish, keyed by ordering key only: the scheduler's */
-    size_t *sched_idx;        /* their rows */
+    size_t *next;  /* the next row of this row's key still to publish; SIZE_MAX: none */
+    size_t *last;  /* per group leader: its key's last row linked so far */
+    size_t *round; /* one round's rows (a sink that is not ordered) */
     outbox_message_t *wave_msgs; /* one call's messages */
     outbox_publish_result_t *results;
     size_t *wave_idx;
     char **errors; /* messages kept for the settle call */
     size_t cap;    /* rows every array above holds */
+    size_t presize; /* rows to make room for at the first growth (0: the claim's) */
     /* Copies of the rows and their strings (outbox_batch_own). */
     outbox_row_t *own;
     char *arena;
@@ -43,17 +45,18 @@ typedef struct batch {
     int in_flight;        /* 1: claimed and not yet settled (a pipelined run) */
     int down;             /* 1: the sink looked down (the breaker released it) */
     int skipped;          /* 1: released unpublished: the sink was down or a stop came */
-    int nomem;            /* 1: out of memory scheduling it */
 } batch_t;
 
 /* Ready the batch for the b->n rows just claimed: its arrays grown if
- * they are too small, its outcomes and key table cleared. OUTBOX_ENOMEM
- * leaves it without arrays (cap 0); the next claim tries again. */
+ * they are too small (to b->presize rows if that is more), its outcomes
+ * and key table cleared. OUTBOX_ENOMEM leaves it without arrays (cap 0);
+ * the next claim tries again. */
 int outbox_batch_fit(batch_t *b);
 /* After the settle: free the error texts; n = 0. */
 void outbox_batch_clear(batch_t *b);
 /* Copy the claimed rows into the batch, so that they outlive the store's
- * next claim; OUTBOX_ENOMEM leaves them the store's. */
+ * next claim; OUTBOX_ENOMEM leaves them the store's. The copies' memory
+ * grows with room for b->presize rows like these (up to a few MiB). */
 int outbox_batch_own(batch_t *b);
 void outbox_batch_free(batch_t *b);
 

@@ -4,9 +4,9 @@
  * Per-key FIFO inside a batch: the store hands over a key's rows as a
  * contiguous run from the key's head, in claim order. A sink that declares
  * OUTBOX_SINK_CAP_ORDERED gets the whole batch in one call; any other sink
- * gets the rounds of the kit's per-key scheduler (outbox_kit_keys_t, the
- * one ordered sinks use inside a call): the first holds the first row of
- * every key and every row without a key, each next one the next row of
+ * gets it in rounds, as the kit's per-key scheduler (outbox_kit_keys_t)
+ * hands them to ordered sinks inside a call: the first holds the first row
+ * of every key and every row without a key, each next one the next row of
  * every key whose last row came back OK. Once a row of a key fails (RETRY
  * or REJECT), the key's later rows are released uncharged: they go out in
  * a later batch, after the failed row's verdict is stored.
@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "batch.h"
-#include "outbox/kit.h"
 #include "outbox_int.h"
 #include "pipeline.h"
 
@@ -38,6 +37,8 @@
 /* Without until_idle, a run of failures is warned about at its first
  * failure and then at every this many, so a long one cannot flood the log. */
 #define RELAY_WARN_EVERY 10
+/* Batches up to this size get their arrays whole at the first claim. */
+#define RELAY_PRESIZE_MAX 4096
 #define RELAY_STR_(x) #x
 #define RELAY_STR(x) RELAY_STR_(x)
 
@@ -203,6 +204,12 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
         outbox_relay_free(r);
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     }
+    /* A batch's arrays take a full batch at their first growth, so that
+     * short claims (keys held by batches in flight) followed by a full one
+     * do not allocate again in the steady state; a very large batch grows
+     * to the claims it gets. */
+    for (size_t i = 0; i < cfg->pipeline; i++)
+        r->batches[i].presize = cfg->batch <= RELAY_PRESIZE_MAX ? cfg->batch : 0;
     start_renewer(r);
     *out = r;
     return OUTBOX_OK;
@@ -400,53 +407,61 @@ static int publish_ordered(outbox_relay_t *r, batch_t *b)
     return m > 0 && !atomic_load(&r->stop) ? publish_wave(r, b, m) : 0;
 }
 
-/* Any other sink: the scheduler's rounds, one call each, at most one row
- * of a key in a call. A key whose row failed gets no next round; its later
- * rows are released with whatever else is left. */
-static int publish_rounds(outbox_relay_t *r, batch_t *b, int *nomem)
+/* Any other sink: rounds of one call each, at most one row of a key in a
+ * call. The first round holds the first row still to publish of every key
+ * and every row without one; the next, the following row of each key
+ * whose row came back OK. A key whose row failed gets no next round; its
+ * later rows are released with whatever else is left. The chains live in
+ * the batch's arrays: nothing is allocated. */
+static int publish_rounds(outbox_relay_t *r, batch_t *b)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->items[i].kind == 0) {
-            b->sched_idx[n] = i;
-            b->sched[n] = b->msgs[i];
-            b->sched[n++].key = b->rows[i].ordering_key; /* NULL: a key of its own */
-        }
-    outbox_kit_keys_t keys;
-    if (n == 0)
-        return 0;
-    if (outbox_kit_keys_init(&keys, outbox_host_table(), b->sched, n) != 0) {
-        *nomem = 1;
-        return 0;
+    size_t m = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        b->next[i] = SIZE_MAX;
+        b->last[i] = SIZE_MAX;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->items[i].kind != 0)
+            continue; /* dead before publishing: not in the chain */
+        size_t g = b->group[i];
+        if (g != SIZE_MAX && b->last[g] != SIZE_MAX)
+            b->next[b->last[g]] = i;
+        else
+            b->round[m++] = i;
+        if (g != SIZE_MAX)
+            b->last[g] = i;
     }
     int down = 0;
-    do {
-        if (atomic_load(&r->stop))
-            break;
-        for (size_t k = 0; k < keys.n_round; k++) {
-            size_t i = b->sched_idx[keys.round[k]];
-            b->wave_idx[k] = i;
-            b->wave_msgs[k] = b->msgs[i];
+    while (m > 0 && !down && !atomic_load(&r->stop)) {
+        for (size_t k = 0; k < m; k++) {
+            b->wave_idx[k] = b->round[k];
+            b->wave_msgs[k] = b->msgs[b->round[k]];
         }
-        down = publish_wave(r, b, keys.n_round);
-        for (size_t k = 0; k < keys.n_round && !down; k++)
-            if (b->items[b->wave_idx[k]].kind == OUTBOX_SETTLE_PUBLISHED)
-                outbox_kit_keys_ok(&keys, keys.round[k]);
-    } while (!down && outbox_kit_keys_next(&keys) > 0);
-    outbox_kit_keys_free(&keys);
+        down = publish_wave(r, b, m);
+        size_t c = 0;
+        for (size_t k = 0; k < m && !down; k++) {
+            size_t i = b->wave_idx[k];
+            if (b->items[i].kind == OUTBOX_SETTLE_PUBLISHED && b->next[i] != SIZE_MAX) {
+                /* In array order: insert it among those found so far. */
+                size_t j = c++;
+                for (; j > 0 && b->round[j - 1] > b->next[i]; j--)
+                    b->round[j] = b->round[j - 1];
+                b->round[j] = b->next[i];
+            }
+        }
+        m = c;
+    }
     return down;
 }
 
-/* Publish the batch; 1 when the sink looked down, -1 out of memory. What
- * was not published is released. */
+/* Publish the batch; 1 when the sink looked down. What was not published
+ * is released. */
 static int publish_batch(outbox_relay_t *r, batch_t *b)
 {
-    int nomem = 0;
-    int down = outbox_sink_capabilities(r->sink) & OUTBOX_SINK_CAP_ORDERED
-                   ? publish_ordered(r, b)
-                   : publish_rounds(r, b, &nomem);
+    int down = outbox_sink_capabilities(r->sink) & OUTBOX_SINK_CAP_ORDERED ? publish_ordered(r, b)
+                                                                            : publish_rounds(r, b);
     release_undecided(b);
-    return nomem ? -1 : down;
+    return down;
 }
 
 static void count_outcomes(outbox_relay_t *r, const batch_t *b)
@@ -727,8 +742,7 @@ static void publish_stage(outbox_relay_t *r, batch_t *b)
     int down = publish_batch(r, b);
     b->publish_us = outbox_monotonic_us() - t0;
     b->published_at = outbox_now_us();
-    b->nomem = down < 0;
-    b->down = down > 0;
+    b->down = down;
 }
 
 /* The publishing thread of a pipelined run: a batch that comes after the
@@ -786,8 +800,6 @@ static int settle_stage(outbox_relay_t *r, size_t slot)
     release_undecided(b);
     int64_t t0 = outbox_monotonic_us();
     int rc = settle_batch(r, b);
-    if (rc == OUTBOX_OK && b->nomem)
-        rc = rfail(r, OUTBOX_ENOMEM, "relay: out of memory scheduling a batch");
     if (rc == OUTBOX_OK)
         log_batch(r, b->n, &before, b->claimed_us);
     if (observed) {
@@ -966,7 +978,9 @@ static int run_loop(outbox_relay_t *r, const char **why)
 
 typedef struct pipe_run {
     outbox_pipe_t *pipe;
-    size_t in_flight, n_free;
+    size_t in_flight;
+    size_t free_head, n_free; /* r->free_slots as a ring: taken in turn, so
+                               * every batch is used within the first claims */
     streak_t streak;
     int64_t resume_us; /* monotonic: no claim before (the breaker, a store error) */
     int probing;       /* after an outage: one batch at a time until the sink answers */
@@ -974,6 +988,19 @@ typedef struct pipe_run {
     int rc;            /* a failure that ends the run once every batch is settled */
     const char *why;
 } pipe_run_t;
+
+static size_t slot_take(outbox_relay_t *r, pipe_run_t *pr)
+{
+    size_t slot = r->free_slots[pr->free_head];
+    pr->free_head = (pr->free_head + 1) % r->cfg.pipeline;
+    pr->n_free--;
+    return slot;
+}
+
+static void slot_give(outbox_relay_t *r, pipe_run_t *pr, size_t slot)
+{
+    r->free_slots[(pr->free_head + pr->n_free++) % r->cfg.pipeline] = slot;
+}
 
 /* A transient store failure: no claim before the pause has passed. */
 static void pipe_store_failed(outbox_relay_t *r, pipe_run_t *pr)
@@ -995,7 +1022,7 @@ static void pipe_settle(outbox_relay_t *r, pipe_run_t *pr, batch_t *b)
     int rc = settle_stage(r, slot);
     b->in_flight = 0;
     pr->in_flight--;
-    r->free_slots[pr->n_free++] = slot;
+    slot_give(r, pr, slot);
     pr->empty = 0; /* its keys are free again, and its retries may be due */
     if (rc != OUTBOX_OK && rc != OUTBOX_ETRANSIENT) {
         if (pr->rc == OUTBOX_OK)
@@ -1043,11 +1070,11 @@ static void pipe_claim(outbox_relay_t *r, pipe_run_t *pr)
 {
     if (pr->in_flight == 0)
         atomic_store(&r->pipe_down, 0); /* every batch the outage caught is settled */
-    size_t slot = r->free_slots[--pr->n_free];
+    size_t slot = slot_take(r, pr);
     outbox_diag_clear(&r->diag);
     int rc = claim_stage(r, slot, 1);
     if (rc != OUTBOX_OK || r->batches[slot].n == 0)
-        r->free_slots[pr->n_free++] = slot;
+        slot_give(r, pr, slot);
     if (rc == OUTBOX_ETRANSIENT) {
         pipe_store_failed(r, pr);
         return;
@@ -1069,7 +1096,7 @@ static int run_pipelined(outbox_relay_t *r, const char **why)
 {
     pipe_run_t pr = {.n_free = r->cfg.pipeline};
     for (size_t i = 0; i < r->cfg.pipeline; i++)
-        r->free_slots[i] = r->cfg.pipeline - 1 - i;
+        r->free_slots[i] = i;
     if (outbox_pipe_start(r->cfg.pipeline, pipe_work, r, &pr.pipe) != OUTBOX_OK)
         return rfail(r, OUTBOX_ENOMEM, "relay: cannot start the publishing thread");
     /* A stop request is noticed within this. */

@@ -205,10 +205,7 @@ void outbox_sqlite_disconnect(sq_handle_t *h)
     if (h->db)
         sqlite3_close_v2(h->db);
     h->db = NULL;
-    outbox_sqlite_arena_reset(h);
-    outbox_sqlite_host->free(h->rows);
-    h->rows = NULL;
-    h->cap_rows = 0;
+    outbox_sqlite_arena_free(h);
 }
 
 /* ----------------------------------------------------------- statements */
@@ -456,10 +453,34 @@ outbox_row_t *outbox_sqlite_arena_row(sq_handle_t *h)
 
 void outbox_sqlite_arena_reset(sq_handle_t *h)
 {
+    /* The largest chunk stays, emptied, for the next claim: a relay
+     * claiming batches of one size allocates nothing after the first. */
+    sq_chunk_t *keep = NULL;
     while (h->chunks) {
-        sq_chunk_t *next = h->chunks->next;
-        outbox_sqlite_host->free(h->chunks);
-        h->chunks = next;
+        sq_chunk_t *c = h->chunks;
+        h->chunks = c->next;
+        if (keep == NULL || c->cap > keep->cap) {
+            if (keep != NULL)
+                outbox_sqlite_host->free(keep);
+            keep = c;
+        } else {
+            outbox_sqlite_host->free(c);
+        }
     }
+    if (keep != NULL) {
+        keep->used = 0;
+        keep->next = NULL;
+    }
+    h->chunks = keep;
     h->n_rows = 0;
+}
+
+void outbox_sqlite_arena_free(sq_handle_t *h)
+{
+    outbox_sqlite_arena_reset(h);
+    outbox_sqlite_host->free(h->chunks);
+    h->chunks = NULL;
+    outbox_sqlite_host->free(h->rows);
+    h->rows = NULL;
+    h->cap_rows = 0;
 }

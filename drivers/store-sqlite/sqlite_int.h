@@ -171,8 +171,10 @@ SQ_HIDDEN outbox_row_t *outbox_sqlite_arena_row(sq_handle_t *h);
  * *failed set when out of memory. */
 SQ_HIDDEN const char *outbox_sqlite_arena_column(sq_handle_t *h, sqlite3_stmt *st, int i,
                                                  int *failed);
-/* Drops the rows of the last claim. */
+/* Drops the rows of the last claim; keeps memory for the next one. */
 SQ_HIDDEN void outbox_sqlite_arena_reset(sq_handle_t *h);
+/* Drops the rows and frees every byte they used. */
+SQ_HIDDEN void outbox_sqlite_arena_free(sq_handle_t *h);
 
 /* =========================================== floor 3: sqlite_catalog.c */
 

@@ -1,0 +1,226 @@
+/* A relay in its steady state allocates nothing: every call the core
+ * (linked from its static archive) and this file make to malloc, calloc,
+ * realloc, strdup and strndup is counted (the link wraps them, see
+ * meson.build), and the count is read at each step the observer reports.
+ * In the second half of a long run the count must not move.
+ * The SQLite store is a loaded module: what it allocates with the C
+ * library is its own; what it allocates through the host table is the
+ * core's and is counted. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox_int.h"
+#include "test_sink.h"
+
+static atomic_size_t allocs;
+static atomic_int counting; /* 1 while the relay runs */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t n);
+
+void *__wrap_malloc(size_t n)
+{
+    if (atomic_load(&counting))
+        atomic_fetch_add(&allocs, 1);
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (atomic_load(&counting))
+        atomic_fetch_add(&allocs, 1);
+    return __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (atomic_load(&counting))
+        atomic_fetch_add(&allocs, 1);
+    return __real_realloc(p, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+    if (atomic_load(&counting))
+        atomic_fetch_add(&allocs, 1);
+    return __real_strdup(s);
+}
+
+char *__wrap_strndup(const char *s, size_t n)
+{
+    if (atomic_load(&counting))
+        atomic_fetch_add(&allocs, 1);
+    return __real_strndup(s, n);
+}
+
+#define EVENTS 6000
+#define BATCH 50
+#define KEYS 40
+#define MAX_STEPS 1000
+
+static char dir[256];
+static char uri[600];
+static outbox_store_t *store;
+
+typedef struct steps {
+    size_t n;
+    size_t claimed[MAX_STEPS];
+    size_t allocs[MAX_STEPS];
+} steps_t;
+
+static steps_t seen;
+
+static void count_step(void *ctx, const outbox_relay_observation_t *o)
+{
+    steps_t *s = ctx;
+    if (s->n < MAX_STEPS) {
+        s->claimed[s->n] = (size_t)o->claimed;
+        s->allocs[s->n++] = atomic_load(&allocs);
+    }
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/outbox-alloc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(uri, sizeof uri, "sqlite://%s/t.db", dir);
+    outbox_diag_t d = {0};
+    outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
+    outbox_store_t *s = NULL;
+    ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
+    outbox_schema_opts_t so = {.struct_size = sizeof so};
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    outbox_store_close(s);
+    ck_assert_msg(outbox_store_open(uri, NULL, &store, &d) == OUTBOX_OK, "%s", d.message);
+    test_sink_register();
+    test_sink_reset(NULL);
+    /* Keyed events in runs, so that a batch holds several rows of a key
+     * and an unordered sink needs several rounds. */
+    static outbox_event_t ev[EVENTS];
+    static char ids[EVENTS][OUTBOX_UUID_STRLEN + 1];
+    static char keys[KEYS][16];
+    for (int k = 0; k < KEYS; k++)
+        snprintf(keys[k], sizeof keys[k], "k%d", k);
+    for (int i = 0; i < EVENTS; i++) {
+        outbox_uuid_v7(ids[i]);
+        ev[i] = (outbox_event_t){.event_id = ids[i], .event_type = "t", .payload = "{\"n\":1}",
+                                 .ordering_key = keys[(i / 3) % KEYS]};
+    }
+    size_t n = 0;
+    ck_assert_msg(outbox_store_stage(store, NULL, "r", ev, EVENTS, &n) == OUTBOX_OK, "%s",
+                  outbox_store_message(store));
+    ck_assert_int_eq(n, EVENTS);
+}
+
+static void teardown(void)
+{
+    outbox_store_close(store);
+    store = NULL;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Relay every staged event through sink_uri with the given pipeline; the
+ * steps after the first `warm` full ones allocate nothing. */
+static void steady(const char *sink_uri, size_t pipeline)
+{
+    outbox_diag_t d = {0};
+    outbox_sink_t *sink = NULL;
+    ck_assert_msg(outbox_sink_open(sink_uri, NULL, &sink, &d) == OUTBOX_OK, "%s", d.message);
+    outbox_relay_config_t cfg;
+    outbox_relay_config_init(&cfg);
+    cfg.route = "r";
+    cfg.batch = BATCH;
+    cfg.pipeline = pipeline;
+    cfg.poll_us = 1000;
+    cfg.until_idle = 1;
+    cfg.observe = count_step;
+    cfg.observe_ctx = &seen;
+    outbox_relay_t *r = NULL;
+    ck_assert_msg(outbox_relay_new(store, sink, &cfg, &r, &d) == OUTBOX_OK, "%s", d.message);
+    memset(&seen, 0, sizeof seen);
+    atomic_store(&counting, 1);
+    int rc = outbox_relay_run(r);
+    atomic_store(&counting, 0);
+    ck_assert_int_eq(rc, OUTBOX_OK);
+    outbox_relay_free(r);
+    outbox_sink_close(sink);
+
+    const test_sink_log_t *log = NULL;
+    ck_assert_uint_eq(test_sink_delivered(&log), EVENTS);
+    /* The second half of the run's full steps: by then every batch slot
+     * has held a full batch (the first claims of a pipelined relay can be
+     * short, their keys held by the batches in flight) and every array
+     * has its size. A relay that allocated per step, or per row, would
+     * move the count at every one of them. */
+    size_t full = 0;
+    for (size_t i = 0; i < seen.n; i++)
+        full += seen.claimed[i] == BATCH;
+    ck_assert_msg(full >= 40, "only %zu full batches of %d in %zu steps", full, BATCH, seen.n);
+    size_t k = 0, from = 0, last = 0;
+    for (size_t i = 0; i < seen.n; i++) {
+        if (seen.claimed[i] != BATCH)
+            continue;
+        if (++k == full / 2)
+            from = i;
+        last = i;
+    }
+    ck_assert_msg(seen.allocs[last] == seen.allocs[from],
+                  "%zu allocations in steps %zu to %zu (pipeline %zu, %s)",
+                  seen.allocs[last] - seen.allocs[from], from + 1, last, pipeline, sink_uri);
+}
+
+START_TEST(steady_unordered_sink)
+{
+    steady("test:x", 1);
+}
+END_TEST
+
+START_TEST(steady_ordered_sink)
+{
+    steady("testordered:x", 1);
+}
+END_TEST
+
+START_TEST(steady_unordered_sink_pipelined)
+{
+    steady("test:x", 4);
+}
+END_TEST
+
+START_TEST(steady_ordered_sink_pipelined)
+{
+    steady("testordered:x", 4);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("relay_alloc");
+    TCase *tc = tcase_create("steady");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, steady_unordered_sink);
+    tcase_add_test(tc, steady_ordered_sink);
+    tcase_add_test(tc, steady_unordered_sink_pipelined);
+    tcase_add_test(tc, steady_ordered_sink_pipelined);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
