@@ -64,6 +64,11 @@ typedef struct bench_opts {
 int64_t bench_mono_us(void);
 /* User + system CPU seconds of the whole process so far. */
 double bench_cpu_s(void);
+/* Core-seconds the whole machine has been busy (/proc/stat: every CPU's
+ * time not idle or waiting on I/O), -1 when unknown. */
+double bench_machine_busy_s(void);
+/* The machine's online CPUs. */
+long bench_ncpu(void);
 /* The 1-minute load average (/proc/loadavg), -1 when unknown: the bench
  * reports it because other work on the machine moves every number. */
 double bench_loadavg(void);
@@ -125,6 +130,9 @@ typedef struct bench_drain {
      * high-water mark over the drain, which was reset to it first (KiB; -1
      * when /proc does not tell). */
     long rss_start_kb, rss_hwm_kb;
+    /* CPUs the whole machine kept busy, on average, while the drain ran
+     * (every process: the servers too); -1 when /proc does not tell. */
+    double busy_cores;
 } bench_drain_t;
 
 /* What the benchmark needs from a store beyond the application API: its

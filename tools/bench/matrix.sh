@@ -38,15 +38,21 @@ def scheme(uri):
     return uri.split(":", 1)[0]
 print()
 print("| sink | store | batch | pipeline | relay events/s | store ceiling | producer ceiling "
-      "| ratio to lesser | rounds | serial bound | relay / serial bound | load |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+      "| ratio to lesser | rounds | serial bound | relay / serial bound | CPU bound "
+      "| busy CPUs: relay, store, producer | load |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
 for r in rows:
     store, prod = r["ceiling_events_per_s"], r["producer_ceiling_events_per_s"]
     serial = 1 / (1 / store + 1 / prod) if store and prod else 0
-    print("| %s | %s | %d | %d | %d | %d | %d | **%.2f** | %s | %d | %.2f | %.1f |" % (
+    busy = r.get("busy_cores")
+    bound = r.get("cpu_bound_ratio")
+    print("| %s | %s | %d | %d | %d | %d | %d | **%.2f** | %s | %d | %.2f | %s | %s | %.1f |" % (
         scheme(r["sink"]), scheme(r["store"]), r["batch"], r["pipeline"], r["events_per_s"],
         store, prod, r["ratio_to_lesser"], " ".join("%.2f" % x for x in r["ratios_to_lesser"]),
-        serial, r["events_per_s"] / serial if serial else 0, r["loadavg"]))
+        serial, r["events_per_s"] / serial if serial else 0,
+        "%.2f" % bound if bound is not None else "-",
+        "%.2f, %.2f, %.2f" % (busy["relay"], busy["store_ceiling"], busy["producer_ceiling"])
+        if busy else "-", r["loadavg"]))
 PY
     exit 0
 fi

@@ -334,6 +334,20 @@ for var, scheme in [("OUTBOX_KAFKA_URI", "kafka"), ("OUTBOX_NATS_URI", "nats")]:
                 lesser = min(row["ceiling_events_per_s"], pc)
                 check(abs(row["ratio_to_lesser"] - row["events_per_s"] / lesser) < 0.02,
                       "%s: ratio_to_lesser is relay / min(ceilings), got %r" % (scheme, row))
+                busy, bound = row.get("busy_cores"), row.get("cpu_bound_ratio")
+                check(busy is not None and busy["cpus"] >= 1 and
+                      all(0 < busy[k] <= busy["cpus"] + 0.05
+                          for k in ("relay", "store_ceiling", "producer_ceiling")),
+                      "%s: busy_cores of each drain within the machine's CPUs, got %r"
+                      % (scheme, busy))
+                if busy is not None and bound is not None:
+                    # The bound recomputed from the row (one round: no medians to mix).
+                    per = (busy["store_ceiling"] / row["ceiling_events_per_s"] +
+                           busy["producer_ceiling"] / pc)
+                    want = min(1.0, busy["cpus"] / per / lesser)
+                    check(abs(bound - want) < 0.02,
+                          "%s: cpu_bound_ratio is cpus / CPU per event / lesser, got %r, want %.3f"
+                          % (scheme, bound, want))
         rc, out, err = run(["--store", store, "--latency", "--quick", "--poll", "5ms", "--sink",
                             uri])
         check(rc == 0, "%s latency --quick exits 0 (rc %d, stderr %r)" % (scheme, rc, err))

@@ -456,17 +456,22 @@ static int round_once(const bench_opts_t *o, void *b, int round, const char *bac
                             errlen);
     for (int step = 0; step < n_sides && rc == 0; step++) {
         int k = sides[(1 + step + round * (n_sides - 1)) % n_sides];
-        if (k == SIDE_PRODUCER) {
-            rc = producer_drain(o, b, backlog, ss, &out[k], err, errlen);
-            continue;
-        }
-        rc = o->backend->quiesce(b, rels[k], err, errlen);
+        if (k != SIDE_PRODUCER)
+            rc = o->backend->quiesce(b, rels[k], err, errlen);
+        /* The machine's busy CPUs over the drain call (its set-up too,
+         * which is short beside a drain). */
+        double busy0 = bench_machine_busy_s();
+        int64_t t0 = bench_mono_us();
         if (rc == 0)
-            rc = k == SIDE_RELAY || k == SIDE_RELAY_TWO
+            rc = k == SIDE_PRODUCER ? producer_drain(o, b, backlog, ss, &out[k], err, errlen)
+                 : k == SIDE_RELAY || k == SIDE_RELAY_TWO
                      ? bench_relay_drain(&ro, rels[k], BENCH_ROUTE, &out[k], err, errlen)
                  : k == SIDE_CEILING ? o->backend->ceiling(b, o, rels[k], &out[k], err, errlen)
                                      : o->backend->reference(b, o, rels[k], &out[k], err, errlen);
-        if (rc == 0)
+        double busy1 = bench_machine_busy_s();
+        int64_t wall = bench_mono_us() - t0;
+        out[k].busy_cores = busy0 >= 0 && busy1 >= busy0 && wall > 0 ? (busy1 - busy0) * 1e6 / (double)wall : -1;
+        if (rc == 0 && k != SIDE_PRODUCER)
             rc = check_published(o, b, rels[k], side_names[k], err, errlen);
     }
     if (ss->ctl)
@@ -633,12 +638,18 @@ int bench_throughput(const bench_opts_t *o)
     double *peps = calloc((size_t)o->repeat, sizeof *peps);
     double *pcpu = calloc((size_t)o->repeat, sizeof *pcpu);
     double *lratio = calloc((size_t)o->repeat, sizeof *lratio);
+    /* Busy CPUs of the relay's, the store ceiling's and the producer
+     * ceiling's drains, and the CPU bound of each round. */
+    double *rbusy = calloc((size_t)o->repeat, sizeof *rbusy);
+    double *cbusy = calloc((size_t)o->repeat, sizeof *cbusy);
+    double *pbusy = calloc((size_t)o->repeat, sizeof *pbusy);
+    double *cbound = calloc((size_t)o->repeat, sizeof *cbound);
     long relay_hwm = -1, relay_growth = -1;
     char prates[2048] = "", lratios[1024] = "";
     size_t plen = 0, llen = 0;
     void *b = NULL;
     int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio && teps &&
-                     tratio && peps && pcpu && lratio
+                     tratio && peps && pcpu && lratio && rbusy && cbusy && pbusy && cbound
                  ? 0
                  : BENCH_EXIT_FAIL;
     if (rc != 0)
@@ -693,6 +704,18 @@ int bench_throughput(const bench_opts_t *o)
                                              r ? "," : "", peps[r]);
             }
             lratio[r] = lesser > 0 ? relay_eps / lesser : 0;
+            rbusy[r] = relay.busy_cores;
+            cbusy[r] = ceiling.busy_cores;
+            pbusy[r] = ss.producer ? drains[SIDE_PRODUCER].busy_cores : -1;
+            cbound[r] = -1;
+            if (ss.producer && cbusy[r] >= 0 && pbusy[r] >= 0 && store_eps > 0 && peps[r] > 0 &&
+                lesser > 0) {
+                /* The rate at which the machine's CPUs would be used up
+                 * doing both sides' work, each costing what it did alone. */
+                double per_event = cbusy[r] / store_eps + pbusy[r] / peps[r];
+                double bound = per_event > 0 ? (double)bench_ncpu() / per_event : lesser;
+                cbound[r] = bound < lesser ? bound / lesser : 1;
+            }
             if (llen < sizeof lratios - 16)
                 llen += (size_t)snprintf(lratios + llen, sizeof lratios - llen, "%s%.3f",
                                          r ? "," : "", lratio[r]);
@@ -793,11 +816,18 @@ int bench_throughput(const bench_opts_t *o)
             snprintf(lr_text, sizeof lr_text,
                      "\"ratio_to_lesser\":%.3f,\"ratios_to_lesser\":[%s]", median(lratio, n),
                      lratios);
+        char busy_text[400] = "\"busy_cores\":null,\"cpu_bound_ratio\":null";
+        if (has_ceiling && ss.producer && median(cbound, n) >= 0)
+            snprintf(busy_text, sizeof busy_text,
+                     "\"busy_cores\":{\"relay\":%.2f,\"store_ceiling\":%.2f,"
+                     "\"producer_ceiling\":%.2f,\"cpus\":%ld},\"cpu_bound_ratio\":%.3f",
+                     median(rbusy, n), median(cbusy, n), median(pbusy, n), bench_ncpu(),
+                     median(cbound, n));
         char metrics_text[300];
         bench_json_str(metrics_text, sizeof metrics_text, o->metrics_listen ? o->metrics_listen : "");
-        snprintf(sink_text, sizeof sink_text, "%s,%s,\"relay_peak_rss_kb\":%ld,"
-                 "\"relay_rss_growth_kb\":%ld,\"metrics\":%s", pc_text, lr_text, relay_hwm,
-                 relay_growth, o->metrics_listen ? metrics_text : "null");
+        snprintf(sink_text, sizeof sink_text, "%s,%s,%s,\"relay_peak_rss_kb\":%ld,"
+                 "\"relay_rss_growth_kb\":%ld,\"metrics\":%s", pc_text, lr_text, busy_text,
+                 relay_hwm, relay_growth, o->metrics_listen ? metrics_text : "null");
         outbox_relay_config_t defaults;
         outbox_relay_config_init(&defaults);
         long pipeline = o->pipeline > 0 ? o->pipeline : (long)defaults.pipeline;
@@ -832,6 +862,10 @@ int bench_throughput(const bench_opts_t *o)
     free(peps);
     free(pcpu);
     free(lratio);
+    free(rbusy);
+    free(cbusy);
+    free(pbusy);
+    free(cbound);
     outbox_sink_close(ss.ctl);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -21,6 +22,29 @@ double bench_cpu_s(void)
         return 0;
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec / 1e6;
+}
+
+double bench_machine_busy_s(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    int got = 0;
+    if (f) {
+        got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                     &v[4], &v[5], &v[6], &v[7]);
+        fclose(f);
+    }
+    long tick = sysconf(_SC_CLK_TCK);
+    if (got < 8 || tick <= 0)
+        return -1;
+    /* user nice system idle iowait irq softirq steal: all but idle and iowait. */
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)tick;
+}
+
+long bench_ncpu(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
 }
 
 double bench_loadavg(void)
