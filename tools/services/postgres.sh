@@ -44,6 +44,18 @@
 # libpq finds the writable server in a URI naming them all:
 # postgresql://127.0.0.1:P1,127.0.0.1:P2/DB?target_session_attrs=read-write.
 #
+# TLS and authentication: with OUTBOX_PG_TLS=1 at the first start the
+# server also takes TLS (ssl=on; the certificates of tools/services/tls.sh,
+# made in DIR/tls; OUTBOX_PG_TLS_CERT=wronghost presents the certificate for
+# wrong-host.invalid instead of the one for localhost), and has two more
+# users, each allowed in over TLS only: outbox_scram, with a password
+# (scram-sha-256; made once per DIR, in DIR/tls/scram.password) and
+# outbox_cert, who must present the client certificate (its CN). The
+# exports then add OUTBOX_PG_TLS_DIR, OUTBOX_PG_SCRAM_PASSWORD, and
+# OUTBOX_PG_SCRAM_URI and OUTBOX_PG_CERT_URI (host localhost, sslmode
+# verify-full against the test CA). The test user outbox is still trusted,
+# for the tests' own psql.
+#
 # Every command is idempotent: start on a running server only prints the
 # exports, stop on a stopped one does nothing, standby on a running standby
 # only prints its exports, promote on a primary does nothing.
@@ -135,6 +147,59 @@ print_env() {
     echo "export OUTBOX_PG_DIR=$dir"
     echo "export OUTBOX_PG_SOCKET=$run"
     echo "export OUTBOX_PG_PORT=$port"
+    if [ -f "$dir/tls/scram.password" ]; then
+        local t=$dir/tls pw
+        pw=$(cat "$t/scram.password")
+        local verify="sslmode=verify-full&sslrootcert=$t/ca.pem"
+        echo "export OUTBOX_PG_TLS_DIR=$t"
+        echo "export OUTBOX_PG_SCRAM_PASSWORD=$pw"
+        echo "export OUTBOX_PG_SCRAM_URI='postgresql://outbox_scram:$pw@localhost:$port/$db_name?$verify'"
+        echo "export OUTBOX_PG_CERT_URI='postgresql://outbox_cert@localhost:$port/$db_name?$verify&sslcert=$t/client.pem&sslkey=$t/client.key'"
+    fi
+}
+
+# The TLS mode's files: certificates in DIR/tls (tools/services/tls.sh), the
+# server's pair copied where its owner can read them, the password, and an
+# hba file; prints the server options that use them.
+tls_setup() {
+    local t=$dir/tls cert=${OUTBOX_PG_TLS_CERT:-server}
+    "$here/tools/services/tls.sh" make "$t" >/dev/null || die "no certificates for the TLS mode"
+    [ -f "$t/$cert.pem" ] || die "OUTBOX_PG_TLS_CERT=$cert: no such certificate in $t"
+    [ -f "$t/scram.password" ] || od -An -N12 -tx1 /dev/urandom | tr -d ' \n' >"$t/scram.password"
+    cp "$t/$cert.pem" "$dir/server.crt"
+    cp "$t/$cert.key" "$dir/server.key"
+    cat >"$dir/pg_hba.conf" <<HBA
+local   all  all                        trust
+hostssl all  outbox_scram  127.0.0.1/32  scram-sha-256
+hostssl all  outbox_cert   127.0.0.1/32  cert
+host    all  outbox        127.0.0.1/32  trust
+host    all  all           127.0.0.1/32  reject
+HBA
+    chmod 600 "$dir/server.key"
+    [ "$(id -u)" != 0 ] || chown postgres: "$dir/server.crt" "$dir/server.key" "$dir/pg_hba.conf"
+    echo "-c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key \
+        -c ssl_ca_file=$t/ca.pem -c hba_file=$dir/pg_hba.conf"
+}
+
+# The TLS mode's users, once the server runs.
+tls_users() {
+    local port=$1 pw
+    pw=$(cat "$dir/tls/scram.password")
+    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$run" -p "$port" -U "$db_user" -d "$db_name" >/dev/null <<SQL ||
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'outbox_scram') THEN
+    CREATE ROLE outbox_scram LOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'outbox_cert') THEN
+    CREATE ROLE outbox_cert LOGIN;
+  END IF;
+END \$\$;
+SET password_encryption = 'scram-sha-256';
+ALTER ROLE outbox_scram PASSWORD '$pw';
+GRANT ALL ON DATABASE $db_name TO outbox_scram, outbox_cert;
+GRANT ALL ON SCHEMA public TO outbox_scram, outbox_cert;
+SQL
+        die "creating the TLS mode's users failed"
 }
 
 init_cluster() {
@@ -165,15 +230,18 @@ start() {
         print_env
         return 0
     fi
-    local port
+    local port tls_opts=
     port=$(pick_port)
     echo "$port" >"$dir/port"
+    if [ "${OUTBOX_PG_TLS:-}" = 1 ] || [ -f "$dir/tls/scram.password" ]; then
+        tls_opts=$(tls_setup)
+    fi
     # fsync/full_page_writes off: a crash of this throwaway server may corrupt
     # it, and that is fine. max_connections covers many parallel test relays.
     as_owner "$bin/pg_ctl" -D "$data" -l "$log" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$run \
             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-            -c max_connections=200 -c shared_buffers=128MB" \
+            -c max_connections=200 -c shared_buffers=128MB $tls_opts" \
         start >/dev/null || {
         tail -20 "$log" >&2 || true
         die "pg_ctl start failed"
@@ -182,6 +250,7 @@ start() {
         "SELECT 1 FROM pg_database WHERE datname = '$db_name'" | grep -q 1; then
         "$bin/createdb" -h "$run" -p "$port" -U "$db_user" "$db_name" || die "createdb failed"
     fi
+    [ -z "$tls_opts" ] || tls_users "$port"
     print_env
 }
 
