@@ -280,7 +280,8 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
     if (o->metrics_listen) {
         cli_metrics_route_t mr = {.route = route, .store_uri = o->store, .relation = relation,
                                   .poll_us = o->poll_us};
-        if (cli_metrics_start(o->metrics_listen, 5000000, &mr, 1, &metrics) != 0) {
+        cli_metrics_opts_t mo = {.listen = o->metrics_listen, .stats_interval_us = 5000000};
+        if (cli_metrics_start(&mo, &mr, 1, &metrics) != 0) {
             snprintf(err, errlen, "--metrics: %s", bench_metrics_error);
             rc = BENCH_EXIT_USAGE;
         }

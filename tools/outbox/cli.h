@@ -65,6 +65,9 @@ enum cli_option_id {
     OPT_LOG_FORMAT,
     OPT_LOG_FILE,
     OPT_METRICS_LISTEN,
+    OPT_METRICS_TLS_CERT,
+    OPT_METRICS_TLS_KEY,
+    OPT_METRICS_USER,
     OPT_LIMIT,
     OPT_AFTER,
     OPT_EVENT_TRACEPARENT,
@@ -183,6 +186,9 @@ void cli_notify_watchdog(void);
  * token=, ... parameters, in a URI or a key=value string), so that no line
  * the tool prints shows them: each becomes "***". */
 void cli_note_secrets(const char *uri);
+/* A secret given on its own (a password from the environment or a file):
+ * masked like those of the URIs. */
+void cli_note_secret(const char *secret);
 void cli_forget_secrets(void);
 /* uri with its secrets masked, for showing it; malloc'd, NULL on ENOMEM. */
 char *cli_mask_uri(const char *uri);

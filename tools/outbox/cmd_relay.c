@@ -51,6 +51,10 @@ static const char usage[] =
     "  --log-file FILE         append the log to FILE instead of stderr; SIGHUP reopens it\n"
     "  --metrics-listen HOST:PORT  serve /metrics (Prometheus), /healthz, /readyz and a\n"
     "                          status page at / (docs/operations.md)\n"
+    "  --metrics-tls-cert FILE, --metrics-tls-key FILE\n"
+    "                          serve them over HTTPS with this certificate and key (PEM)\n"
+    "  --metrics-user NAME     ask for HTTP basic authentication (all but /healthz); the\n"
+    "                          password comes from OUTBOX_METRICS_PASSWORD\n"
     "\n"
     "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
     "Drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
@@ -78,6 +82,9 @@ static const cli_option_t options[] = {
     {"log-format", true, OPT_LOG_FORMAT},
     {"log-file", true, OPT_LOG_FILE},
     {"metrics-listen", true, OPT_METRICS_LISTEN},
+    {"metrics-tls-cert", true, OPT_METRICS_TLS_CERT},
+    {"metrics-tls-key", true, OPT_METRICS_TLS_KEY},
+    {"metrics-user", true, OPT_METRICS_USER},
     {NULL, false, 0},
 };
 
@@ -93,8 +100,7 @@ typedef struct relay_args {
     const char *log_file;
     int64_t retention_us;      /* from the config file: 0 = no purge */
     int64_t purge_interval_us;
-    const char *metrics_listen; /* --metrics-listen or the file's metrics: listen */
-    int64_t stats_interval_us;
+    cli_metrics_opts_t metrics; /* the --metrics-* flags, or the file's metrics: */
 } relay_args_t;
 
 typedef struct worker {
@@ -191,7 +197,8 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
 {
     uint64_t n;
     if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE && id != OPT_LOG_FORMAT &&
-        id != OPT_LOG_FILE && id != OPT_METRICS_LISTEN)
+        id != OPT_LOG_FILE && id != OPT_METRICS_LISTEN && id != OPT_METRICS_TLS_CERT &&
+        id != OPT_METRICS_TLS_KEY && id != OPT_METRICS_USER)
         a->route_flags = true;
     switch (id) {
     case OPT_LOG_FORMAT:
@@ -211,9 +218,24 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
             cli_error("relay: --metrics-listen %s", why);
             return false;
         }
-        a->metrics_listen = v;
+        a->metrics.listen = v;
         return true;
     }
+    case OPT_METRICS_TLS_CERT:
+        if (!cli_nonempty("relay", "--metrics-tls-cert", v))
+            return false;
+        a->metrics.tls_cert = v;
+        return true;
+    case OPT_METRICS_TLS_KEY:
+        if (!cli_nonempty("relay", "--metrics-tls-key", v))
+            return false;
+        a->metrics.tls_key = v;
+        return true;
+    case OPT_METRICS_USER:
+        if (!cli_nonempty("relay", "--metrics-user", v))
+            return false;
+        a->metrics.user = v;
+        return true;
     case OPT_CONFIG: a->config = v; return true;
     case OPT_HLC: a->cfg.hlc_order = 1; return true;
     case OPT_NO_LEASE_RENEWAL: a->cfg.no_lease_renewal = 1; return true;
@@ -573,7 +595,7 @@ static int open_route(worker_t *ws, const relay_args_t *a, bool first)
 static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **m)
 {
     *m = NULL;
-    if (routes[0].metrics_listen == NULL)
+    if (routes[0].metrics.listen == NULL)
         return CLI_EXIT_OK;
     cli_metrics_route_t *mr = calloc(n_routes, sizeof *mr);
     if (!mr)
@@ -581,7 +603,7 @@ static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **
     for (size_t r = 0; r < n_routes; r++)
         mr[r] = (cli_metrics_route_t){.route = routes[r].cfg.route, .store_uri = routes[r].store.uri,
                                       .relation = routes[r].store.relation, .poll_us = routes[r].cfg.poll_us};
-    int ex = cli_metrics_start(routes[0].metrics_listen, routes[0].stats_interval_us, mr, n_routes, m);
+    int ex = cli_metrics_start(&routes[0].metrics, mr, n_routes, m);
     free(mr);
     for (size_t r = 0; r < n_routes && ex == CLI_EXIT_OK; r++) {
         routes[r].cfg.observe = cli_metrics_observe;
@@ -690,8 +712,16 @@ static int run_config(const relay_args_t *flags)
         a->config = flags->config;
         a->retention_us = cr->retention_us;
         a->purge_interval_us = cr->purge_interval_us;
-        a->metrics_listen = flags->metrics_listen ? flags->metrics_listen : c.metrics_listen;
-        a->stats_interval_us = c.metrics_stats_interval_us;
+        /* The flags over the file, each on its own. */
+        const cli_metrics_opts_t *fm = &flags->metrics;
+        a->metrics = (cli_metrics_opts_t){
+            .listen = fm->listen ? fm->listen : c.metrics_listen,
+            .stats_interval_us = c.metrics_stats_interval_us,
+            .tls_cert = fm->tls_cert ? fm->tls_cert : c.metrics_tls_cert,
+            .tls_key = fm->tls_key ? fm->tls_key : c.metrics_tls_key,
+            .user = fm->user ? fm->user : c.metrics_user,
+            .password = fm->password ? fm->password : c.metrics_password,
+        };
     }
     int ex = run(routes, c.n_routes);
     free(routes);
@@ -719,8 +749,12 @@ int cli_cmd_relay(int argc, char **argv)
         return CLI_EXIT_ERROR;
     if (a.config && a.route_flags)
         return cli_error("relay: --config FILE takes the routes, stores and sinks from the "
-                         "file; give only --until-idle, --quiet, --metrics-listen, --log-format and "
+                         "file; give only --until-idle, --quiet, --metrics-*, --log-format and "
                          "--log-file with it");
+    /* The endpoint's password only from the environment: an argument
+     * would show in ps. */
+    a.metrics.password = getenv("OUTBOX_METRICS_PASSWORD");
+    cli_note_secret(a.metrics.password);
     if (!a.config && !check_args(&a))
         return CLI_EXIT_ERROR;
     /* Opened before any connection, so a bad path fails before the start. */

@@ -482,7 +482,20 @@ static int metrics_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v
     }
     if (strcmp(key, "stats_interval") == 0)
         return get_duration(x, v, "metrics: stats_interval", 0, &x->c->metrics_stats_interval_us);
-    return problem(x, k, "metrics: unknown key \"%s\" (listen, stats_interval)", key);
+    if (strcmp(key, "tls_cert") == 0)
+        return get_string(x, v, "metrics: tls_cert", &x->c->metrics_tls_cert);
+    if (strcmp(key, "tls_key") == 0)
+        return get_string(x, v, "metrics: tls_key", &x->c->metrics_tls_key);
+    if (strcmp(key, "user") == 0)
+        return get_string(x, v, "metrics: user", &x->c->metrics_user);
+    if (strcmp(key, "password") == 0) {
+        int rc = get_string(x, v, "metrics: password", &x->c->metrics_password);
+        if (rc == OUTBOX_OK)
+            cli_note_secret(x->c->metrics_password);
+        return rc;
+    }
+    return problem(x, k, "metrics: unknown key \"%s\" (listen, stats_interval, tls_cert, tls_key, user, password)",
+                   key);
 }
 
 static int read_metrics(ctx_t *x, yaml_node_t *v)
@@ -493,6 +506,21 @@ static int read_metrics(ctx_t *x, yaml_node_t *v)
     int rc = each_pair(x, v, metrics_key, NULL);
     if (rc == OUTBOX_OK && x->c->metrics_listen == NULL)
         rc = problem(x, v, "metrics: listen is required (HOST:PORT)");
+    if (rc == OUTBOX_OK) {
+        cli_metrics_opts_t o = {.listen = x->c->metrics_listen,
+                                .tls_cert = x->c->metrics_tls_cert,
+                                .tls_key = x->c->metrics_tls_key,
+                                .user = x->c->metrics_user,
+                                .password = x->c->metrics_password};
+        char why[512];
+        /* As outbox relay takes it: the environment's over the file's. */
+        if (getenv("OUTBOX_METRICS_PASSWORD") != NULL)
+            o.password = getenv("OUTBOX_METRICS_PASSWORD");
+        if (x->c->metrics_password != NULL && x->c->metrics_user == NULL)
+            rc = problem(x, v, "metrics: a password needs a user");
+        else if (cli_metrics_opts_check(&o, why, sizeof why) != 0)
+            rc = problem(x, v, "metrics: %s", why);
+    }
     return rc;
 }
 
@@ -570,6 +598,10 @@ void cli_config_free(cli_config_t *c)
     free(c->node_key);
     free(c->checkpoint_table);
     free(c->metrics_listen);
+    free(c->metrics_tls_cert);
+    free(c->metrics_tls_key);
+    free(c->metrics_user);
+    free(c->metrics_password);
     free(c->path);
     memset(c, 0, sizeof *c);
 }

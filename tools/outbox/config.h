@@ -62,9 +62,11 @@ typedef struct cli_config {
     size_t n_sinks;
     cli_config_route_t *routes;
     size_t n_routes;
-    /* metrics: {listen: "HOST:PORT", stats_interval: 5s} (NULL: none) */
+    /* metrics: {listen: "HOST:PORT", stats_interval: 5s, tls_cert, tls_key,
+     * user, password} (listen NULL: none) */
     char *metrics_listen;
     int64_t metrics_stats_interval_us;
+    char *metrics_tls_cert, *metrics_tls_key, *metrics_user, *metrics_password;
 } cli_config_t;
 
 /* Reads and checks path. On failure returns OUTBOX_EINVAL (or OUTBOX_ENOMEM)

@@ -56,6 +56,8 @@ typedef struct route_metrics {
 
 struct cli_metrics {
     struct MHD_Daemon *daemon;
+    char *tls_cert, *tls_key; /* the PEM files' contents; NULL: plain HTTP */
+    char *user, *password;    /* NULL: no authentication */
     int64_t interval_us;
     size_t n;
     route_metrics_t *routes;
@@ -534,6 +536,46 @@ static char *render(cli_metrics_t *m, const char *url, unsigned *status, const c
     return buf;
 }
 
+/* Equal strings, compared in a time that does not depend on where they
+ * differ. */
+static bool same_secret(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = la != lb;
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+/* With authentication on, whether the request carries the user and the
+ * password; /healthz is always open. */
+static bool allowed(const cli_metrics_t *m, struct MHD_Connection *conn, const char *url)
+{
+    if (m->user == NULL || strcmp(url, "/healthz") == 0)
+        return true;
+    char *pass = NULL;
+    char *user = MHD_basic_auth_get_username_password(conn, &pass);
+    bool ok = user != NULL && pass != NULL && same_secret(user, m->user) && same_secret(pass, m->password);
+    if (user)
+        MHD_free(user);
+    if (pass)
+        MHD_free(pass);
+    return ok;
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *conn)
+{
+    static const char text[] = "authentication required\n";
+    struct MHD_Response *res =
+        MHD_create_response_from_buffer(sizeof text - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (res == NULL)
+        return MHD_NO;
+    MHD_add_response_header(res, "Content-Type", "text/plain");
+    enum MHD_Result ret = MHD_queue_basic_auth_fail_response(conn, "outbox relay", res);
+    MHD_destroy_response(res);
+    return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
@@ -542,6 +584,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (void)upload_size;
     (void)state;
     cli_metrics_t *m = cls;
+    if (!allowed(m, conn, url))
+        return refuse(conn);
     unsigned status;
     const char *type;
     size_t len = 0;
@@ -570,25 +614,148 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 /* ------------------------------------------------------------- life */
 
-int cli_metrics_start(const char *listen_at, int64_t stats_interval_us, const cli_metrics_route_t *routes,
-                      size_t n, cli_metrics_t **out)
+/* The whole of a small file, NUL-terminated; NULL with the reason in err. */
+static char *read_pem(const char *path, char *err, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, size, "cannot read %.200s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf != NULL && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len - 1 == 0) {
+            char *grown = cap < (1u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (grown == NULL) {
+                free(buf);
+                buf = NULL;
+                snprintf(err, size, "%.200s is larger than 1 MiB: not a PEM file", path);
+                fclose(f);
+                return NULL;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (buf == NULL) {
+        snprintf(err, size, "out of memory");
+        return NULL;
+    }
+    buf[len] = '\0';
+    if (failed || strstr(buf, "-----BEGIN ") == NULL) {
+        snprintf(err, size, "%.200s is not a PEM file", path);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int cli_metrics_opts_check(const cli_metrics_opts_t *o, char *err, size_t size)
+{
+    if ((o->tls_cert == NULL) != (o->tls_key == NULL)) {
+        snprintf(err, size, "tls_cert and tls_key go together: give both or neither");
+        return -1;
+    }
+    if (o->user != NULL && o->password == NULL) {
+        snprintf(err, size, "a user needs a password (OUTBOX_METRICS_PASSWORD, or password: in "
+                            "the config file)");
+        return -1;
+    }
+    if (o->user != NULL && (o->user[0] == '\0' || strchr(o->user, ':') != NULL)) {
+        snprintf(err, size, "the user must be non-empty and without ':'");
+        return -1;
+    }
+    if (o->user != NULL && o->password[0] == '\0') {
+        snprintf(err, size, "the password is empty");
+        return -1;
+    }
+    const char *files[] = {o->tls_cert, o->tls_key};
+    for (size_t i = 0; i < 2; i++) {
+        if (files[i] == NULL)
+            continue;
+        char *pem = read_pem(files[i], err, size);
+        if (pem == NULL)
+            return -1;
+        free(pem);
+    }
+    return 0;
+}
+
+static void free_metrics(cli_metrics_t *m)
+{
+    free(m->tls_cert);
+    free(m->tls_key);
+    free(m->user);
+    free(m->password);
+    free(m->routes);
+    free(m);
+}
+
+/* libmicrohttpd's own messages (a client's failed TLS handshake, say) go
+ * to the relay's log at debug level, in its format, rather than to stderr:
+ * any client can cause them. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\r\n")] = '\0';
+    cli_log(OUTBOX_LOG_DEBUG, "metrics: %s", line);
+}
+
+/* The daemon, over TLS when m has a certificate. */
+static struct MHD_Daemon *start_daemon(cli_metrics_t *m, int fd)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (m->tls_cert == NULL)
+        return MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
+                                MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                                NULL, MHD_OPTION_END);
+    return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_HTTPS_MEM_CERT, m->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, m->tls_key,
+                            MHD_OPTION_END);
+}
+
+int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *routes, size_t n,
+                      cli_metrics_t **out)
 {
     *out = NULL;
     char err[512];
-    int fd = bind_listen(listen_at, err, sizeof err);
-    if (fd < 0)
-        return cli_error("relay: metrics listen %s", err);
+    if (cli_metrics_opts_check(o, err, sizeof err) != 0)
+        return cli_error("relay: metrics: %s", err);
+    if (o->tls_cert != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return cli_error("relay: metrics: this libmicrohttpd was built without TLS");
     cli_metrics_t *m = calloc(1, sizeof *m);
     route_metrics_t *rs = calloc(n, sizeof *rs);
     if (m == NULL || rs == NULL) {
         free(m);
         free(rs);
-        close(fd);
         return cli_error("relay: out of memory");
     }
     m->routes = rs;
+    if (o->tls_cert != NULL && ((m->tls_cert = read_pem(o->tls_cert, err, sizeof err)) == NULL ||
+                                (m->tls_key = read_pem(o->tls_key, err, sizeof err)) == NULL)) {
+        free_metrics(m);
+        return cli_error("relay: metrics: %s", err);
+    }
+    if (o->user != NULL && ((m->user = strdup(o->user)) == NULL ||
+                            (m->password = strdup(o->password)) == NULL)) {
+        free_metrics(m);
+        return cli_error("relay: out of memory");
+    }
+    int fd = bind_listen(o->listen, err, sizeof err);
+    if (fd < 0) {
+        free_metrics(m);
+        return cli_error("relay: metrics listen %s", err);
+    }
     m->n = n;
-    m->interval_us = stats_interval_us > 0 ? stats_interval_us : 5000000;
+    m->interval_us = o->stats_interval_us > 0 ? o->stats_interval_us : 5000000;
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -601,13 +768,15 @@ int cli_metrics_start(const char *listen_at, int64_t stats_interval_us, const cl
         rs[i].last_lag_s = -1;
         pthread_mutex_init(&rs[i].mu, NULL);
     }
-    m->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, m,
-                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                 MHD_OPTION_END);
+    m->daemon = start_daemon(m, fd);
     if (m->daemon == NULL) {
         close(fd);
+        bool tls = m->tls_cert != NULL;
         cli_metrics_stop(m);
-        return cli_error("relay: metrics: cannot start the HTTP server on %s", listen_at);
+        return tls ? cli_error("relay: metrics: cannot start the HTTPS server on %s: the "
+                               "certificate or the key was refused (do they belong together?)",
+                               o->listen)
+                   : cli_error("relay: metrics: cannot start the HTTP server on %s", o->listen);
     }
     int e = pthread_create(&m->poller, NULL, poller_main, m);
     if (e != 0) {
@@ -635,6 +804,5 @@ void cli_metrics_stop(cli_metrics_t *m)
         pthread_mutex_destroy(&m->routes[i].mu);
     pthread_mutex_destroy(&m->mu);
     pthread_cond_destroy(&m->cv);
-    free(m->routes);
-    free(m);
+    free_metrics(m);
 }

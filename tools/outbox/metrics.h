@@ -21,10 +21,25 @@ typedef struct cli_metrics_route {
 /* Parse "HOST:PORT" ("[v6]:PORT" too); one-line reason in err on failure. */
 int cli_metrics_listen_check(const char *listen, char *err, size_t size);
 
-/* Binds listen and starts serving and polling; on failure prints a one-line
- * error and returns the CLI exit status (*out NULL). */
-int cli_metrics_start(const char *listen, int64_t stats_interval_us, const cli_metrics_route_t *routes,
-                      size_t n, cli_metrics_t **out);
+/* Where and how the endpoint serves. */
+typedef struct cli_metrics_opts {
+    const char *listen;        /* HOST:PORT; NULL: no endpoint */
+    int64_t stats_interval_us; /* 0: 5 s */
+    /* PEM files: serve HTTPS with them (both or neither). */
+    const char *tls_cert, *tls_key;
+    /* HTTP basic authentication for every page but /healthz (a password
+     * without a user is ignored). */
+    const char *user, *password;
+} cli_metrics_opts_t;
+
+/* Checks what o names (the files readable, pairs complete) without
+ * starting anything; a one-line reason in err on failure. */
+int cli_metrics_opts_check(const cli_metrics_opts_t *o, char *err, size_t size);
+
+/* Binds o->listen and starts serving and polling; on failure prints a
+ * one-line error and returns the CLI exit status (*out NULL). */
+int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *routes, size_t n,
+                      cli_metrics_t **out);
 /* The observe_ctx for route i (its observer is cli_metrics_observe). */
 void *cli_metrics_route_ctx(cli_metrics_t *m, size_t i);
 void cli_metrics_observe(void *ctx, const outbox_relay_observation_t *o);

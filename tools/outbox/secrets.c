@@ -77,6 +77,12 @@ static void note_secret(void *ctx, const char *secret, size_t len)
     add_secret_forms(secret, len);
 }
 
+void cli_note_secret(const char *secret)
+{
+    if (secret != NULL)
+        add_secret_forms(secret, strlen(secret));
+}
+
 void cli_note_secrets(const char *uri)
 {
     /* The library's own spans, so the backstop hides what its messages do. */
