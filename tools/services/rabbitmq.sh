@@ -26,8 +26,8 @@
 # default vhost "/" (written %2f).
 #
 # With OUTBOX_RABBITMQ_TLS=1 at the first start, the node also takes AMQP over
-# TLS on the next free port, with a certificate for "localhost" signed by a
-# throwaway CA made with openssl in DIR/tls, and the exports add
+# TLS on the next free port, with the certificate for localhost that
+# tools/services/tls.sh makes in DIR/tls, and the exports add
 # OUTBOX_RABBITMQ_TLS_URI (amqps://...@localhost:PORT/%2f?tls_ca=DIR/tls/ca.pem).
 #
 # Every command is idempotent: start on a running node only prints the
@@ -142,22 +142,11 @@ choose_ports() {
     echo "$port" >"$dir/port"
 }
 
-# A CA and a server certificate for localhost, once per DIR.
+# The certificates of tools/services/tls.sh, once per DIR; the node runs as
+# its own user, so its key is made readable to it.
 make_certs() {
-    local t="$dir/tls"
-    [ -f "$t/server.pem" ] && return 0
-    command -v openssl >/dev/null 2>&1 || die "no openssl for the TLS listener"
-    mkdir -p "$t"
-    {
-        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outbox test CA" \
-            -keyout "$t/ca.key" -out "$t/ca.pem" &&
-            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-                -keyout "$t/server.key" -out "$t/server.csr" &&
-            printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$t/ext" &&
-            openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" \
-                -CAcreateserial -days 30 -extfile "$t/ext" -out "$t/server.pem"
-    } >"$t/openssl.log" 2>&1 || die "making the test certificates failed: $(tail -1 "$t/openssl.log")"
-    chmod 644 "$t/server.key"
+    "$here/tools/services/tls.sh" make "$dir/tls" >/dev/null || die "no certificates for the TLS listener"
+    chmod 644 "$dir/tls/server.key"
 }
 
 print_env() {
