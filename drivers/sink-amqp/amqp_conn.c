@@ -5,6 +5,7 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <openssl/err.h>
 
 #include "amqp_int.h"
 
@@ -68,6 +69,17 @@ void outbox_amqp_disconnect(amqp_connection_state_t conn, bool polite)
     amqp_destroy_connection(conn);
 }
 
+/* After librabbitmq's "a SSL error occurred": OpenSSL's own reason, from
+ * this thread's error queue ("tlsv13 alert certificate required"), or "". */
+static const char *tls_reason(char *buf, size_t size)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *reason = e ? ERR_reason_error_string(e) : NULL;
+    snprintf(buf, size, "%s", reason ? reason : "");
+    ERR_clear_error();
+    return buf;
+}
+
 static struct timeval tv_of(int64_t ms)
 {
     struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
@@ -106,9 +118,14 @@ int outbox_amqp_connect(const amqp_config_t *cfg, bool confirm, amqp_connection_
     struct timeval tv = tv_of(cfg->connect_timeout_ms);
     amqp_set_handshake_timeout(conn, &tv);
     amqp_set_rpc_timeout(conn, &tv);
+    ERR_clear_error();
     int st = amqp_socket_open_noblock(sock, cfg->host, cfg->port, &tv);
     if (st != AMQP_STATUS_OK) {
-        snprintf(why, size, "%s", amqp_error_string2(st));
+        char reason[200] = "";
+        if (st == AMQP_STATUS_SSL_ERROR)
+            tls_reason(reason, sizeof reason);
+        snprintf(why, size, "%s%s%s%s", amqp_error_string2(st), reason[0] ? " (" : "", reason,
+                 reason[0] ? ")" : "");
         amqp_destroy_connection(conn);
         return -1;
     }
@@ -134,8 +151,19 @@ int outbox_amqp_connect(const amqp_config_t *cfg, bool confirm, amqp_connection_
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         char text[400];
         outbox_amqp_reply_text(cfg->redactor, r, text, sizeof text);
-        if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-            r.library_error == AMQP_STATUS_CONNECTION_CLOSED && strcmp(step, "logging in") == 0)
+        char reason[200] = "";
+        if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_SSL_ERROR) {
+            /* After the handshake: the broker ended the session, which a
+             * broker that wants a client certificate does under TLS 1.3. */
+            tls_reason(reason, sizeof reason);
+            snprintf(why, size, "%s: %s%s%s%s%s", step, text, reason[0] ? " (" : "", reason,
+                     reason[0] ? ")" : "",
+                     cfg->tls_cert == NULL && reason[0] == '\0'
+                         ? "; a broker that requires a client certificate (tls_cert, tls_key) ends "
+                           "the session this way"
+                         : "");
+        } else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+                 r.library_error == AMQP_STATUS_CONNECTION_CLOSED && strcmp(step, "logging in") == 0)
             snprintf(why, size, "%s: %s (a wrong user or password, or a vhost %s does not "
                      "let it in, closes the connection this way)",
                      step, text, cfg->vhost);

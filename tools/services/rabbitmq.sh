@@ -14,6 +14,9 @@
 #   tools/services/rabbitmq.sh kill DIR     SIGKILL the node, as after a crash (its epmd
 #                                           stays, as a machine's would; stop ends it)
 #   tools/services/rabbitmq.sh status DIR   exit 0 when the node runs
+#   tools/services/rabbitmq.sh ctl DIR ARGS...
+#                                           rabbitmqctl ARGS on the node (the tests change
+#                                           a password, close connections)
 #
 # Everything lives under DIR: HOME (the Erlang cookie, which rabbitmqctl reads
 # too), the Mnesia database, the logs, the configuration file and the
@@ -29,6 +32,12 @@
 # TLS on the next free port, with the certificate for localhost that
 # tools/services/tls.sh makes in DIR/tls, and the exports add
 # OUTBOX_RABBITMQ_TLS_URI (amqps://...@localhost:PORT/%2f?tls_ca=DIR/tls/ca.pem).
+# The node then also has a user "outbox" with a random password (made once
+# per DIR, in DIR/tls/amqp.password) and full rights on "/", and the exports
+# add OUTBOX_RABBITMQ_PASSWORD and OUTBOX_RABBITMQ_TLS_USER_URI (that user,
+# over TLS). OUTBOX_RABBITMQ_TLS_VERIFY=1 makes the TLS listener require a
+# client certificate signed by the test CA; OUTBOX_RABBITMQ_TLS_CERT=wronghost
+# presents the certificate for wrong-host.invalid instead of localhost's.
 #
 # Every command is idempotent: start on a running node only prints the
 # exports, stop or kill on a stopped one does nothing.
@@ -45,13 +54,14 @@ die() {
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-    echo "usage: $0 start|env|stop|kill|status DIR" >&2
+    echo "usage: $0 start|env|stop|kill|status DIR, or ctl DIR ARGS..." >&2
     exit 2
 }
 
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || { [ $# -gt 2 ] && [ "$1" = ctl ]; } || usage
 cmd=$1
 dir=$2
+shift 2
 
 ensure_packages() {
     if [ ! -x "$rabbit_bin/rabbitmq-server" ] || ! command -v epmd >/dev/null 2>&1; then
@@ -146,7 +156,19 @@ choose_ports() {
 # its own user, so its key is made readable to it.
 make_certs() {
     "$here/tools/services/tls.sh" make "$dir/tls" >/dev/null || die "no certificates for the TLS listener"
-    chmod 644 "$dir/tls/server.key"
+    chmod 644 "$dir/tls/server.key" "$dir/tls/wronghost.key"
+    [ -f "$dir/tls/amqp.password" ] || od -An -N12 -tx1 /dev/urandom | tr -d ' \n' >"$dir/tls/amqp.password"
+}
+
+# The TLS mode's user, once the node runs.
+tls_user() {
+    local pw
+    pw=$(cat "$dir/tls/amqp.password")
+    {
+        "$rabbit_bin/rabbitmqctl" -q list_users | grep -q '^outbox\b' ||
+            "$rabbit_bin/rabbitmqctl" -q add_user outbox "$pw"
+        "$rabbit_bin/rabbitmqctl" -q set_permissions -p / outbox '.*' '.*' '.*'
+    } >/dev/null 2>"$dir/tls/user.err" || die "making the TLS mode's user failed: $(tail -1 "$dir/tls/user.err")"
 }
 
 print_env() {
@@ -156,7 +178,14 @@ print_env() {
     echo "export OUTBOX_RABBITMQ_DIR=$dir"
     echo "export OUTBOX_RABBITMQ_PORT=$port"
     if [ -f "$dir/tls_port" ]; then
-        echo "export OUTBOX_RABBITMQ_TLS_URI=amqps://guest:guest@localhost:$(cat "$dir/tls_port")/%2f?tls_ca=$dir/tls/ca.pem"
+        local tp pw
+        tp=$(cat "$dir/tls_port")
+        pw=$(cat "$dir/tls/amqp.password")
+        echo "export OUTBOX_RABBITMQ_TLS_URI=amqps://guest:guest@localhost:$tp/%2f?tls_ca=$dir/tls/ca.pem"
+        echo "export OUTBOX_RABBITMQ_TLS_DIR=$dir/tls"
+        echo "export OUTBOX_RABBITMQ_TLS_PORT=$tp"
+        echo "export OUTBOX_RABBITMQ_PASSWORD=$pw"
+        echo "export OUTBOX_RABBITMQ_TLS_USER_URI=amqps://outbox:$pw@localhost:$tp/%2f?tls_ca=$dir/tls/ca.pem"
     fi
 }
 
@@ -174,13 +203,16 @@ vm_memory_high_watermark.absolute = 1GB
 EOF
     if [ -f "$dir/tls_port" ]; then
         make_certs
+        local cert=${OUTBOX_RABBITMQ_TLS_CERT:-server} verify=verify_none required=false
+        [ -f "$dir/tls/$cert.pem" ] || die "OUTBOX_RABBITMQ_TLS_CERT=$cert: no such certificate"
+        if [ "${OUTBOX_RABBITMQ_TLS_VERIFY:-}" = 1 ]; then verify=verify_peer required=true; fi
         cat >>"$dir/rabbitmq.conf" <<EOF
 listeners.ssl.1 = 127.0.0.1:$(cat "$dir/tls_port")
 ssl_options.cacertfile = $dir/tls/ca.pem
-ssl_options.certfile = $dir/tls/server.pem
-ssl_options.keyfile = $dir/tls/server.key
-ssl_options.verify = verify_none
-ssl_options.fail_if_no_peer_cert = false
+ssl_options.certfile = $dir/tls/$cert.pem
+ssl_options.keyfile = $dir/tls/$cert.key
+ssl_options.verify = $verify
+ssl_options.fail_if_no_peer_cert = $required
 EOF
     fi
 }
@@ -224,6 +256,7 @@ start() {
         kill -0 "$pid" 2>/dev/null || { tail -30 "$dir/log/server.out" >&2; die "rabbitmq-server exited at start"; }
         if port_in_use "$port"; then
             if timeout 60 "$rabbit_bin/rabbitmqctl" -q await_startup --timeout 50 >/dev/null 2>&1; then
+                [ ! -f "$dir/tls_port" ] || tls_user
                 print_env
                 return 0
             fi
@@ -270,6 +303,12 @@ kill)
     ;;
 status)
     running
+    ;;
+ctl)
+    running || die "no node running in $dir"
+    dir=$(cd "$dir" && pwd)
+    node_env
+    "$rabbit_bin/rabbitmqctl" -q "$@"
     ;;
 *)
     usage
