@@ -24,7 +24,12 @@
 #
 # The server listens on 127.0.0.1, on the first free port from OUTBOX_REDIS_PORT
 # (default 23379). OUTBOX_REDIS_PASSWORD, when set at the first start, makes it
-# require that password (requirepass) from then on.
+# require that password (requirepass) from then on. OUTBOX_REDIS_ACL=1 at the
+# first start adds an ACL user "outbox" with a random password (made once per
+# DIR, in DIR/acl.password) and every right; the default user stays as it is
+# (the tests' own redis-cli), and the exports add OUTBOX_REDIS_ACL_PASSWORD
+# and OUTBOX_REDIS_ACL_URI (redis://outbox:PASSWORD@...). TLS: the Debian
+# hiredis the sink is built on has none (see docs/sinks.md).
 #
 # Durability: --appendonly yes --appendfsync always. Redis then writes and
 # fsyncs the append-only file before it sends the replies of the commands it
@@ -115,6 +120,10 @@ print_env() {
     echo "export OUTBOX_REDIS_URI=redis://127.0.0.1:$port"
     echo "export OUTBOX_REDIS_DIR=$dir"
     echo "export OUTBOX_REDIS_PORT=$port"
+    if [ -f "$dir/acl.password" ]; then
+        echo "export OUTBOX_REDIS_ACL_PASSWORD=$(cat "$dir/acl.password")"
+        echo "export OUTBOX_REDIS_ACL_URI=redis://outbox:$(cat "$dir/acl.password")@127.0.0.1:$port"
+    fi
 }
 
 start() {
@@ -141,6 +150,10 @@ start() {
             : >"$dir/redis.conf"
             if [ -n "${OUTBOX_REDIS_PASSWORD:-}" ]; then
                 printf 'requirepass "%s"\n' "$OUTBOX_REDIS_PASSWORD" >>"$dir/redis.conf"
+            fi
+            if [ "${OUTBOX_REDIS_ACL:-}" = 1 ]; then
+                od -An -N12 -tx1 /dev/urandom | tr -d ' \n' >"$dir/acl.password"
+                printf 'user outbox on >%s ~* &* +@all\n' "$(cat "$dir/acl.password")" >>"$dir/redis.conf"
             fi
         )
     fi
