@@ -92,7 +92,18 @@ static int hello(mongo_handle_t *h, outbox_diag_t *d)
         bson_destroy(&cmd);
     }
     if (!ok) {
-        int rc = outbox_mongo_error(d, &e, &reply, "connecting to MongoDB");
+        /* A TLS server that wants a client certificate closes the session
+         * after the handshake (TLS 1.3), which libmongoc reports only as a
+         * missing reply: say what it likely means. */
+        const mongoc_uri_t *uri = mongoc_client_get_uri(h->client);
+        int tls_no_cert = mongoc_uri_get_tls(uri) &&
+                          mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, NULL) == NULL &&
+                          strstr(e.message, "Failed to receive length header") != NULL;
+        int rc = outbox_mongo_error(d, &e, &reply,
+                                    tls_no_cert ? "connecting to MongoDB (the server closed the TLS session: one "
+                                                  "that requires a client certificate, tlsCertificateKeyFile, does "
+                                                  "this)"
+                                                : "connecting to MongoDB");
         bson_destroy(&reply);
         return rc;
     }

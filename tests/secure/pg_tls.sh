@@ -19,11 +19,12 @@
 #   pg_tls.sh OUTBOX_CLI
 . "$(dirname "$0")/../harness/harness.sh"
 use_outbox "$1"
+. "$(dirname "$0")/secure.sh"
 need_cmd psql postgresql-client
 need_cmd curl curl
 
 ROUTE=orders
-OUT=$TMP/out.jsonl
+EVENTS=$TMP/events.jsonl
 OUTBOX_PG_TLS=1 private_server postgres pg
 eval "$("$SERVICES/postgres.sh" env "$PRIV_DIR")"
 URI=$PRIV_URI # the trusted test user, for the checks' own psql
@@ -43,53 +44,35 @@ rows() { q "SELECT count(*) FILTER (WHERE status = 'pending') || ' ' || count(*)
 
 # ------------------------------------------------------------ happy paths
 stage_load "$SCRAM" "$ROUTE" 2000 24 500
-"$OUTBOX" relay --store "$SCRAM" --route "$ROUTE" --sink "file:$OUT" --until-idle 2>"$TMP/happy.log"
+"$OUTBOX" relay --store "$SCRAM" --route "$ROUTE" --sink "file:$EVENTS" --until-idle 2>"$TMP/happy.log"
 rc=$?
 [ "$rc" = 0 ] && pass "a relay over TLS with the password drained with exit 0" ||
     fail "the relay over TLS with the password exited $rc: $(tail -1 "$TMP/happy.log")"
 stage_load "$CERT" "$ROUTE" 1000 24 500
-"$OUTBOX" relay --store "$CERT" --route "$ROUTE" --sink "file:$OUT" --until-idle 2>"$TMP/cert.log"
+"$OUTBOX" relay --store "$CERT" --route "$ROUTE" --sink "file:$EVENTS" --until-idle 2>"$TMP/cert.log"
 rc=$?
 [ "$rc" = 0 ] && pass "a relay presenting the client certificate drained with exit 0" ||
     fail "the relay with the client certificate exited $rc: $(tail -1 "$TMP/cert.log")"
 staged_pg "$TMP/staged" outbox
-analyze "$TMP/staged.ids" "$OUT" 0
+analyze "$TMP/staged.ids" "$EVENTS" 0
 [ "$(rows)" = "0 3000 0 3000" ] && pass "3000 rows published over TLS, each with one attempt" ||
     fail "pending published dead attempts = $(rows), expected 0 3000 0 3000"
 
 # ------------------------------------------------------------ refusals
-# refused NAME URI PATTERN WHAT: a relay on URI exits 2 with one line on
-# stderr matching PATTERN, and touches no row.
-refused() {
-    local name=$1 uri=$2 pattern=$3 what=$4 before lines
-    before=$(rows)
-    "$OUTBOX" relay --store "$uri" --route "$ROUTE" --sink "file:$TMP/$name.jsonl" --until-idle \
-        2>"$TMP/$name.err" >"$TMP/$name.out"
-    local rc=$?
-    lines=$(wc -l <"$TMP/$name.err")
-    if [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -Eq -- "$pattern" "$TMP/$name.err"; then
-        pass "$what: exit 2, one line: $(cat "$TMP/$name.err")"
-    else
-        fail "$what: exit $rc, $lines lines, expected one matching /$pattern/: $(head -3 "$TMP/$name.err")"
-    fi
-    [ "$(rows)" = "$before" ] || fail "$what: rows changed: $before -> $(rows)"
-    no_secret_in "$TMP/$name.err" "$PW" "$what: the message"
-}
 stage_load "$URI" "$ROUTE" 100 4 100
-refused other_ca "${SCRAM/ca.pem/other-ca.pem}" "certificate verify failed" \
-    "a CA that did not sign the server"
-refused bad_password "${SCRAM/:$PW@/:not-the-password@}" "password authentication failed for user \"outbox_scram\"" \
-    "a wrong password"
-no_secret_in "$TMP/bad_password.err" "not-the-password" "a wrong password: the message"
-refused no_cert "${CERT%%&sslcert=*}" "requires a valid client certificate" \
-    "the certificate user without a client certificate"
-refused no_tls "${SCRAM/sslmode=verify-full/sslmode=disable}" "no encryption" \
-    "the password user without TLS"
+store_refused other_ca "${SCRAM/ca.pem/other-ca.pem}" "certificate verify failed" \
+    "a CA that did not sign the server" "$PW"
+store_refused bad_password "${SCRAM/:$PW@/:not-the-password@}" "password authentication failed for user \"outbox_scram\"" \
+    "a wrong password" "$PW" "not-the-password"
+store_refused no_cert "${CERT%%&sslcert=*}" "requires a valid client certificate" \
+    "the certificate user without a client certificate" "$PW"
+store_refused no_tls "${SCRAM/sslmode=verify-full/sslmode=disable}" "no encryption" \
+    "the password user without TLS" "$PW"
 # A server presenting a certificate of the same CA for another name.
 OUTBOX_PG_TLS=1 OUTBOX_PG_TLS_CERT=wronghost private_server postgres pgwrong
 WRONG=$(env -i bash -c "$("$SERVICES/postgres.sh" env "$PRIV_DIR"); printf %s \"\$OUTBOX_PG_SCRAM_URI\"")
-refused wrong_host "$WRONG" 'server certificate for "wrong-host.invalid" does not match host name "localhost"' \
-    "a server certificate for another host name"
+store_refused wrong_host "$WRONG" 'server certificate for "wrong-host.invalid" does not match host name "localhost"' \
+    "a server certificate for another host name" "$PW"
 
 # The same failures in every log format, with a metrics endpoint asked for.
 for fmt in text logfmt json; do
@@ -105,7 +88,7 @@ cat >"$TMP/relay.yaml" <<EOF
 stores:
   db: {uri: "postgresql://outbox_scram:\${PGPW}@localhost:$OUTBOX_PG_PORT/outbox_test?sslmode=verify-full&sslrootcert=$T/ca.pem&application_name=tls_relay"}
 sinks:
-  out: {uri: "file:$OUT"}
+  out: {uri: "file:$EVENTS"}
 routes:
   $ROUTE: {store: db, sink: out, batch: 50, poll: 20ms, backoff_base: 100ms, backoff_cap: 500ms}
 EOF
@@ -156,7 +139,7 @@ wait_until 60 _drained && pass "restarted with the new password from \${PGPW}, t
     fail "after the restart: $(rows)"
 stop_process "$R" TERM
 staged_pg "$TMP/staged" outbox
-analyze "$TMP/staged.ids" "$OUT" 0
+analyze "$TMP/staged.ids" "$EVENTS" 0
 [ "$(q "SELECT count(*) FROM outbox WHERE status <> 'published'")" = 0 ] &&
     pass "nothing lost: every row published" || fail "after the rotation: $(rows)"
 finish

@@ -1,6 +1,6 @@
-# What the sink tests of tests/secure share (sourced after
-# tests/harness/harness.sh): an SQLite store in $TMP and the cases every
-# sink over TLS runs the same way.
+# What the tests of tests/secure share (sourced after
+# tests/harness/harness.sh): an SQLite store in $TMP, and the refusal case
+# every store and every sink runs the same way.
 
 # secure_store: an SQLite outbox ($DB, its URI in $S) for route $ROUTE.
 secure_store() {
@@ -41,5 +41,29 @@ sink_refused() {
     local s
     for s in "$@"; do
         no_secret_in "$TMP/$name.err" "$s" "$what: the relay's output"
+    done
+}
+
+# store_refused NAME URI PATTERN WHAT [SECRET...]: a relay on the store URI
+# exits 2 with one line on stderr matching PATTERN and touches no row
+# (`rows`, which the test defines, reads the same before and after); no
+# SECRET in what it printed.
+store_refused() {
+    local name=$1 uri=$2 pattern=$3 what=$4 before lines
+    shift 4
+    before=$(rows)
+    "$OUTBOX" relay --store "$uri" --route "$ROUTE" --sink "file:$TMP/$name.jsonl" --until-idle \
+        2>"$TMP/$name.err" >"$TMP/$name.out"
+    local rc=$?
+    lines=$(wc -l <"$TMP/$name.err")
+    if [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -Eq -- "$pattern" "$TMP/$name.err"; then
+        pass "$what: exit 2, one line: $(cat "$TMP/$name.err")"
+    else
+        fail "$what: exit $rc, $lines lines, expected one matching /$pattern/: $(head -3 "$TMP/$name.err")"
+    fi
+    [ "$(rows)" = "$before" ] || fail "$what: rows changed: $before -> $(rows)"
+    local s
+    for s in "$@"; do
+        no_secret_in "$TMP/$name.err" "$s" "$what: the message"
     done
 }

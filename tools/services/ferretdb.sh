@@ -25,6 +25,17 @@
 # (default 23017), with its debug (metrics) port on the next free one after it.
 # It is ready when a TCP connection to its port succeeds.
 #
+# With OUTBOX_MONGO_TLS=1 at the first start the server also listens for TLS
+# on the next free port (the certificates of tools/services/tls.sh, made in
+# DIR/tls; OUTBOX_MONGO_TLS_CERT=wronghost presents the one for
+# wrong-host.invalid; OUTBOX_MONGO_TLS_VERIFY=1 requires a client
+# certificate signed by the test CA), and takes authentication (FerretDB's
+# experimental SCRAM, --test-enable-new-auth) on both listeners: a user
+# "outbox" of the test database, with a random password made once per DIR
+# (DIR/tls/mongo.password). The exports then add OUTBOX_MONGO_TLS_DIR,
+# OUTBOX_MONGO_PASSWORD and OUTBOX_MONGO_TLS_URI (that user over TLS,
+# SCRAM-SHA-256, the test CA); OUTBOX_MONGO_URI then names the user too.
+#
 # Every command is idempotent: start on a running server only prints the
 # exports, stop or kill on a stopped one does nothing.
 set -euo pipefail
@@ -110,9 +121,35 @@ running() {
 print_env() {
     local port
     port=$(cat "$dir/port")
-    echo "export OUTBOX_MONGO_URI='mongodb://127.0.0.1:$port/$db_name?$uri_options'"
+    if [ -f "$dir/tls_port" ]; then
+        local pw tp t=$dir/tls
+        pw=$(cat "$t/mongo.password")
+        tp=$(cat "$dir/tls_port")
+        echo "export OUTBOX_MONGO_URI='mongodb://outbox:$pw@127.0.0.1:$port/$db_name?$uri_options&authMechanism=SCRAM-SHA-256'"
+        echo "export OUTBOX_MONGO_TLS_DIR=$t"
+        echo "export OUTBOX_MONGO_TLS_PORT=$tp"
+        echo "export OUTBOX_MONGO_PASSWORD=$pw"
+        echo "export OUTBOX_MONGO_TLS_URI='mongodb://outbox:$pw@localhost:$tp/$db_name?$uri_options&authMechanism=SCRAM-SHA-256&tls=true&tlsCAFile=$t/ca.pem'"
+    else
+        echo "export OUTBOX_MONGO_URI='mongodb://127.0.0.1:$port/$db_name?$uri_options'"
+    fi
     echo "export OUTBOX_MONGO_DIR=$dir"
     echo "export OUTBOX_MONGO_PORT=$port"
+}
+
+# The TLS mode's arguments (certificates, the password once per DIR).
+tls_args() {
+    local t=$dir/tls cert=${OUTBOX_MONGO_TLS_CERT:-server}
+    "$here/tools/services/tls.sh" make "$t" >/dev/null || die "no certificates for the TLS listener"
+    [ -f "$t/$cert.pem" ] || die "OUTBOX_MONGO_TLS_CERT=$cert: no such certificate"
+    [ -f "$t/mongo.password" ] || od -An -N12 -tx1 /dev/urandom | tr -d ' \n' >"$t/mongo.password"
+    TLS_ARGS=(--listen-tls="127.0.0.1:$(cat "$dir/tls_port")" --listen-tls-cert-file="$t/$cert.pem"
+        --listen-tls-key-file="$t/$cert.key" --test-enable-new-auth --setup-database="$db_name"
+        --setup-username=outbox)
+    # The password through the environment, not the command line (ps).
+    FERRETDB_SETUP_PASSWORD=$(cat "$t/mongo.password")
+    export FERRETDB_SETUP_PASSWORD
+    [ "${OUTBOX_MONGO_TLS_VERIFY:-}" != 1 ] || TLS_ARGS+=(--listen-tls-ca-file="$t/ca.pem")
 }
 
 start() {
@@ -134,7 +171,10 @@ start() {
         dport=$(free_port $((port + 1)) "$port")
         echo "$port" >"$dir/port"
         echo "$dport" >"$dir/debug_port"
+        [ "${OUTBOX_MONGO_TLS:-}" != 1 ] || free_port $((dport + 1)) "$port" "$dport" >"$dir/tls_port"
     fi
+    TLS_ARGS=()
+    [ ! -f "$dir/tls_port" ] || tls_args
     # A session of its own, like a daemon: whoever ran start may be a
     # process group that is killed as a whole when it ends (a Check test
     # case is), and the server must outlive it.
@@ -145,7 +185,7 @@ start() {
     # queries, and the collector's share of that halves when it runs less.
     GOGC=800 setsid "$bin" --handler=sqlite --sqlite-url="file:$dir/data/?_pragma=synchronous(off)" \
         --listen-addr="127.0.0.1:$port" --debug-addr="127.0.0.1:$dport" \
-        --state-dir="$dir/state" --telemetry=disable --log-level=warn \
+        --state-dir="$dir/state" --telemetry=disable --log-level=warn "${TLS_ARGS[@]}" \
         >>"$dir/server.log" 2>&1 </dev/null &
     echo $! >"$dir/pid"
     local i
