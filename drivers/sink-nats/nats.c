@@ -229,7 +229,7 @@ static int nats_open(const outbox_sink_open_t *params, void **handle, outbox_dia
                  ? parse_uri(params->uri, h, d)
                  : host->error(d, OUTBOX_ENOMEM, "out of memory opening the NATS sink");
     if (rc == OUTBOX_OK)
-        rc = outbox_nats_connect(h, &h->nc, d);
+        rc = outbox_nats_connect(h, &h->nc, h->open_error, sizeof h->open_error, d);
     if (rc == OUTBOX_OK)
         rc = outbox_nats_jetstream(h->nc, h->timeout_ms, outbox_nats_on_ack, h, &h->js, d);
     if (rc != OUTBOX_OK) {

@@ -44,6 +44,9 @@ typedef struct nats_sink {
     int64_t timeout_ms;   /* the longest a publish call waits for PubAcks */
     char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
     outbox_redactor_t *redactor; /* the URI's secrets, to take out of libnats' texts */
+    /* Why the first attempt to connect at open failed, until the
+     * connection is first seen up; "" when it did not fail. */
+    char open_error[256];
     /* The publish call in progress, which the PubAck handler (a libnats
      * thread) fills in; NULL between calls. */
     pthread_mutex_t mu;
@@ -66,8 +69,15 @@ void outbox_nats_stream_name(const char *subject, char *out, size_t size);
 /* nats_conn.c */
 /* Connects as h's URI says, with retry on a failed connect and
  * reconnects forever: a server that is down at open is not an error (the
- * connection is then pending and comes up by itself). */
-int outbox_nats_connect(const nats_sink_t *h, natsConnection **nc, outbox_diag_t *d);
+ * connection is then pending and comes up by itself). With why non-NULL,
+ * the first attempt is made without retries, and why it failed goes to
+ * why ("" when it did not). */
+int outbox_nats_connect(const nats_sink_t *h, natsConnection **nc, char *why, size_t why_size,
+                        outbox_diag_t *d);
+/* 0 when h's connection is up; else 1, with a message into out that says
+ * so and why (libnats' last error on it, or h->open_error while it never
+ * came up). */
+int outbox_nats_down(nats_sink_t *h, char *out, size_t size);
 /* A JetStream context on nc; ack_handler/closure for async publishing,
  * NULL for one that only makes requests. */
 int outbox_nats_jetstream(natsConnection *nc, int64_t wait_ms, jsPubAckHandler ack_handler,

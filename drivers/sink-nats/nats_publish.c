@@ -327,10 +327,7 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
     int64_t deadline = host->monotonic_us() + h->timeout_ms * 1000;
     do {
         char skip[OUTBOX_MESSAGE_MAX] = "";
-        if (natsConnection_Status(h->nc) != NATS_CONN_STATUS_CONNECTED)
-            snprintf(skip, sizeof skip, "not connected to the NATS server (%s): reconnecting",
-                     h->shown);
-        else if (host->monotonic_us() >= deadline)
+        if (!outbox_nats_down(h, skip, sizeof skip) && host->monotonic_us() >= deadline)
             snprintf(skip, sizeof skip,
                      "not sent: the call's PubAck timeout of %s was spent on events ahead of it",
                      tmo);

@@ -128,7 +128,7 @@ int outbox_nats_reader_open(void *handle, const char *destination, void **reader
     memset(r, 0, sizeof *r);
     outbox_kit_received_init(&r->attrs, host);
     snprintf(r->shown, sizeof r->shown, "%s", h->shown);
-    rc = outbox_nats_connect(h, &r->nc, d);
+    rc = outbox_nats_connect(h, &r->nc, NULL, 0, d);
     if (rc == OUTBOX_OK)
         rc = outbox_nats_jetstream(r->nc, h->timeout_ms, NULL, NULL, &r->js, d);
     if (rc == OUTBOX_OK) {

@@ -98,7 +98,8 @@ static int hello(mongo_handle_t *h, outbox_diag_t *d)
         const mongoc_uri_t *uri = mongoc_client_get_uri(h->client);
         int tls_no_cert = mongoc_uri_get_tls(uri) &&
                           mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, NULL) == NULL &&
-                          strstr(e.message, "Failed to receive length header") != NULL;
+                          (strstr(e.message, "Failed to receive length header") != NULL ||
+                           strstr(e.message, "connection closed") != NULL);
         int rc = outbox_mongo_error(d, &e, &reply,
                                     tls_no_cert ? "connecting to MongoDB (the server closed the TLS session: one "
                                                   "that requires a client certificate, tlsCertificateKeyFile, does "

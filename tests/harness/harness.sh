@@ -375,13 +375,19 @@ no_secret_in() {
 }
 
 _lacks() {
-    local flags=$1 line
-    if grep -q "$flags" -- "$3" "$2"; then
+    local flags=$1 line rc
+    # A file that cannot be read shows nothing, and proves nothing.
+    [ -f "$2" ] && [ -r "$2" ] || { fail "$4: cannot read $2"; return; }
+    grep -q "$flags" -- "$3" "$2"
+    rc=$?
+    if [ "$rc" = 0 ]; then
         line=$(grep "$flags" -m1 -- "$3" "$2")
         [ -n "${5:-}" ] && line=${line//"$5"/***}
         fail "$4: $line"
-    else
+    elif [ "$rc" = 1 ]; then
         pass "$4"
+    else
+        fail "$4: grep failed on $2"
     fi
 }
 

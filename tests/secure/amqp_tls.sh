@@ -54,7 +54,7 @@ stage_load "$S" "$ROUTE" 1000 16 500
 rc=$?
 [ "$rc" = 0 ] && pass "a relay over amqps:// with the CA and the password drained with exit 0" ||
     fail "the relay over TLS exited $rc: $(tail -1 "$TMP/happy.err")"
-no_secret_in "$TMP/happy.err" "$PW" "the relay's log"
+no_secret_in "$PW" "$TMP/happy.err" "the relay's log"
 
 # ------------------------------------------------------------ refusals
 stage_load "$S" "$ROUTE" 40 4 40
@@ -65,7 +65,7 @@ sink_refused bad_password "$(uri not-the-password)" "ACCESS_REFUSED - Login was 
 for fmt in text logfmt json; do
     "$OUTBOX" relay --store "$S" --route "$ROUTE" --sink "$(uri not-the-password)" --until-idle \
         --backoff-base 50ms --backoff-cap 100ms --log-format "$fmt" 2>"$TMP/fmt-$fmt.err"
-    no_secret_in "$TMP/fmt-$fmt.err" "not-the-password" "--log-format $fmt, wrong password"
+    no_secret_in "not-the-password" "$TMP/fmt-$fmt.err" "--log-format $fmt, wrong password"
 done
 
 # ------------------------------------------------------------ rotation
@@ -77,7 +77,7 @@ sinks:
 routes:
   $ROUTE: {store: db, sink: broker, batch: 20, poll: 20ms, backoff_base: 100ms, backoff_cap: 500ms}
 EOF
-AMQP_PW=$PW expect 0 config check "$TMP/relay.yaml" && no_secret_in "$OUT" "$PW" "config check"
+AMQP_PW=$PW expect 0 config check "$TMP/relay.yaml" && no_secret_in "$PW" "$OUT" "config check"
 AMQP_PW=$PW background rotate "$OUTBOX" relay --config "$TMP/relay.yaml" --log-format json
 R=$BG_PID
 _drained() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'published'")" = 0 ]; }
@@ -95,7 +95,7 @@ sleep 1
 [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'dead'")" = 0 ] &&
     [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")" -gt 0 ] &&
     pass "meanwhile rows wait and none is dead" || fail "while locked out: $(pending_state)"
-for s in "$PW" "$NEWPW"; do no_secret_in "$TMP/rotate.log" "$s" "the locked-out relay's JSON log"; done
+for s in "$PW" "$NEWPW"; do no_secret_in "$s" "$TMP/rotate.log" "the locked-out relay's JSON log"; done
 kill -0 "$R" 2>/dev/null && pass "the relay keeps running while refused" || fail "the relay died"
 stop_process "$R" TERM
 [ "$RC" = 0 ] || fail "the locked-out relay exited $RC on SIGTERM"

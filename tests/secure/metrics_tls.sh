@@ -59,7 +59,7 @@ expect_error "m\.yaml:4: metrics: tls_cert and tls_key go together" config check
 printf '%s\n' "${base[@]}" "metrics: {listen: \"127.0.0.1:9464\", user: prom, password: \"\${MPW}\"," \
     "  tls_cert: \"$T/server.pem\", tls_key: \"$T/server.key\"}" >"$F"
 MPW=$PW expect 0 config check "$F" && pass "config check takes tls_cert, tls_key, user and password"
-no_secret_in "$OUT" "$PW" "config check"
+no_secret_in "$PW" "$OUT" "config check"
 
 # ------------------------------------------------------------ serving
 # From the config file, the password from ${MPW}; port chosen here.
@@ -133,6 +133,6 @@ else
 fi
 stop_process "$PID" TERM
 [ "$RC" = 0 ] && pass "the relay stops cleanly on SIGTERM" || fail "the relay exited $RC"
-no_secret_in "$LOG" "$PW" "the relay's log"
+no_secret_in "$PW" "$LOG" "the relay's log"
 lacks "$LOG" '^Error|handshake' "the relay's stderr has no TLS library lines"
 finish

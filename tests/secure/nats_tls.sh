@@ -65,21 +65,25 @@ else:
 PYEOF
 export READ_STREAM_DIR=$SRC_ROOT/tests/integration/nats
 
-# took_server: after `OUTBOX_NATS_TLS=1 ... private_server nats NAME`, its
-# exports as S_DIR, S_PW, S_T (the certificates), S_PORT, S_MPORT,
-# S_URI (the sink URI for SUBJECT) and S_NC (the URL nats-py takes), and
-# its stream for SUBJECT, made over TLS.
-took_server() {
+# server_vars DIR: the exports of the TLS-mode server in DIR as S_DIR,
+# S_PW, S_T (the certificates), S_PORT, S_MPORT, S_URI (the sink URI for
+# SUBJECT) and S_NC (the URL nats-py takes).
+server_vars() {
     local env
-    env=$("$SERVICES/nats.sh" env "$PRIV_DIR") || { fail "no exports from $PRIV_DIR"; finish; }
+    env=$("$SERVICES/nats.sh" env "$1") || { fail "no exports from $1"; finish; }
     eval "$env"
-    S_DIR=$PRIV_DIR
+    S_DIR=$1
     S_PW=$OUTBOX_NATS_PASSWORD
     S_T=$OUTBOX_NATS_TLS_DIR
     S_PORT=$OUTBOX_NATS_PORT
-    S_MPORT=$(cat "$PRIV_DIR/monitor_port")
+    S_MPORT=$(cat "$1/monitor_port")
     S_URI=${OUTBOX_NATS_TLS_URI/\?//$SUBJECT?}
     S_NC=nats://outbox:$S_PW@localhost:$S_PORT
+}
+
+# add_stream [cert]: the stream for SUBJECT on the S_ server, made by
+# nats-py over TLS (with the client certificate).
+add_stream() {
     TLS_CA=$S_T/ca.pem TLS_CERT=${1:+$S_T/client.pem} TLS_KEY=${1:+$S_T/client.key} \
         "$PY" "$TMP/js.py" add "$S_NC" "$SUBJECT" >"$TMP/add.out" 2>&1 ||
         { fail "nats-py could not add stream $SUBJECT over TLS: $(tail -1 "$TMP/add.out")"; finish; }
@@ -168,9 +172,11 @@ refused() {
 started=$SECONDS
 # ------------------------------------------------ the password server
 OUTBOX_NATS_TLS=1 private_server nats plain
-took_server
-A_DIR=$S_DIR
+A_DIR=$PRIV_DIR
+server_vars "$A_DIR"
+add_stream
 new_db a
+DB_A=$DB
 stage_load "sqlite:$DB" "$ROUTE" 2000 24 500
 drains tls_happy "$S_URI" "over TLS, verifying the server, with user and password"
 read_back happy "$S_NC"
@@ -200,19 +206,15 @@ no_secret "$BADPW" "$TMP/bad.check" "config check of a file with the password in
 
 # A server presenting the test CA's certificate for wrong-host.invalid.
 OUTBOX_NATS_TLS=1 OUTBOX_NATS_TLS_CERT=wronghost private_server nats wronghost
-eval "$("$SERVICES/nats.sh" env "$PRIV_DIR")"
-W_PW=$OUTBOX_NATS_PASSWORD
-S_PW_A=$S_PW
-S_PW=$W_PW
-refused wrong_host "${OUTBOX_NATS_TLS_URI/\?//$SUBJECT?}" \
+server_vars "$PRIV_DIR"
+refused wrong_host "$S_URI" \
     'SSL handshake error: 62:hostname mismatch:expected=localhost:cert=/CN=wrong-host.invalid' \
     "a server certificate for another host name"
-S_PW=$S_PW_A
 
 # ------------------------------------------------ client certificates
 OUTBOX_NATS_TLS=1 OUTBOX_NATS_TLS_VERIFY=1 private_server nats verify
-took_server cert
-DB_A=$DB
+server_vars "$PRIV_DIR"
+add_stream cert
 new_db c
 stage_load "sqlite:$DB" "$ROUTE" 500 12 100
 refused no_cert "${S_URI%%&tls_cert=*}" 'does it require a client certificate\? set tls_cert and tls_key' \
@@ -224,8 +226,7 @@ read_back cert "$S_NC" cert
 # ------------------------------------------------ rotation
 # Back on the password server: a relay from a config file whose sink URI
 # takes the password from ${NATS_PASSWORD}.
-PRIV_DIR=$A_DIR
-took_server
+server_vars "$A_DIR"
 DB=$DB_A
 cat >"$TMP/relay.yaml" <<EOF
 stores:
@@ -260,7 +261,7 @@ held=$(published)
 sleep 1
 [ "$(published)" = "$held" ] && [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'dead'")" = 0 ] &&
     [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")" -ge 500 ] &&
-    pass "meanwhile nothing is published and nothing dead ($(rows | cut -d' ' -f1) pending)" ||
+    pass "meanwhile nothing is published and nothing dead ($(rows | cut -d' ' -f1) pending, with $(sql "SELECT coalesce(sum(attempts), 0) FROM outbox WHERE status = 'pending'") attempts charged)" ||
     fail "while locked out: pending/published/dead/attempts = $(rows), $held published before"
 kill -0 "$R" 2>/dev/null && pass "the relay keeps running through the refusals" || fail "the relay died"
 stop_process "$R" TERM

@@ -78,7 +78,7 @@ store_refused wrong_host "$WRONG" 'server certificate for "wrong-host.invalid" d
 for fmt in text logfmt json; do
     "$OUTBOX" relay --store "${SCRAM/:$PW@/:not-the-password@}" --route "$ROUTE" --sink "file:$TMP/x.jsonl" \
         --until-idle --log-format "$fmt" 2>"$TMP/fmt-$fmt.err"
-    no_secret_in "$TMP/fmt-$fmt.err" "not-the-password" "--log-format $fmt, wrong password"
+    no_secret_in "not-the-password" "$TMP/fmt-$fmt.err" "--log-format $fmt, wrong password"
 done
 
 # ------------------------------------------------------------ rotation
@@ -94,7 +94,7 @@ routes:
 EOF
 PGPW=$PW "$OUTBOX" config check "$TMP/relay.yaml" >"$TMP/check.out" 2>&1 ||
     fail "config check of the TLS config: $(tail -1 "$TMP/check.out")"
-no_secret_in "$TMP/check.out" "$PW" "config check"
+no_secret_in "$PW" "$TMP/check.out" "config check"
 MPORT=$(private_port)
 PGPW=$PW background rotate "$OUTBOX" relay --config "$TMP/relay.yaml" --metrics-listen "127.0.0.1:$MPORT" \
     --log-format logfmt
@@ -127,8 +127,8 @@ curl -s "http://127.0.0.1:$MPORT/metrics" >"$TMP/metrics.txt" || fail "no /metri
 curl -s "http://127.0.0.1:$MPORT/" >"$TMP/status.html" || fail "no status page from the relay"
 grep -q 'outbox_' "$TMP/metrics.txt" || fail "/metrics has no outbox series"
 for f in rotate.log metrics.txt status.html; do
-    no_secret_in "$TMP/$f" "$PW" "$f, old password"
-    no_secret_in "$TMP/$f" "$NEWPW" "$f, new password"
+    no_secret_in "$PW" "$TMP/$f" "$f, old password"
+    no_secret_in "$NEWPW" "$TMP/$f" "$f, new password"
 done
 kill -0 "$R" 2>/dev/null && pass "the relay keeps running through the refusals" || fail "the relay died"
 stop_process "$R" TERM

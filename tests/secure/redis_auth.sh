@@ -49,7 +49,7 @@ sink_refused bad_password "redis://outbox:not-the-password@127.0.0.1:$PORT" \
 for fmt in text logfmt json; do
     "$OUTBOX" relay --store "$S" --route "$ROUTE" --sink "redis://outbox:not-the-password@127.0.0.1:$PORT" \
         --until-idle --log-format "$fmt" 2>"$TMP/fmt-$fmt.err"
-    no_secret_in "$TMP/fmt-$fmt.err" "not-the-password" "--log-format $fmt, wrong password"
+    no_secret_in "not-the-password" "$TMP/fmt-$fmt.err" "--log-format $fmt, wrong password"
 done
 
 # ------------------------------------------------------------ rotation
@@ -61,7 +61,7 @@ sinks:
 routes:
   $ROUTE: {store: db, sink: streams, batch: 20, poll: 20ms, backoff_base: 100ms, backoff_cap: 500ms}
 EOF
-RPW=$PW expect 0 config check "$TMP/relay.yaml" && no_secret_in "$OUT" "$PW" "config check"
+RPW=$PW expect 0 config check "$TMP/relay.yaml" && no_secret_in "$PW" "$OUT" "config check"
 RPW=$PW background rotate "$OUTBOX" relay --config "$TMP/relay.yaml" --log-format logfmt
 R=$BG_PID
 _drained() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'published'")" = 0 ]; }
@@ -79,7 +79,7 @@ sleep 1
 [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'dead'")" = 0 ] &&
     [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")" -gt 0 ] &&
     pass "meanwhile rows wait and none is dead" || fail "while locked out: $(pending_state)"
-for s in "$PW" "$NEWPW"; do no_secret_in "$TMP/rotate.log" "$s" "the locked-out relay's log"; done
+for s in "$PW" "$NEWPW"; do no_secret_in "$s" "$TMP/rotate.log" "the locked-out relay's log"; done
 kill -0 "$R" 2>/dev/null && pass "the relay keeps running while refused" || fail "the relay died"
 stop_process "$R" TERM
 [ "$RC" = 0 ] || fail "the locked-out relay exited $RC on SIGTERM"

@@ -40,7 +40,7 @@ sink_refused() {
         fail "$what: pending charged dead = $(pending_state), expected ${before%% *} 0 0"
     local s
     for s in "$@"; do
-        no_secret_in "$TMP/$name.err" "$s" "$what: the relay's output"
+        no_secret_in "$s" "$TMP/$name.err" "$what: the relay's output"
     done
 }
 
@@ -64,6 +64,6 @@ store_refused() {
     [ "$(rows)" = "$before" ] || fail "$what: rows changed: $before -> $(rows)"
     local s
     for s in "$@"; do
-        no_secret_in "$TMP/$name.err" "$s" "$what: the message"
+        no_secret_in "$s" "$TMP/$name.err" "$what: the message"
     done
 }

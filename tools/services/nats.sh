@@ -10,10 +10,31 @@
 #                                       caller to remove)
 #   tools/services/nats.sh kill DIR     SIGKILL, as after a crash
 #   tools/services/nats.sh status DIR   exit 0 when it runs
+#   tools/services/nats.sh reload DIR   TLS mode: give user outbox the password now in
+#                                       DIR/tls.password, and wait until the running
+#                                       server has reloaded its configuration (SIGHUP);
+#                                       it then closes the connections that logged in
+#                                       with the old one
 #
 # The server listens on 127.0.0.1, on the first free port from OUTBOX_NATS_PORT
 # (default 23222), with its monitoring port on the next free one after it. It
 # is ready when /healthz?js-enabled-only=true answers on the monitoring port.
+#
+# TLS and authentication: with OUTBOX_NATS_TLS=1 at the first start, the
+# client port takes TLS only, with the certificates of tools/services/tls.sh
+# made in DIR/tls (OUTBOX_NATS_TLS_CERT=wronghost presents the one for
+# wrong-host.invalid instead of the one for localhost), and every client
+# must log in as user outbox with a password (made once per DIR, in
+# DIR/tls.password). With OUTBOX_NATS_TLS_VERIFY=1 as well, every client
+# must also present a certificate signed by the test CA (verify: true).
+# DIR/nats.conf keeps the mode, so a restart keeps it too. JetStream runs as
+# in the plain mode; the monitoring port stays plain HTTP. The exports then
+# add OUTBOX_NATS_TLS_DIR, OUTBOX_NATS_PASSWORD and OUTBOX_NATS_TLS_URI,
+# nats://outbox:PASSWORD@localhost:PORT?tls_ca=DIR/tls/ca.pem (and
+# &tls_cert=...&tls_key=..., the client certificate, when the server asks
+# for one; a subject goes before the `?`). OUTBOX_NATS_URI still names the
+# port without TLS or password, which such a server refuses. There is no
+# nkey or creds user: the nats sink has no option to log in with one.
 #
 # Every command is idempotent: start on a running server only prints the
 # exports, stop or kill on a stopped one does nothing.
@@ -30,7 +51,7 @@ die() {
 server_name=nats-server
 
 usage() {
-    echo "usage: $0 start|env|stop|kill|status DIR" >&2
+    echo "usage: $0 start|env|stop|kill|status|reload DIR" >&2
     exit 2
 }
 
@@ -70,6 +91,73 @@ print_env() {
     echo "export OUTBOX_NATS_URI=nats://127.0.0.1:$port"
     echo "export OUTBOX_NATS_DIR=$dir"
     echo "export OUTBOX_NATS_PORT=$port"
+    if [ -f "$dir/nats.conf" ]; then
+        local t=$dir/tls pw cert=
+        pw=$(cat "$dir/tls.password")
+        [ ! -f "$dir/tls.verify" ] || cert="&tls_cert=$t/client.pem&tls_key=$t/client.key"
+        echo "export OUTBOX_NATS_TLS_DIR=$t"
+        echo "export OUTBOX_NATS_PASSWORD=$pw"
+        echo "export OUTBOX_NATS_TLS_URI='nats://outbox:$pw@localhost:$port?tls_ca=$t/ca.pem$cert'"
+    fi
+}
+
+# DIR/auth.conf, which DIR/nats.conf includes: user outbox with the
+# password in DIR/tls.password. The password goes into URIs as it is.
+write_auth() {
+    local pw
+    pw=$(cat "$dir/tls.password")
+    case $pw in
+    '' | *[!A-Za-z0-9._~-]*) die "the password in $dir/tls.password is empty or not URI-safe ([A-Za-z0-9._~-])" ;;
+    esac
+    printf 'authorization {\n  users = [\n    {user: outbox, password: "%s"}\n  ]\n}\n' "$pw" \
+        >"$dir/auth.conf.new"
+    mv "$dir/auth.conf.new" "$dir/auth.conf"
+}
+
+# The TLS mode's files, once per DIR: the certificates, the password, and
+# the configuration.
+tls_setup() {
+    local t=$dir/tls cert=${OUTBOX_NATS_TLS_CERT:-server} verify=false
+    [ -f "$dir/nats.conf" ] && return 0
+    "$here/tools/services/tls.sh" make "$t" >/dev/null || die "no certificates for the TLS mode"
+    [ -f "$t/$cert.pem" ] || die "OUTBOX_NATS_TLS_CERT=$cert: no such certificate in $t"
+    [ -f "$dir/tls.password" ] || od -An -N12 -tx1 /dev/urandom | tr -d ' \n' >"$dir/tls.password"
+    if [ "${OUTBOX_NATS_TLS_VERIFY:-}" = 1 ]; then
+        verify=true
+        touch "$dir/tls.verify"
+    fi
+    write_auth
+    # JetStream from the file, not from -js: a reload of a file without it
+    # turns JetStream off (nats-server 2.9).
+    cat >"$dir/nats.conf" <<EOF
+jetstream {
+  store_dir: "$dir/js"
+}
+tls {
+  cert_file: "$t/$cert.pem"
+  key_file: "$t/$cert.key"
+  ca_file: "$t/ca.pem"
+  verify: $verify
+  timeout: 2
+}
+include auth.conf
+EOF
+}
+
+reload() {
+    [ -f "$dir/nats.conf" ] || die "the server in $dir is not in the TLS mode: nothing to reload"
+    running || die "no server running in $dir"
+    local before i
+    before=$(grep -c 'Reloaded server configuration' "$dir/server.log" || true)
+    write_auth
+    kill -HUP "$(pid_of)"
+    for i in $(seq 1 100); do
+        [ "$(grep -c 'Reloaded server configuration' "$dir/server.log" || true)" -gt "$before" ] &&
+            return 0
+        sleep 0.1
+    done
+    tail -5 "$dir/server.log" >&2
+    die "nats-server did not reload its configuration within 10 s"
 }
 
 start() {
@@ -80,14 +168,18 @@ start() {
         return 0
     fi
     # A restart keeps its ports, so clients reconnect to the same address.
-    local port mport
+    local port mport opts=(-js -sd "$dir/js")
     service_ports "$dir" "${OUTBOX_NATS_PORT:-23222}" port monitor_port
     port=$main_port
     mport=$other_port
+    if [ "${OUTBOX_NATS_TLS:-}" = 1 ] || [ -f "$dir/nats.conf" ]; then
+        tls_setup
+        opts=(-c "$dir/nats.conf")
+    fi
     # A session of its own, like a daemon: whoever ran start may be a
     # process group that is killed as a whole when it ends (a Check test
     # case is), and the server must outlive it.
-    setsid nats-server -js -sd "$dir/js" -a 127.0.0.1 -p "$port" -m "$mport" \
+    setsid nats-server "${opts[@]}" -a 127.0.0.1 -p "$port" -m "$mport" \
         >>"$dir/server.log" 2>&1 </dev/null &
     echo $! >"$dir/pid"
     local i
@@ -118,6 +210,11 @@ kill)
     ;;
 status)
     running
+    ;;
+reload)
+    [ -d "$dir" ] || die "no $dir"
+    dir=$(cd "$dir" && pwd)
+    reload
     ;;
 *)
     usage
