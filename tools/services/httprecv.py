@@ -1,13 +1,26 @@
 #!/usr/bin/env python3
 """A webhook receiver for the tests of the HTTP sink (standard library only).
 
-    httprecv.py --port P --dir DIR [--max-body BYTES] [--tls-cert PEM --tls-key PEM]
+    httprecv.py --port P --dir DIR [--max-body BYTES] [--tls-cert PEM --tls-key PEM
+                [--tls-ca PEM]] [--auth-file FILE]
 
 Every POST to a path that does not start with "/_" is a delivery. Unless a
 rule says otherwise, it is appended to that path's log in DIR and the log is
 fsync'ed, and only then answered 200: what was acknowledged survives a stop
 or a crash of the receiver. A body over --max-body (default 1 MiB) is read,
-dropped and answered 413. With --tls-cert and --tls-key it serves HTTPS.
+dropped and answered 413. With --tls-cert and --tls-key it serves HTTPS;
+with --tls-ca too, only to clients presenting a certificate that CA signed
+(the handshake fails without one).
+
+With --auth-file, a file holding "user:password", every request but the
+inspection protocol's and GET /_health (deliveries and /_control alike)
+must carry that user and password as HTTP basic authentication, or is
+answered 401 with WWW-Authenticate: Basic and stores nothing. The file is
+read again on each such request, so a test changes the password by
+writing the file anew (write another and rename it over, so no request
+reads it half-written); without a readable "user:password" line every
+request is refused. The inspection protocol stays open, so the tests read
+back the same way in every mode.
 
 The inspection protocol (what the sink's reader speaks):
 
@@ -35,7 +48,9 @@ Misbehaving, for the tests: POST /_control with a JSON object
 The first rule that matches a delivery applies to it.
 """
 import argparse
+import base64
 import hashlib
+import hmac
 import json
 import os
 import socket
@@ -113,8 +128,9 @@ class Log:
 
 
 class State:
-    def __init__(self, directory, max_body):
+    def __init__(self, directory, max_body, auth_file=None):
         self.dir = directory
+        self.auth_file = auth_file
         self.default_max_body = max_body
         self.max_body = max_body
         self.rules = []
@@ -131,6 +147,30 @@ class State:
                         f.write("%s %s\n" % (name, path))
                 self.logs[path] = Log(filename)
             return self.logs[path]
+
+    def credentials(self):
+        """b"user:password" from the auth file, or None when unreadable."""
+        try:
+            with open(self.auth_file, "rb") as f:
+                line = f.readline().rstrip(b"\r\n")
+        except OSError:
+            return None
+        return line if b":" in line else None
+
+    def authorized(self, header):
+        """Whether an Authorization header value carries the auth file's
+        user and password (always, without an auth file)."""
+        if self.auth_file is None:
+            return True
+        want = self.credentials()
+        scheme, _, token = (header or "").partition(" ")
+        if want is None or scheme.lower() != "basic":
+            return False
+        try:
+            got = base64.b64decode(token.strip(), validate=True)
+        except ValueError:
+            return False
+        return hmac.compare_digest(got, want)
 
     def rule_for(self, path):
         with self.lock:
@@ -158,6 +198,38 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    def handle(self):
+        if self.handshake():
+            super().handle()
+
+    def handshake(self):
+        """The TLS handshake, here in the connection's thread rather than
+        in the accepting one, where a client that stalls would hold up
+        every other. When it fails (the client refused our certificate, or
+        sent none where one is required), the alert OpenSSL wrote is
+        followed by an orderly close: the socket is drained until the
+        client hangs up, so the client reads the alert instead of a reset
+        (closing with its request unread would send an RST first, and
+        libcurl would then report whatever broke, not the alert)."""
+        sock = self.connection
+        if not isinstance(sock, ssl.SSLSocket):
+            return True
+        try:
+            sock.settimeout(10)
+            sock.do_handshake()
+            sock.settimeout(None)
+            return True
+        except OSError:  # ssl.SSLError included
+            pass
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_WR)
+            sock.settimeout(2)
+            while socket.socket.recv(sock, 65536):
+                pass
+        except OSError:
+            pass
+        return False
+
     def answer(self, code, body=b"", headers=()):
         self.send_response(code)
         for name, value in headers:
@@ -175,11 +247,23 @@ class Handler(BaseHTTPRequestHandler):
             n -= len(self.rfile.read(min(n, 1 << 20)) or b"x" * n)
         return None
 
+    def refused(self):
+        """With an auth file, answers 401 to a request without its
+        credentials (its body read and dropped, so the connection stays
+        usable) and returns True."""
+        if self.state.authorized(self.headers.get("Authorization")):
+            return False
+        self.read_body(0)
+        self.answer(401, b"authentication required\n", [("WWW-Authenticate", 'Basic realm="outbox"')])
+        return True
+
     def do_GET(self):
         url = urlsplit(self.path)
         q = parse_qs(url.query)
         if url.path == "/_health":
             return self.answer(200, b"ok\n")
+        if url.path != "/_received" and self.refused():
+            return
         if url.path != "/_received" or "path" not in q:
             return self.answer(404, b"unknown\n")
         start = int(q.get("from", ["0"])[0])
@@ -200,6 +284,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         url = urlsplit(self.path)
         st = self.state
+        if self.refused():
+            return
         if url.path == "/_control":
             cmd = json.loads(self.read_body(1 << 20) or b"{}")
             with st.lock:
@@ -243,9 +329,13 @@ def main():
     ap.add_argument("--max-body", type=int, default=1 << 20)
     ap.add_argument("--tls-cert")
     ap.add_argument("--tls-key")
+    ap.add_argument("--tls-ca")
+    ap.add_argument("--auth-file")
     args = ap.parse_args()
+    if args.tls_ca and not args.tls_cert:
+        ap.error("--tls-ca needs --tls-cert and --tls-key")
     os.makedirs(args.dir, exist_ok=True)
-    Handler.state = State(args.dir, args.max_body)
+    Handler.state = State(args.dir, args.max_body, args.auth_file)
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.allow_reuse_address = True
     ThreadingHTTPServer.request_queue_size = 128
@@ -253,7 +343,11 @@ def main():
     if args.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(args.tls_cert, args.tls_key)
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        if args.tls_ca:
+            ctx.load_verify_locations(args.tls_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        server.socket = ctx.wrap_socket(server.socket, server_side=True,
+                                        do_handshake_on_connect=False)
     print("httprecv listening on 127.0.0.1:%d" % args.port, flush=True)
     try:
         server.serve_forever()
