@@ -145,6 +145,10 @@ int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d)
     int rc = outbox_mongo_client(h->uri, &h->client, d);
     if (rc == OUTBOX_OK)
         rc = hello(h, d);
+    /* A refused login at open is a mistake in the URI, not a moment to
+     * wait out: fail at once. */
+    if (rc == OUTBOX_ETRANSIENT && strstr(d->message, "Authentication failed") != NULL)
+        rc = d->code = OUTBOX_EPERMANENT;
     if (rc == OUTBOX_OK)
         rc = build_info(h, d);
     if (rc == OUTBOX_OK) {

@@ -65,7 +65,11 @@ int outbox_mongo_code(const bson_error_t *e, const bson_t *reply)
     case MONGOC_ERROR_SERVER_SELECTION: /* no server reachable (yet) */
         return OUTBOX_ETRANSIENT;
     case MONGOC_ERROR_CLIENT:
-        return e->code == MONGOC_ERROR_CLIENT_AUTHENTICATE ? OUTBOX_EPERMANENT : OUTBOX_ETRANSIENT;
+        /* An authentication that fails on an open handle (a password
+         * changed on the server, a user disabled for a while) is waited
+         * out, as a store that is down is: the relay warns and keeps its
+         * rows. At open it is the user's to fix (outbox_mongo_connect). */
+        return OUTBOX_ETRANSIENT;
     case MONGOC_ERROR_COMMAND:
         return e->code == MONGOC_ERROR_COMMAND_INVALID_ARG ? OUTBOX_EINVAL : OUTBOX_EPERMANENT;
     case MONGOC_ERROR_BSON:

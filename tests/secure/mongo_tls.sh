@@ -12,13 +12,17 @@
 # password and a missing client certificate each end `outbox relay
 # --until-idle` with exit 2 and one line naming the cause (libmongoc's),
 # with no row touched; no password in any log format or in `outbox config
-# check`; with a client certificate required, the relay presenting one
+# check`; a password changed on the server (updateUser, then a restart)
+# locks a running relay out without losing anything, and the relay
+# restarted with the new password from ${ENV} publishes the rest; with a
+# client certificate required, the relay presenting one
 # (tlsCertificateKeyFile) publishes.
 #
 #   mongo_tls.sh OUTBOX_CLI
 . "$(dirname "$0")/../harness/harness.sh"
 use_outbox "$1"
 . "$(dirname "$0")/secure.sh"
+need_python
 
 ROUTE=orders
 EVENTS=$TMP/events.jsonl
@@ -67,6 +71,43 @@ routes:
 EOF
 MPW=$PW expect 0 config check "$TMP/relay.yaml" && no_secret_in "$PW" "$OUT" "config check"
 
+# ------------------------------------------------------------ rotation
+# A relay from that file; the password changed (updateUser, with pymongo)
+# and the server restarted under it, so that it must log in again.
+MPW=$PW background rotate "$OUTBOX" relay --config "$TMP/relay.yaml" --log-format json
+R=$BG_PID
+_drained() { [ "$(rows)" = "0 0 $SEQ 0" ]; }
+wait_until 60 _drained && pass "the config relay drained the rows the refusals left" ||
+    fail "the config relay left: $(rows)"
+NEWPW=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+"$PY" - "$PLAIN" "$NEWPW" <<'PYEOF' >"$TMP/update.out" 2>&1 || fail "updateUser: $(tail -1 "$TMP/update.out")"
+import sys, pymongo
+client = pymongo.MongoClient(sys.argv[1])
+client.outbox_test.command("updateUser", "outbox", pwd=sys.argv[2])
+PYEOF
+server ferretdb "$DIR" stop
+server ferretdb "$DIR" start
+PLAIN=${PLAIN/:$PW@/:$NEWPW@}
+URI=${URI/:$PW@/:$NEWPW@}
+stage_load "$PLAIN" "$ROUTE" 200 8 100
+_refused() { grep -q 'Authentication failed' "$TMP/rotate.log"; }
+wait_until 30 _refused && pass "with the password changed the relay cannot log in again: $(grep -m1 -o '"msg":"[^"]*Authentication failed[^"]*' "$TMP/rotate.log" | cut -c1-200)" ||
+    fail "no refusal in the relay's log after the change: $(tail -1 "$TMP/rotate.log")"
+sleep 1
+st=$(rows)
+set -- $st
+[ "$1" -gt 0 ] && [ "$4" = 0 ] && pass "meanwhile rows wait and none is dead ($st)" || fail "while locked out: $st"
+for s in "$PW" "$NEWPW"; do no_secret_in "$s" "$TMP/rotate.log" "the locked-out relay's JSON log"; done
+kill -0 "$R" 2>/dev/null && pass "the relay keeps running while refused" || fail "the relay died: $(tail -4 "$TMP/rotate.log" | cut -c1-300)"
+stop_process "$R" TERM
+[ "$RC" = 0 ] || fail "the locked-out relay exited $RC on SIGTERM"
+MPW=$NEWPW background rotated "$OUTBOX" relay --config "$TMP/relay.yaml"
+R=$BG_PID
+wait_until 60 _drained && pass "restarted with the new password from \${MPW}, the relay published the rest" ||
+    fail "after the restart: $(rows)"
+stop_process "$R" TERM
+PW=$NEWPW
+
 # ------------------------------------------------------------ another name
 server ferretdb "$DIR" stop
 OUTBOX_MONGO_TLS_CERT=wronghost server ferretdb "$DIR" start
@@ -83,7 +124,7 @@ chmod 600 "$TMP/client-bundle.pem"
 "$OUTBOX" relay --store "$URI&tlsCertificateKeyFile=$TMP/client-bundle.pem" --route "$ROUTE" --sink "file:$EVENTS" \
     --until-idle 2>"$TMP/cert.err"
 rc=$?
-[ "$rc" = 0 ] && [ "$(rows)" = "0 0 1050 0" ] &&
+[ "$rc" = 0 ] && [ "$(rows)" = "0 0 $SEQ 0" ] &&
     pass "presenting the client certificate, the relay published the rest" ||
     fail "with the client certificate: exit $rc, $(rows): $(tail -1 "$TMP/cert.err")"
 analyze "serials:$SEQ" "$EVENTS" 0

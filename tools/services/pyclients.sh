@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A Python virtual environment with the third-party clients the cross-check
 # tests read back with (clients nobody in this project wrote): the
-# CloudEvents SDK, confluent-kafka, nats-py, redis-py and pika, at pinned
-# versions.
+# CloudEvents SDK, confluent-kafka, nats-py, redis-py, pika and pymongo, at
+# pinned versions.
 #
 #   tools/services/pyclients.sh          create or update it, then print
 #                                        `export OUTBOX_PYTHON=...` to eval
@@ -18,6 +18,7 @@ pins=(
     nats-py==2.16.0
     redis==8.1.0
     pika==1.4.4
+    pymongo==4.10.1
 )
 
 dir=${OUTBOX_PYENV:-$HOME/.cache/liboutbox/pyclients}
