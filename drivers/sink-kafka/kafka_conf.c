@@ -44,7 +44,22 @@ void outbox_kafka_secrets_drop(kafka_secrets_t *s)
     if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     outbox_kit_redactor_free(H, s->redactor);
+    pthread_mutex_destroy(&s->mu);
     H->free(s);
+}
+
+void outbox_kafka_last_error(kafka_secrets_t *s, char *out, size_t size)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(out, size, "%s", s->last_error);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void outbox_kafka_clear_error(kafka_secrets_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->last_error[0] = '\0';
+    pthread_mutex_unlock(&s->mu);
 }
 
 static kafka_secrets_t *secrets_new(const outbox_uri_t *uri)
@@ -58,6 +73,8 @@ static kafka_secrets_t *secrets_new(const outbox_uri_t *uri)
         return NULL;
     }
     atomic_init(&s->refs, 1);
+    pthread_mutex_init(&s->mu, NULL);
+    s->last_error[0] = '\0';
     return s;
 }
 
@@ -253,6 +270,23 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
     H->log(lvl, KAFKA_SINK_NAME, "librdkafka %s: %s", fac, line);
 }
 
+/* librdkafka's errors (a failed TLS handshake or login, brokers down):
+ * kept for the messages they cost. Its log callback has already told the
+ * same at warning level, so here only at debug level. */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    kafka_secrets_t *s = opaque;
+    if (s == NULL)
+        return;
+    char line[256];
+    outbox_kit_redact(H, s->redactor, reason ? reason : rd_kafka_err2str(err), line, sizeof line);
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->last_error, sizeof s->last_error, "%s", line);
+    pthread_mutex_unlock(&s->mu);
+    H->log(OUTBOX_LOG_DEBUG, KAFKA_SINK_NAME, "librdkafka error: %s: %s", rd_kafka_err2name(err), line);
+    (void)rk;
+}
+
 static int conf_set(rd_kafka_conf_t *conf, const kafka_config_t *cfg, const char *key,
                     const char *value, int hidden, outbox_diag_t *d)
 {
@@ -321,5 +355,6 @@ rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, 
     }
     rd_kafka_conf_set_opaque(conf, cfg->secrets);
     rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
     return conf;
 }

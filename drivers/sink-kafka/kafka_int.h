@@ -8,6 +8,7 @@
 #ifndef OUTBOX_SINK_KAFKA_INT_H
 #define OUTBOX_SINK_KAFKA_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -37,6 +38,11 @@ typedef struct kafka_param {
 typedef struct kafka_secrets {
     outbox_redactor_t *redactor;
     atomic_uint refs;
+    /* librdkafka's last error on the client (its error callback runs on
+     * librdkafka's threads), secrets masked: why a connection or a login
+     * failed, which a purged message's own report does not say. */
+    pthread_mutex_t mu;
+    char last_error[256];
 } kafka_secrets_t;
 
 /* What the URI says, parsed once at open. */
@@ -71,6 +77,11 @@ void outbox_kafka_config_free(kafka_config_t *cfg);
 /* One more holder of s (a reader): s until outbox_kafka_secrets_drop. */
 kafka_secrets_t *outbox_kafka_secrets_keep(kafka_secrets_t *s);
 void outbox_kafka_secrets_drop(kafka_secrets_t *s);
+/* librdkafka's last error on s's clients into out ("" when none since the
+ * last clear). */
+void outbox_kafka_last_error(kafka_secrets_t *s, char *out, size_t size);
+/* A delivery went through: the last error is history. */
+void outbox_kafka_clear_error(kafka_secrets_t *s);
 /* A librdkafka configuration for a producer (the sink) or a consumer (the
  * reader), whose log lines go to the host's log with cfg's secrets masked
  * (the client must not outlive cfg->secrets). On error: NULL and the

@@ -346,28 +346,44 @@ static void report_kept(kafka_sink_t *k, const outbox_message_t *m, outbox_publi
     outbox_kit_buf_free(&t);
 }
 
+/* Why messages went without a report: the producer's fatal error, or
+ * else librdkafka's last error on the client (a TLS handshake or a login
+ * refused); "" when neither. */
+static const char *why_unreported(kafka_sink_t *k, char *buf, size_t size)
+{
+    if (k->fatal[0])
+        return k->fatal;
+    char last[256];
+    outbox_kafka_last_error(k->cfg.secrets, last, sizeof last);
+    snprintf(buf, size, "%s%s", last[0] ? "librdkafka's last error: " : "", last);
+    return buf;
+}
+
 static void report(kafka_sink_t *k, const outbox_message_t *m, const slot_t *s,
                    outbox_publish_result_t *r)
 {
+    char why[300];
     if (s->state != SLOT_DONE) {
+        const char *w = why_unreported(k, why, sizeof why);
         outbox_kit_result(r, OUTBOX_PUBLISH_RETRY,
                           "kafka: no delivery report within timeout=%lldms%s%s",
-                          (long long)k->cfg.timeout_ms, k->fatal[0] ? "; " : "", k->fatal);
+                          (long long)k->cfg.timeout_ms, w[0] ? "; " : "", w);
         return;
     }
     int v = verdict(s->err);
     if (v == OUTBOX_PUBLISH_OK) {
         r->status = OUTBOX_PUBLISH_OK;
         r->message[0] = '\0';
+        outbox_kafka_clear_error(k->cfg.secrets);
         return;
     }
     outbox_kit_buf_t t;
     outbox_kit_buf_init(&t, H);
     outbox_kit_destination(&t, k->cfg.topic_tpl, m);
     int purged = s->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || s->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
+    const char *w = purged ? why_unreported(k, why, sizeof why) : "";
     outbox_kit_result(r, v, "kafka topic %s: %s%s%s", t.data ? t.data : "?",
-                      rd_kafka_err2str(s->err), purged && k->fatal[0] ? " after: " : "",
-                      purged ? k->fatal : "");
+                      rd_kafka_err2str(s->err), w[0] ? " after: " : "", w);
     outbox_kit_buf_free(&t);
 }
 
