@@ -12,6 +12,7 @@
  * down. The host may use libnats itself, so the driver never calls it:
  * the library stays open until the process ends, as drivers stay loaded.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ static int nats_init(const outbox_host_t *h, outbox_diag_t *d)
 
 static const char *const known_params[] = {
     "timeout", "connect_timeout", "reconnect_wait", "name", "servers", "token", "token_env",
-    "user_env", "password_env", "tls", "tls_ca", "tls_cert", "tls_key", NULL,
+    "user_env", "password_env", "tls", "tls_ca", "tls_cert", "tls_key", "nkey", "nkey_seed", NULL,
 };
 
 #define LABEL "NATS sink"
@@ -94,6 +95,44 @@ static int add_servers(nats_config_t *c, const char *list, const char *shown, ou
     return OUTBOX_OK;
 }
 
+/* nkey=U...&nkey_seed=FILE: a user nkey (56 characters of base32, the
+ * public half) and a readable file holding its seed. libnats reads the
+ * seed itself at each connect, so this only checks that it can. */
+static int check_nkey(const char *nkey, const char *seed, bool other_login, const char *shown,
+                      outbox_diag_t *d)
+{
+    const outbox_host_t *host = outbox_nats_host;
+    if (nkey == NULL && seed == NULL)
+        return OUTBOX_OK;
+    if (nkey == NULL || seed == NULL || nkey[0] == '\0' || seed[0] == '\0')
+        return host->error(d, OUTBOX_EINVAL,
+                           "NATS sink %s: nkey and nkey_seed go together (the user's public "
+                           "nkey and the file holding its seed)",
+                           shown);
+    if (other_login)
+        return host->error(d, OUTBOX_EINVAL,
+                           "NATS sink %s: log in with an nkey, a user name and password or a "
+                           "token, only one of them",
+                           shown);
+    /* A seed given as the key is a secret: this message leaves the URI out. */
+    if (nkey[0] == 'S')
+        return host->error(d, OUTBOX_EINVAL,
+                           "NATS sink: nkey holds what looks like a seed (it starts with S): "
+                           "give the public key (starting with U) and put the seed in the "
+                           "nkey_seed file");
+    if (strlen(nkey) != 56 || nkey[0] != 'U' || strspn(nkey, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != 56)
+        return host->error(d, OUTBOX_EINVAL,
+                           "NATS sink %s: nkey is not a user's public nkey (56 characters "
+                           "starting with U; the seed, starting with SU, goes in the nkey_seed file)",
+                           shown);
+    FILE *f = fopen(seed, "r");
+    if (f == NULL)
+        return host->error(d, OUTBOX_EINVAL, "NATS sink %s: cannot read the nkey_seed file %s: %s",
+                           shown, seed, strerror(errno));
+    fclose(f);
+    return OUTBOX_OK;
+}
+
 static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
 {
     const outbox_host_t *host = outbox_nats_host;
@@ -105,7 +144,7 @@ static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
         return host->error(d, OUTBOX_EINVAL,
                            "NATS sink %s: unknown parameter %s (known: timeout, connect_timeout, "
                            "reconnect_wait, name, servers, token, token_env, user_env, "
-                           "password_env, tls, tls_ca, tls_cert, tls_key)",
+                           "password_env, tls, tls_ca, tls_cert, tls_key, nkey, nkey_seed)",
                            shown, unknown);
     if (uri->raw == NULL || strncmp(uri->raw + strlen(uri->scheme), "://", 3) != 0 ||
         uri->host == NULL || uri->host[0] == '\0')
@@ -178,6 +217,11 @@ static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
         return host->error(d, OUTBOX_EINVAL,
                            "NATS sink %s: give a user name and password or a token, not both",
                            shown);
+    const char *nkey = outbox_kit_uri_get(uri, "nkey");
+    const char *seed = outbox_kit_uri_get(uri, "nkey_seed");
+    rc = check_nkey(nkey, seed, user != NULL || token != NULL, shown, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     const char *name = outbox_kit_uri_get(uri, "name");
     const char *path = uri->path ? uri->path : "";
     if (path[0] == '/')
@@ -185,6 +229,8 @@ static int parse_uri(const outbox_uri_t *uri, nats_sink_t *h, outbox_diag_t *d)
     c->user = keep(user, &failed);
     c->password = keep(password, &failed);
     c->token = keep(token, &failed);
+    c->nkey = keep(nkey, &failed);
+    c->nkey_seed = keep(seed, &failed);
     c->name = keep(name ? name : "outbox", &failed);
     h->subject_tpl = keep(path, &failed);
     if (failed)

@@ -35,6 +35,8 @@ int outbox_nats_connect(const nats_sink_t *h, natsConnection **nc, char *why, si
         s = natsOptions_SetUserInfo(o, cfg->user, cfg->password ? cfg->password : "");
     if (s == NATS_OK && cfg->token)
         s = natsOptions_SetToken(o, cfg->token);
+    if (s == NATS_OK && cfg->nkey)
+        s = natsOptions_SetNKeyFromSeed(o, cfg->nkey, cfg->nkey_seed);
     if (s == NATS_OK && cfg->name)
         s = natsOptions_SetName(o, cfg->name);
     if (s == NATS_OK)
@@ -161,6 +163,8 @@ void outbox_nats_config_free(nats_config_t *cfg)
     if (cfg->token)
         memset(cfg->token, 0, strlen(cfg->token));
     host->free(cfg->token);
+    host->free(cfg->nkey);
+    host->free(cfg->nkey_seed);
     host->free(cfg->name);
     host->free(cfg->tls_ca);
     host->free(cfg->tls_cert);

@@ -27,6 +27,8 @@ typedef struct nats_config {
     char *user;           /* NULL when none */
     char *password;       /* never printed */
     char *token;          /* never printed */
+    char *nkey;           /* a user nkey (public, "U..."), NULL when none */
+    char *nkey_seed;      /* the file holding its seed; libnats reads it per connect */
     char *name;           /* connection name the server shows */
     bool tls;
     char *tls_ca, *tls_cert, *tls_key;

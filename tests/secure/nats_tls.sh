@@ -18,7 +18,10 @@
 # password changed on the server under a running relay stops it from
 # publishing (rows wait, nothing dead), and the relay restarted with the new
 # password from ${ENV} in its config file publishes the rest, each event
-# once in the stream.
+# once in the stream. A second user logs in with an nkey (public key in the
+# URI, seed in a file): a relay publishes end to end with it, the seed of
+# another key is refused as above, no seed is printed, and each mistake in
+# the nkey options is one line at open with exit 2.
 #
 #   nats_tls.sh OUTBOX_CLI
 . "$(dirname "$0")/../harness/harness.sh"
@@ -128,10 +131,12 @@ print(len(cs), ",".join(sorted({c.get("tls_version", "none") for c in cs})) or "
       ",".join(sorted({c.get("authorized_user", "none") for c in cs})) or "-")' "$1"
 }
 
-# drains NAME URI WHAT: a relay on URI publishes $DB's route with exit 0,
-# every row published, over a connection the server saw with TLS as outbox.
+# drains NAME URI WHAT [USER]: a relay on URI publishes $DB's route with
+# exit 0, every row published, over a connection the server saw with TLS
+# as USER (default outbox; "none" for an nkey, which nats-server 2.9 does
+# not record on a closed connection).
 drains() {
-    local name=$1 uri=$2 what=$3 rc seen
+    local name=$1 uri=$2 what=$3 user=${4:-outbox} rc seen
     outbox relay --store "sqlite:$DB" --route "$ROUTE" --sink "$uri&name=$name" --until-idle \
         2>"$TMP/$name.log"
     rc=$?
@@ -140,8 +145,8 @@ drains() {
     [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'published'")" = 0 ] &&
         pass "$what: every row published" || fail "$what: pending/published/dead/attempts = $(rows)"
     seen=$(seen_by_server "$name")
-    [ "${seen%% *}" -gt 0 ] && [[ "$seen" =~ ^[0-9]+\ 1\.[23]\ outbox$ ]] &&
-        pass "$what: the server saw it over TLS as user outbox (connections, TLS, user: $seen)" ||
+    [ "${seen%% *}" -gt 0 ] && [[ "$seen" =~ ^[0-9]+\ 1\.[23]\ $user$ ]] &&
+        pass "$what: the server saw it over TLS as user $user (connections, TLS, user: $seen)" ||
         fail "$what: the server's record of the relay's connections (count, TLS, user): $seen"
     no_secret "$S_PW" "$TMP/$name.log" "$what: the log"
 }
@@ -191,7 +196,7 @@ for fmt in text logfmt json; do
         "a wrong password" "$fmt"
     no_secret "$BADPW" "$TMP/bad_password_$fmt.log" "a wrong password: the log ($fmt), the wrong password,"
 done
-has "$A_DIR/server.log" 'authentication error - User "outbox"' "the server refused user outbox"
+has "$A_DIR/server.log" 'authentication error' "the server refused the login (it names the nkey field, empty, once nkey users exist)"
 cat >"$TMP/bad.yaml" <<EOF
 stores:
   db: {uri: "sqlite:$DB"}
@@ -203,6 +208,40 @@ EOF
 outbox config check "$TMP/bad.yaml" >"$TMP/bad.check" 2>&1 || fail "config check: $(tail -1 "$TMP/bad.check")"
 has "$TMP/bad.check" "sink out \(nats://outbox:\*\*\*@localhost:$S_PORT/" "config check shows the URI with ***"
 no_secret "$BADPW" "$TMP/bad.check" "config check of a file with the password in it"
+
+# ------------------------------------------------ the nkey user
+# The same server's second user logs in with an nkey: the URI names no user
+# and no password, so only the signature made with the seed lets it in.
+eval "$("$SERVICES/nats.sh" env "$A_DIR" | grep NKEY)"
+SEED=$(cat "$OUTBOX_NATS_NKEY_SEED")
+NK_URI="nats://localhost:$S_PORT/$SUBJECT?tls_ca=$S_T/ca.pem&nkey=$OUTBOX_NATS_NKEY&nkey_seed=$OUTBOX_NATS_NKEY_SEED"
+drains tls_nkey "$NK_URI" "with the nkey user" none
+no_secret "$SEED" "$TMP/tls_nkey.log" "with the nkey user: the log, the seed,"
+stage_load "sqlite:$DB" "$ROUTE" 100 8 100
+"$SERVICES/nats.sh" nkey "$TMP/other.seed" >/dev/null || fail "no second nkey"
+for fmt in text json; do
+    refused "bad_seed_$fmt" "${NK_URI/$OUTBOX_NATS_NKEY_SEED/$TMP/other.seed}" 'Authorization Violation' \
+        "the nkey with another key's seed" "$fmt"
+    no_secret "$SEED" "$TMP/bad_seed_$fmt.log" "another key's seed: the log ($fmt), the user's seed,"
+    no_secret "$(cat "$TMP/other.seed")" "$TMP/bad_seed_$fmt.log" "another key's seed: the log ($fmt), that seed,"
+done
+# Mistakes in the options: one line at open, exit 2, no seed shown.
+while IFS='|' read -r query pattern; do
+    outbox relay --store "sqlite:$DB" --route "$ROUTE" --sink "nats://localhost:$S_PORT/$SUBJECT?tls=1&$query" \
+        --until-idle >"$TMP/nkopt.out" 2>&1
+    rc=$?
+    last=$(tail -1 "$TMP/nkopt.out")
+    [ $rc = 2 ] && [ "$(wc -l <"$TMP/nkopt.out")" = 1 ] && grep -q -- "$pattern" <<<"$last" &&
+        pass "nkey option ${query//$SEED/SEED}: exit 2, one line: ${last//$SEED/SEED}" ||
+        fail "nkey option ${query//$SEED/SEED}: exit $rc, $(wc -l <"$TMP/nkopt.out") lines, last: ${last//$SEED/SEED}"
+    no_secret "$SEED" "$TMP/nkopt.out" "nkey option ${query//$SEED/SEED}"
+done <<NKEOF
+nkey=$OUTBOX_NATS_NKEY|nkey and nkey_seed go together
+nkey=$OUTBOX_NATS_NKEY&nkey_seed=$TMP/no-such-seed|cannot read the nkey_seed file $TMP/no-such-seed: No such file
+nkey=$SEED&nkey_seed=$OUTBOX_NATS_NKEY_SEED|nkey holds what looks like a seed
+nkey=UABC&nkey_seed=$OUTBOX_NATS_NKEY_SEED|nkey is not a user's public nkey
+nkey=$OUTBOX_NATS_NKEY&nkey_seed=$OUTBOX_NATS_NKEY_SEED&token=abc|log in with an nkey, a user name and password or a token, only one
+NKEOF
 
 # A server presenting the test CA's certificate for wrong-host.invalid.
 OUTBOX_NATS_TLS=1 OUTBOX_NATS_TLS_CERT=wronghost private_server nats wronghost

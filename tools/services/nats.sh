@@ -15,6 +15,8 @@
 #                                       server has reloaded its configuration (SIGHUP);
 #                                       it then closes the connections that logged in
 #                                       with the old one
+#   tools/services/nats.sh nkey FILE    write the seed of a new user nkey to FILE (mode
+#                                       0600) and print its public key
 #
 # The server listens on 127.0.0.1, on the first free port from OUTBOX_NATS_PORT
 # (default 23222), with its monitoring port on the next free one after it. It
@@ -33,8 +35,11 @@
 # nats://outbox:PASSWORD@localhost:PORT?tls_ca=DIR/tls/ca.pem (and
 # &tls_cert=...&tls_key=..., the client certificate, when the server asks
 # for one; a subject goes before the `?`). OUTBOX_NATS_URI still names the
-# port without TLS or password, which such a server refuses. There is no
-# nkey or creds user: the nats sink has no option to log in with one.
+# port without TLS or password, which such a server refuses. A second user
+# logs in with an nkey instead of a password (made once per DIR: the seed
+# in DIR/tls.nkey, the public key in DIR/tls.nkey.pub), exported as
+# OUTBOX_NATS_NKEY and OUTBOX_NATS_NKEY_SEED. There is no creds (JWT) user:
+# that needs an operator and an account resolver this server does not run.
 #
 # Every command is idempotent: start on a running server only prints the
 # exports, stop or kill on a stopped one does nothing.
@@ -51,7 +56,7 @@ die() {
 server_name=nats-server
 
 usage() {
-    echo "usage: $0 start|env|stop|kill|status|reload DIR" >&2
+    echo "usage: $0 start|env|stop|kill|status|reload DIR | nkey FILE" >&2
     exit 2
 }
 
@@ -98,19 +103,58 @@ print_env() {
         echo "export OUTBOX_NATS_TLS_DIR=$t"
         echo "export OUTBOX_NATS_PASSWORD=$pw"
         echo "export OUTBOX_NATS_TLS_URI='nats://outbox:$pw@localhost:$port?tls_ca=$t/ca.pem$cert'"
+        echo "export OUTBOX_NATS_NKEY=$(cat "$dir/tls.nkey.pub")"
+        echo "export OUTBOX_NATS_NKEY_SEED=$dir/tls.nkey"
     fi
 }
 
+# make_nkey FILE: a new ed25519 key from openssl, its 32-byte seed
+# (the last bytes of the PKCS#8 DER) written to FILE and its public key
+# printed, both in the nkeys text form: base32 of a prefix (seed "SU",
+# user "U"), the key and a CRC-16/XMODEM, little-endian, unpadded.
+make_nkey() {
+    local out=$1 tmp
+    tmp=$(mktemp -d)
+    openssl genpkey -algorithm ed25519 -outform DER -out "$tmp/k.der" 2>/dev/null &&
+        openssl pkey -inform DER -in "$tmp/k.der" -pubout -outform DER -out "$tmp/p.der" 2>/dev/null ||
+        { rm -rf "$tmp"; die "openssl could not make an ed25519 key"; }
+    (umask 077 && python3 - "$tmp/k.der" "$tmp/p.der" "$out" <<'PYEOF'
+import base64, sys
+
+def crc16(data):
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc
+
+def text(raw):
+    c = crc16(raw)
+    return base64.b32encode(raw + bytes([c & 0xFF, c >> 8])).decode().rstrip("=")
+
+USER, SEED = 20 << 3, 18 << 3
+seed = open(sys.argv[1], "rb").read()[-32:]
+public = open(sys.argv[2], "rb").read()[-32:]
+with open(sys.argv[3], "w") as f:
+    f.write(text(bytes([SEED | USER >> 5, (USER & 31) << 3]) + seed) + "\n")
+print(text(bytes([USER]) + public))
+PYEOF
+    ) || { rm -rf "$tmp"; die "could not write the nkey seed to $out"; }
+    rm -rf "$tmp"
+}
+
 # DIR/auth.conf, which DIR/nats.conf includes: user outbox with the
-# password in DIR/tls.password. The password goes into URIs as it is.
+# password in DIR/tls.password, and the nkey user of DIR/tls.nkey.pub.
+# The password goes into URIs as it is.
 write_auth() {
     local pw
     pw=$(cat "$dir/tls.password")
     case $pw in
     '' | *[!A-Za-z0-9._~-]*) die "the password in $dir/tls.password is empty or not URI-safe ([A-Za-z0-9._~-])" ;;
     esac
-    printf 'authorization {\n  users = [\n    {user: outbox, password: "%s"}\n  ]\n}\n' "$pw" \
-        >"$dir/auth.conf.new"
+    printf 'authorization {\n  users = [\n    {user: outbox, password: "%s"}\n    {nkey: %s}\n  ]\n}\n' \
+        "$pw" "$(cat "$dir/tls.nkey.pub")" >"$dir/auth.conf.new"
     mv "$dir/auth.conf.new" "$dir/auth.conf"
 }
 
@@ -122,6 +166,10 @@ tls_setup() {
     "$here/tools/services/tls.sh" make "$t" >/dev/null || die "no certificates for the TLS mode"
     [ -f "$t/$cert.pem" ] || die "OUTBOX_NATS_TLS_CERT=$cert: no such certificate in $t"
     [ -f "$dir/tls.password" ] || od -An -N12 -tx1 /dev/urandom | tr -d ' \n' >"$dir/tls.password"
+    if [ ! -s "$dir/tls.nkey.pub" ]; then
+        make_nkey "$dir/tls.nkey" >"$dir/tls.nkey.pub.new"
+        mv "$dir/tls.nkey.pub.new" "$dir/tls.nkey.pub"
+    fi
     if [ "${OUTBOX_NATS_TLS_VERIFY:-}" = 1 ]; then
         verify=true
         touch "$dir/tls.verify"
@@ -215,6 +263,9 @@ reload)
     [ -d "$dir" ] || die "no $dir"
     dir=$(cd "$dir" && pwd)
     reload
+    ;;
+nkey)
+    make_nkey "$dir"
     ;;
 *)
     usage
