@@ -8,7 +8,11 @@
  * The reader consumes the queue with manual acknowledgement and never
  * acknowledges: what it read goes back to the queue, in its place, when
  * the reader closes (the broker requeues a closed channel's unacknowledged
- * messages), so reading takes nothing away. */
+ * messages), so reading takes nothing away. Besides the CloudEvents
+ * attributes it reports, as wire headers, the basic properties the sink
+ * sets (content_type, message_id, type, timestamp) and every entry of the
+ * headers table, each under its AMQP name. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -20,7 +24,7 @@ typedef struct amqp_reader {
     amqp_envelope_t env;
     bool has_env;
     char *queue;
-    outbox_kit_received_t attrs;  /* the current message's attributes */
+    outbox_kit_received_t attrs;  /* the current message's attributes and wire headers */
     char dedupe[256];             /* and its message_id, an AMQP short string */
     outbox_redactor_t *redactor;  /* the password: the reader may outlive the sink */
     char shown[OUTBOX_MESSAGE_MAX / 2];
@@ -191,6 +195,57 @@ static const char *attribute_name(amqp_bytes_t key, size_t *len)
     return NULL;
 }
 
+/* The text of a headers-table value: strings as they are, numbers and
+ * booleans as their decimal text (in num), a nested table or array and
+ * void as nothing. *len is its length. */
+static const char *field_text(const amqp_field_value_t *v, char *num, size_t size, size_t *len)
+{
+    int n = -1;
+    switch (v->kind) {
+    case AMQP_FIELD_KIND_UTF8:
+    case AMQP_FIELD_KIND_BYTES:
+        *len = v->value.bytes.len;
+        return v->value.bytes.len ? v->value.bytes.bytes : "";
+    case AMQP_FIELD_KIND_BOOLEAN:
+        n = snprintf(num, size, "%s", v->value.boolean ? "true" : "false");
+        break;
+    case AMQP_FIELD_KIND_I8: n = snprintf(num, size, "%d", v->value.i8); break;
+    case AMQP_FIELD_KIND_U8: n = snprintf(num, size, "%u", (unsigned)v->value.u8); break;
+    case AMQP_FIELD_KIND_I16: n = snprintf(num, size, "%d", v->value.i16); break;
+    case AMQP_FIELD_KIND_U16: n = snprintf(num, size, "%u", (unsigned)v->value.u16); break;
+    case AMQP_FIELD_KIND_I32: n = snprintf(num, size, "%" PRId32, v->value.i32); break;
+    case AMQP_FIELD_KIND_U32: n = snprintf(num, size, "%" PRIu32, v->value.u32); break;
+    case AMQP_FIELD_KIND_I64: n = snprintf(num, size, "%" PRId64, v->value.i64); break;
+    case AMQP_FIELD_KIND_U64:
+    case AMQP_FIELD_KIND_TIMESTAMP: n = snprintf(num, size, "%" PRIu64, v->value.u64); break;
+    case AMQP_FIELD_KIND_F32: n = snprintf(num, size, "%.9g", (double)v->value.f32); break;
+    case AMQP_FIELD_KIND_F64: n = snprintf(num, size, "%.17g", v->value.f64); break;
+    case AMQP_FIELD_KIND_DECIMAL:
+        n = snprintf(num, size, "%" PRIu32 "e-%u", v->value.decimal.value,
+                     (unsigned)v->value.decimal.decimals);
+        break;
+    default: break;
+    }
+    *len = n > 0 && (size_t)n < size ? (size_t)n : 0;
+    return *len ? num : "";
+}
+
+/* The basic properties the sink sets, under their AMQP names, when present. */
+static void wire_properties(outbox_kit_received_t *h, const amqp_basic_properties_t *p)
+{
+    if (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
+        outbox_kit_received_wire(h, "content_type", 12, p->content_type.bytes, p->content_type.len);
+    if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+        outbox_kit_received_wire(h, "message_id", 10, p->message_id.bytes, p->message_id.len);
+    if (p->_flags & AMQP_BASIC_TYPE_FLAG)
+        outbox_kit_received_wire(h, "type", 4, p->type.bytes, p->type.len);
+    if (p->_flags & AMQP_BASIC_TIMESTAMP_FLAG) {
+        char ts[24];
+        int n = snprintf(ts, sizeof ts, "%" PRIu64, p->timestamp);
+        outbox_kit_received_wire(h, "timestamp", 9, ts, (size_t)n);
+    }
+}
+
 int outbox_amqp_reader_next(void *reader, int timeout_ms, outbox_received_t *out, outbox_diag_t *d)
 {
     const outbox_host_t *host = outbox_amqp_host;
@@ -211,20 +266,22 @@ int outbox_amqp_reader_next(void *reader, int timeout_ms, outbox_received_t *out
     const amqp_basic_properties_t *p = &r->env.message.properties;
 
     outbox_kit_received_reset(&r->attrs);
+    wire_properties(&r->attrs, p);
     bool has_ct = false;
-    /* One place is kept for content_type. */
-    for (int k = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && k < p->headers.num_entries &&
-                    r->attrs.n + 1 < OUTBOX_KIT_RECEIVED_MAX;
-         k++) {
+    for (int k = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && k < p->headers.num_entries; k++) {
         const amqp_table_entry_t *e = &p->headers.entries[k];
+        char num[48];
+        size_t vlen = 0;
+        const char *value = field_text(&e->value, num, sizeof num, &vlen);
+        outbox_kit_received_wire(&r->attrs, e->key.bytes, e->key.len, value, vlen);
         size_t len = 0;
         const char *name = attribute_name(e->key, &len);
-        if (name == NULL ||
+        /* One place is kept for content_type. */
+        if (name == NULL || r->attrs.n + 1 >= OUTBOX_KIT_RECEIVED_MAX ||
             (e->value.kind != AMQP_FIELD_KIND_UTF8 && e->value.kind != AMQP_FIELD_KIND_BYTES))
             continue;
         has_ct = has_ct || (len == 15 && memcmp(name, "datacontenttype", 15) == 0);
-        outbox_kit_received_add(&r->attrs, name, len, e->value.value.bytes.bytes,
-                                e->value.value.bytes.len);
+        outbox_kit_received_add(&r->attrs, name, len, value, vlen);
     }
     if (!has_ct && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG))
         outbox_kit_received_add(&r->attrs, "datacontenttype", 15, p->content_type.bytes,

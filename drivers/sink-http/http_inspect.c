@@ -8,7 +8,11 @@
  *
  * A GET answers 200 with records one after another, each
  * "<head_len> <body_len>\n", then the request's head as it came (request
- * line, header lines, an empty line, all CRLF-ended), then its body. */
+ * line, header lines, an empty line, all CRLF-ended), then its body.
+ *
+ * The reader reports a request's CloudEvents attributes and, as wire
+ * headers, every header line of it under its name as recorded (a ce-
+ * header's value percent-decoded, as for its attribute). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,8 +143,8 @@ typedef struct http_reader {
     size_t seen;          /* records taken so far */
     outbox_kit_buf_t page;    /* the last answer */
     size_t pos;           /* the next record in page */
-    outbox_kit_buf_t attr;    /* one attribute's name, lower case, then its value decoded */
-    outbox_kit_received_t received; /* the current record's attributes */
+    outbox_kit_buf_t attr;    /* one header's value decoded, then its attribute's name */
+    outbox_kit_received_t received; /* the current record's attributes and headers */
 } http_reader_t;
 
 void outbox_http_reader_close(void *reader)
@@ -276,23 +280,31 @@ int outbox_http_reader_next(void *reader, int timeout_ms, outbox_received_t *out
         const char *colon = memchr(ls, ':', ll);
         if (colon == NULL)
             continue;
-        const char *attr = attribute(ls, (size_t)(colon - ls));
-        if (attr == NULL)
-            continue;
+        size_t nn = (size_t)(colon - ls);
         const char *v = colon + 1;
         while (v < ls + ll && (*v == ' ' || *v == '\t'))
             v++;
+        /* r->attr: the value (a ce- header's percent-decoded, as the
+         * binding means it), then the attribute's name in lower case. */
         outbox_kit_buf_reset(&r->attr);
-        size_t an = strcspn(attr, ":");
-        for (size_t k = 0; k < an; k++)
-            outbox_kit_buf_putc(&r->attr, (char)tolower((unsigned char)attr[k]));
-        if (strncasecmp(ls, "ce-", 3) == 0)
+        if (nn > 3 && strncasecmp(ls, "ce-", 3) == 0)
             outbox_http_ce_decode(&r->attr, v, (size_t)(ls + ll - v));
         else
             outbox_kit_buf_put(&r->attr, v, (size_t)(ls + ll - v));
-        if (r->attr.failed || outbox_kit_received_add(&r->received, r->attr.data, an,
-                                                      r->attr.data + an, r->attr.len - an) != 0)
-            break; /* out of memory, or beyond OUTBOX_KIT_RECEIVED_MAX: left out */
+        size_t vn = r->attr.len;
+        const char *attr = attribute(ls, nn);
+        size_t an = attr ? strcspn(attr, ":") : 0;
+        for (size_t k = 0; k < an; k++)
+            outbox_kit_buf_putc(&r->attr, (char)tolower((unsigned char)attr[k]));
+        if (r->attr.failed)
+            break;
+        /* Past OUTBOX_KIT_RECEIVED_MAX of either kind, the rest of that
+         * kind is left out; the other still fills. */
+        outbox_kit_received_wire(&r->received, ls, nn, r->attr.data, vn);
+        if (attr != NULL)
+            outbox_kit_received_add(&r->received, r->attr.data + vn, an, r->attr.data, vn);
+        if (r->received.text.failed)
+            break;
     }
     if (r->attr.failed || r->received.text.failed)
         return outbox_http_host->error(d, OUTBOX_ENOMEM, "HTTP reader: out of memory");

@@ -1,6 +1,8 @@
 /* Topics (CreateTopics, DeleteTopics through the producer's connection)
  * and the reader: a consumer of its own assigned to every partition of a
- * topic from its first offset, without a group's commits. */
+ * topic from its first offset, without a group's commits. It reports each
+ * record's CloudEvents attributes and, as wire headers, every record
+ * header under its own name. */
 #include <string.h>
 
 #include "kafka_int.h"
@@ -130,7 +132,7 @@ typedef struct kafka_reader {
     rd_kafka_message_t *msg;  /* the last one handed out */
     char *topic;
     outbox_kit_buf_t key;         /* msg's key, NUL-terminated */
-    outbox_kit_received_t received; /* msg's attributes */
+    outbox_kit_received_t received; /* msg's attributes, and its headers as they came */
 } kafka_reader_t;
 
 void outbox_kafka_reader_close(void *reader)
@@ -266,10 +268,16 @@ int outbox_kafka_reader_next(void *reader, int timeout_ms, outbox_received_t *ou
         for (size_t i = 0; rd_kafka_header_get_all(hs, i, &name, &value, &size) ==
                            RD_KAFKA_RESP_ERR_NO_ERROR;
              i++) {
+            const char *v = value ? value : "";
+            size_t vlen = value ? size : 0;
             const char *ce = ce_name(name);
-            if (ce != NULL && outbox_kit_received_add(&r->received, ce, strlen(ce),
-                                                      value ? value : "", value ? size : 0) != 0)
-                break; /* out of memory, or beyond OUTBOX_KIT_RECEIVED_MAX: left out */
+            /* Past OUTBOX_KIT_RECEIVED_MAX of either kind, the rest of that
+             * kind is left out; the other still fills. */
+            outbox_kit_received_wire(&r->received, name, strlen(name), v, vlen);
+            if (ce != NULL)
+                outbox_kit_received_add(&r->received, ce, strlen(ce), v, vlen);
+            if (r->received.text.failed)
+                break;
         }
     }
     if (r->key.failed || r->received.text.failed)

@@ -155,7 +155,7 @@ int outbox_nats_reader_open(void *handle, const char *destination, void **reader
 }
 
 /* The CloudEvents attributes among msg's headers ("ce-<name>", and
- * traceparent) into r->attrs. */
+ * traceparent) into r->attrs, and every header as it came. */
 static int reader_attributes(nats_reader_t *r, natsMsg *msg)
 {
     const char **keys = NULL;
@@ -170,9 +170,11 @@ static int reader_attributes(nats_reader_t *r, natsMsg *msg)
             name = key + 3;
         else if (strcmp(key, "traceparent") == 0)
             name = key;
-        if (name == NULL || natsMsgHeader_Get(msg, key, &value) != NATS_OK)
+        if (natsMsgHeader_Get(msg, key, &value) != NATS_OK)
             continue;
-        if (outbox_kit_received_add(&r->attrs, name, strlen(name), value, strlen(value)) != 0) {
+        if (outbox_kit_received_wire(&r->attrs, key, strlen(key), value, strlen(value)) != 0 ||
+            (name != NULL &&
+             outbox_kit_received_add(&r->attrs, name, strlen(name), value, strlen(value)) != 0)) {
             if (r->attrs.text.failed)
                 rc = OUTBOX_ENOMEM;
             break;

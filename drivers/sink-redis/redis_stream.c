@@ -1,5 +1,6 @@
 /* Streams: checking and removing one, and the reader (XREAD from the
- * start, on a connection of its own). */
+ * start, on a connection of its own). The reader reports every field of
+ * an entry, data included, as a wire header under its field name. */
 #include <stdio.h>
 #include <string.h>
 
@@ -104,7 +105,7 @@ typedef struct redis_reader {
     char last_id[64];     /* the last entry handed out; "0-0" before the first */
     redisReply *batch;    /* the entries of the last XREAD */
     size_t next;          /* the next entry of batch to hand out */
-    outbox_kit_received_t attrs; /* the attributes of the entry handed out */
+    outbox_kit_received_t attrs; /* the attributes of the entry handed out, and its fields */
     outbox_kit_buf_t scratch;
 } redis_reader_t;
 
@@ -231,6 +232,7 @@ int outbox_redis_reader_next(void *reader, int timeout_ms, outbox_received_t *ou
         redisReply *name = f->element[i], *value = f->element[i + 1];
         if (name->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING)
             continue;
+        outbox_kit_received_wire(&r->attrs, name->str, name->len, value->str, value->len);
         if (strcmp(name->str, "data") == 0) {
             out->payload = value->str;
             out->payload_len = value->len;

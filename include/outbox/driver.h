@@ -42,6 +42,10 @@
  *           A RELEASE item's available_at, when not 0, holds the row back
  *           until then (the relay's deferred rows); a store that honours
  *           it claims 5.
+ *      1.6  outbox_received_t.wire_headers: a reader reports every header
+ *           as the protocol carries it, so the sink battery checks the
+ *           names other consumers see. A sink need not claim 6 for it: an
+ *           older host's struct_size leaves it out.
  *
  * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
@@ -100,7 +104,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 5
+#define OUTBOX_ABI_MINOR 6
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -567,6 +571,13 @@ typedef struct outbox_received {
      * order. Headers that are not CloudEvents attributes are left out. */
     const outbox_header_t *headers;
     size_t n_headers;
+    /* ABI 1.6: every header (or application property, stream-entry
+     * field, JSON member) the message carries, under the exact name the
+     * protocol puts on the wire, nothing mapped or left out; NULL and 0
+     * when the reader does not report them. Set only when struct_size
+     * covers these members (OUTBOX_STRUCT_HAS). */
+    const outbox_header_t *wire_headers;
+    size_t n_wire_headers;
 } outbox_received_t;
 
 typedef struct outbox_sink_vtable {

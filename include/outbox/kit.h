@@ -1242,11 +1242,13 @@ static inline void outbox_kit_keys_free(outbox_kit_keys_t *k)
 /* ------------------------------------------------- reading back */
 
 /* What a sink's reader hands out for one message (outbox_received_t):
- * copies of the attribute names and values, kept until the next message.
+ * copies of the attribute names and values, and of every header as the
+ * wire names it, kept until the next message.
  *
  *   outbox_kit_received_reset(&h);
- *   outbox_kit_received_add(&h, "id", 2, value, len);   for each attribute
- *   outbox_kit_received_fill(&h, out);                  then set out's other fields */
+ *   outbox_kit_received_add(&h, "id", 2, value, len);      for each attribute
+ *   outbox_kit_received_wire(&h, "ce-id", 5, value, len);  for each header as it came
+ *   outbox_kit_received_fill(&h, out);                     then set out's other fields */
 #define OUTBOX_KIT_RECEIVED_MAX 32
 
 typedef struct outbox_kit_received {
@@ -1254,18 +1256,35 @@ typedef struct outbox_kit_received {
     size_t at[OUTBOX_KIT_RECEIVED_MAX][2];    /* offsets of each name and value in text */
     outbox_header_t headers[OUTBOX_KIT_RECEIVED_MAX];
     size_t n;
+    size_t wire_at[OUTBOX_KIT_RECEIVED_MAX][2]; /* the same for the wire's headers */
+    outbox_header_t wire[OUTBOX_KIT_RECEIVED_MAX];
+    size_t n_wire;
 } outbox_kit_received_t;
 
 static inline void outbox_kit_received_init(outbox_kit_received_t *h, const outbox_host_t *host)
 {
     outbox_kit_buf_init(&h->text, host);
     h->n = 0;
+    h->n_wire = 0;
 }
 
 static inline void outbox_kit_received_reset(outbox_kit_received_t *h)
 {
     outbox_kit_buf_reset(&h->text);
     h->n = 0;
+    h->n_wire = 0;
+}
+
+static inline int outbox_kit_received_put_(outbox_kit_received_t *h, size_t at[2], const char *name,
+                                           size_t nlen, const char *value, size_t vlen)
+{
+    at[0] = h->text.len;
+    outbox_kit_buf_put(&h->text, name, nlen);
+    outbox_kit_buf_putc(&h->text, '\0');
+    at[1] = h->text.len;
+    outbox_kit_buf_put(&h->text, value, vlen);
+    outbox_kit_buf_putc(&h->text, '\0');
+    return h->text.failed ? -1 : 0;
 }
 
 /* Adds one attribute (name without the binding's prefix). 0, or -1 when
@@ -1274,34 +1293,49 @@ static inline void outbox_kit_received_reset(outbox_kit_received_t *h)
 static inline int outbox_kit_received_add(outbox_kit_received_t *h, const char *name, size_t nlen,
                                           const char *value, size_t vlen)
 {
-    if (h->n >= OUTBOX_KIT_RECEIVED_MAX)
-        return -1;
-    h->at[h->n][0] = h->text.len;
-    outbox_kit_buf_put(&h->text, name, nlen);
-    outbox_kit_buf_putc(&h->text, '\0');
-    h->at[h->n][1] = h->text.len;
-    outbox_kit_buf_put(&h->text, value, vlen);
-    outbox_kit_buf_putc(&h->text, '\0');
-    if (h->text.failed)
+    if (h->n >= OUTBOX_KIT_RECEIVED_MAX || outbox_kit_received_put_(h, h->at[h->n], name, nlen,
+                                                                    value, vlen) != 0)
         return -1;
     h->n++;
     return 0;
 }
 
-/* Points out's headers at the attributes added (valid until the next
- * reset); out's other fields are the reader's to set. */
+/* Adds one header exactly as the message carries it (ABI 1.6
+ * wire_headers): its name on the wire, prefix and case as they came,
+ * whether or not it is a CloudEvents attribute. 0 or -1 as above. */
+static inline int outbox_kit_received_wire(outbox_kit_received_t *h, const char *name,
+                                           size_t nlen, const char *value, size_t vlen)
+{
+    if (h->n_wire >= OUTBOX_KIT_RECEIVED_MAX ||
+        outbox_kit_received_put_(h, h->wire_at[h->n_wire], name, nlen, value, vlen) != 0)
+        return -1;
+    h->n_wire++;
+    return 0;
+}
+
+/* Points out's headers (and, where out has them, its wire_headers) at
+ * what was added (valid until the next reset); out's other fields are
+ * the reader's to set. */
 static inline void outbox_kit_received_fill(outbox_kit_received_t *h, outbox_received_t *out)
 {
     for (size_t i = 0; i < h->n; i++)
         h->headers[i] = (outbox_header_t){h->text.data + h->at[i][0], h->text.data + h->at[i][1]};
     out->headers = h->headers;
     out->n_headers = h->n;
+    if (!OUTBOX_STRUCT_HAS(outbox_received_t, out, n_wire_headers))
+        return;
+    for (size_t i = 0; i < h->n_wire; i++)
+        h->wire[i] = (outbox_header_t){h->text.data + h->wire_at[i][0],
+                                       h->text.data + h->wire_at[i][1]};
+    out->wire_headers = h->n_wire > 0 ? h->wire : NULL;
+    out->n_wire_headers = h->n_wire;
 }
 
 static inline void outbox_kit_received_free(outbox_kit_received_t *h)
 {
     outbox_kit_buf_free(&h->text);
     h->n = 0;
+    h->n_wire = 0;
 }
 
 /* The value of header name in m, or NULL. */

@@ -323,6 +323,42 @@ START_TEST(received_holder_copies_attributes)
     outbox_kit_received_free(&h);
 }
 END_TEST
+START_TEST(received_holder_keeps_wire_names)
+{
+    outbox_kit_received_t h;
+    outbox_kit_received_init(&h, host());
+    ck_assert_int_eq(outbox_kit_received_wire(&h, "ce-id", 5, "e-1", 3), 0);
+    ck_assert_int_eq(outbox_kit_received_add(&h, "id", 2, "e-1", 3), 0);
+    ck_assert_int_eq(outbox_kit_received_wire(&h, "Nats-Msg-Id", 11, "e-1", 3), 0);
+    outbox_received_t out = {.struct_size = sizeof out};
+    outbox_kit_received_fill(&h, &out);
+    ck_assert_uint_eq(out.n_headers, 1);
+    ck_assert_str_eq(out.headers[0].name, "id");
+    ck_assert_uint_eq(out.n_wire_headers, 2);
+    ck_assert_str_eq(out.wire_headers[0].name, "ce-id");
+    ck_assert_str_eq(out.wire_headers[1].name, "Nats-Msg-Id");
+    ck_assert_str_eq(out.wire_headers[1].value, "e-1");
+    /* A host built before ABI 1.6: its struct ends before wire_headers,
+     * and fill writes nothing there. */
+    outbox_received_t old;
+    memset(&old, 0x5a, sizeof old);
+    old.struct_size = (uint32_t)offsetof(outbox_received_t, wire_headers);
+    outbox_kit_received_fill(&h, &old);
+    ck_assert_uint_eq(old.n_headers, 1);
+    unsigned char *tail = (unsigned char *)&old.wire_headers;
+    for (size_t i = 0; i < sizeof old - offsetof(outbox_received_t, wire_headers); i++)
+        ck_assert_uint_eq(tail[i], 0x5a);
+    outbox_kit_received_reset(&h);
+    for (int i = 0; i < OUTBOX_KIT_RECEIVED_MAX; i++)
+        ck_assert_int_eq(outbox_kit_received_wire(&h, "x", 1, "y", 1), 0);
+    ck_assert_int_eq(outbox_kit_received_wire(&h, "x", 1, "y", 1), -1);
+    outbox_kit_received_fill(&h, &out);
+    ck_assert_uint_eq(out.n_wire_headers, OUTBOX_KIT_RECEIVED_MAX);
+    ck_assert_uint_eq(out.n_headers, 0);
+    outbox_kit_received_free(&h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("kit");
@@ -341,6 +377,7 @@ int main(void)
     tcase_add_test(tc, template_without_a_message);
     tcase_add_test(tc, result_is_one_line);
     tcase_add_test(tc, received_holder_copies_attributes);
+    tcase_add_test(tc, received_holder_keeps_wire_names);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
