@@ -15,8 +15,9 @@
 #include "outbox/version.h"
 
 /* What every handle can do, whatever the server: concurrent claimers are
- * kept apart by the guarded update; a document carries traceparent without
- * any schema; MongoDB sorts a missing hlc first. */
+ * kept apart by the guarded update, or on FerretDB by the route's lock (but
+ * see the test switch in mongo_conn.h); a document carries traceparent
+ * without any schema; MongoDB sorts a missing hlc first. */
 #define MONGO_BASE_CAPS                                                                  \
     (OUTBOX_STORE_CAP_CONCURRENT | OUTBOX_STORE_CAP_TRACEPARENT |                        \
      OUTBOX_STORE_CAP_HLC_NULLS_FIRST)
@@ -93,6 +94,10 @@ static uint32_t mongo_capabilities(void *handle)
 {
     const mongo_handle_t *h = handle;
     uint32_t caps = MONGO_BASE_CAPS;
+    /* The test switch put claims on guarded updates that this server does
+     * not make atomic (mongo_conn.h): one claimer at a time. */
+    if (h && h->racy_updates && !h->racy_claims)
+        caps &= ~(uint32_t)OUTBOX_STORE_CAP_CONCURRENT;
     if (h && h->server_tx)
         caps |= OUTBOX_STORE_CAP_TRANSACTIONS | OUTBOX_STORE_CAP_NATIVE_TX;
     if (h && h->has_hlc)

@@ -1011,7 +1011,7 @@ int outbox_mongo_claim(void *handle, const outbox_claim_req_t *req, const outbox
 
     strs_t held = {0}, ids = {0};
     int took = 0;
-    if (h->racy_updates) {
+    if (h->racy_claims) {
         /* Claims of one route take turns (mongo_lock.c); the walk keeps
          * the per-key rule itself, in claim order. */
         rc = claim_racy(h, req, token, d);

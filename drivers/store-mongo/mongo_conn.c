@@ -5,6 +5,7 @@
  * handle from one thread at a time), so handles never share a socket.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mongo_conn.h"
@@ -140,6 +141,27 @@ static int build_info(mongo_handle_t *h, outbox_diag_t *d)
     return rc;
 }
 
+/* The test switch (mongo_conn.h): only the exact value 1 turns it on. */
+#define MONGO_TEST_SERVER_PATH "OUTBOX_MONGO_TEST_SERVER_PATH"
+
+static void claim_path(mongo_handle_t *h)
+{
+    const char *v = getenv(MONGO_TEST_SERVER_PATH);
+    int forced = v != NULL && strcmp(v, "1") == 0;
+    h->racy_claims = h->racy_updates && !forced;
+    if (forced && h->racy_updates)
+        outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME,
+                               "%s=1, a test switch: claims and settles take the guarded-update "
+                               "path of a MongoDB server, which this server does not make atomic "
+                               "(one claimer at a time: no OUTBOX_STORE_CAP_CONCURRENT)",
+                               MONGO_TEST_SERVER_PATH);
+    else if (forced)
+        outbox_mongo_host->log(OUTBOX_LOG_DEBUG, MONGO_NAME,
+                               "%s=1, a test switch: claims and settles take the guarded-update "
+                               "path, as they do on this server anyway",
+                               MONGO_TEST_SERVER_PATH);
+}
+
 int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d)
 {
     int rc = outbox_mongo_client(h->uri, &h->client, d);
@@ -151,6 +173,8 @@ int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d)
         rc = d->code = OUTBOX_EPERMANENT;
     if (rc == OUTBOX_OK)
         rc = build_info(h, d);
+    if (rc == OUTBOX_OK)
+        claim_path(h);
     if (rc == OUTBOX_OK) {
         memcpy(h->locks.schema, h->rel.schema, sizeof h->locks.schema);
         snprintf(h->locks.table, sizeof h->locks.table, "%.57s_locks", h->rel.table);

@@ -18,9 +18,15 @@ typedef struct mongo_handle {
     mongoc_collection_t *ckpt_coll;
     int server_tx;       /* the server runs multi-document transactions (replica set, mongos) */
     /* The server's updates are not atomic read-check-writes (FerretDB reads
-     * the matching documents, then writes them back whole): claims and
-     * checkpoint advances then take a lock of their own (mongo_lock.c). */
+     * the matching documents, then writes them back whole): claims then
+     * take a lock of their own (mongo_lock.c), checkpoint advances insert
+     * marks (mongo_ckpt.c). */
     int racy_updates;
+    /* Claims and settles take turns and go row by row (mongo_claim.c,
+     * mongo_settle.c): racy_updates, unless the test switch (see
+     * outbox_mongo_connect) forces the guarded updates of a MongoDB
+     * server. Checkpoint advances follow racy_updates alone. */
+    int racy_claims;
     outbox_kit_relname_t locks;          /* <relation>_locks, beside the outbox collection */
     mongoc_collection_t *lock_coll;
     unsigned long ckpt_writes;       /* checkpoint marks written (racy servers' cleanup) */
@@ -50,7 +56,14 @@ MONGO_HIDDEN int outbox_mongo_uri(const outbox_uri_t *uri, mongoc_uri_t **out, c
 MONGO_HIDDEN int outbox_mongo_client(const mongoc_uri_t *uri, mongoc_client_t **out,
                                      outbox_diag_t *d);
 /* Connects the handle and asks the server what it is (hello): whether it
- * runs transactions. */
+ * runs transactions; and (buildInfo) whether its updates are atomic.
+ *
+ * OUTBOX_MONGO_TEST_SERVER_PATH=1 in the environment at open makes claims
+ * and settles take the guarded-update path of a MongoDB server even where
+ * updates are not atomic (racy_updates set, racy_claims clear), so that the
+ * project's tests run that path on FerretDB. It is for those tests only:
+ * such a handle cannot keep concurrent claimers apart, and says so by
+ * leaving OUTBOX_STORE_CAP_CONCURRENT out of its capabilities. */
 MONGO_HIDDEN int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d);
 /* The database a relation lives in: its own part, else the URI's. */
 MONGO_HIDDEN const char *outbox_mongo_db_of(const mongo_handle_t *h, const outbox_kit_relname_t *r);

@@ -19,7 +19,8 @@
  * finds those rows no longer holding its fence.
  *
  * Where updates are not atomic (FerretDB) a guarded update would not decide
- * who applied; each item is settled on its own instead (settle_each).
+ * who applied; each item is settled on its own instead (settle_each),
+ * unless the test switch (mongo_conn.h) asks for the path above.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,9 +328,9 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
     outbox_mongo_token(mark);
     int64_t now_ms = outbox_mongo_ms(outbox_mongo_host->now_us());
     bulk_t b = {.h = h};
-    if (h->racy_updates)
+    if (h->racy_claims)
         rc = settle_each(h, fence, items, n, mark, now_ms, line, d);
-    for (size_t i = 0; !h->racy_updates && rc == OUTBOX_OK && i < ns;) {
+    for (size_t i = 0; !h->racy_claims && rc == OUTBOX_OK && i < ns;) {
         size_t j = i + 1;
         while (j < ns && j - i < MONGO_IN_MAX && cmp_group(&slots[i], &slots[j]) == 0)
             j++;
@@ -342,7 +343,7 @@ int outbox_mongo_settle(void *handle, const outbox_fence_t *fence, outbox_settle
         mongoc_bulk_operation_destroy(b.op);
     outbox_mongo_host->free(line);
 
-    if (h->racy_updates) {
+    if (h->racy_claims) {
         /* The fence check decided; an error leaves the rows as the
          * statements that ran made them, as anywhere on such a server. */
         if (rc != OUTBOX_OK)
