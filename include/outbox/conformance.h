@@ -80,6 +80,12 @@ typedef struct outbox_conformance_opts {
      * caller built before this member) means 1. Check's
      * CK_TIMEOUT_MULTIPLIER still applies on top. */
     double timeout_scale;
+    /* Sinks only: shell commands that pause the broker (it keeps its
+     * connections but answers nothing, as under SIGSTOP) and resume it
+     * (it then answers what it was sent). NULL, or a caller built before
+     * these members: the cases that need them are skipped. */
+    const char *broker_pause;
+    const char *broker_resume;
 } outbox_conformance_opts_t;
 
 /* Runs the battery. Returns the number of failed cases (0 = every case

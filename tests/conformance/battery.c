@@ -18,11 +18,14 @@ int main(int argc, char **argv)
                             : strcmp(argv[i], "--case") == 0 ? &o.case_filter
                             : strcmp(argv[i], "--broker-stop") == 0  ? &o.broker_stop
                             : strcmp(argv[i], "--broker-start") == 0 ? &o.broker_start
+                            : strcmp(argv[i], "--broker-pause") == 0 ? &o.broker_pause
+                            : strcmp(argv[i], "--broker-resume") == 0 ? &o.broker_resume
                                                              : NULL;
         if (slot == NULL || i + 1 >= argc) {
             fprintf(stderr,
                     "usage: %s --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR] "
-                    "[--broker-stop CMD --broker-start CMD]\n",
+                    "[--broker-stop CMD --broker-start CMD] "
+                    "[--broker-pause CMD --broker-resume CMD]\n",
                     argv[0]);
             return 2;
         }

@@ -35,10 +35,13 @@ enum broken_claim_flags {
     /* Expired and pending rows in one claim order (else pending rows
      * first, then the expired ones). */
     BROKEN_ONE_ORDER = 1u << 4,
+    /* The key rule for expired processing rows too (else for pending rows
+     * only); needs BROKEN_KEY_RULE. */
+    BROKEN_EXPIRED_KEY_RULE = 1u << 5,
 };
 #define BROKEN_CORRECT                                                                         \
     (BROKEN_EXCLUSIVE | BROKEN_KEY_RULE | BROKEN_CREATED_AT | BROKEN_EXPIRED_ROUTE |            \
-     BROKEN_ONE_ORDER)
+     BROKEN_ONE_ORDER | BROKEN_EXPIRED_KEY_RULE)
 int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
                  size_t *n, outbox_fence_t *fence, outbox_diag_t *d, unsigned flags);
 

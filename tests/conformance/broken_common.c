@@ -50,7 +50,10 @@ static void candidates_sql(const sq_handle_t *h, outbox_kit_buf_t *b, int hlc, u
                              "(o.available_at IS NULL OR o.available_at <= ?2)) OR (o.status = "
                              "'processing' AND o.processing_at <= ?3))");
     if (flags & BROKEN_KEY_RULE) {
-        outbox_kit_buf_puts(b, " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ");
+        outbox_kit_buf_puts(b, flags & BROKEN_EXPIRED_KEY_RULE
+                               ? " AND (o.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM "
+                               : " AND (o.ordering_key IS NULL OR o.status = 'processing' OR "
+                                 "NOT EXISTS (SELECT 1 FROM ");
         outbox_kit_buf_relname(b, &h->rel, '"');
         outbox_kit_buf_puts(b, " AS e WHERE e.outbox_route = ?1 AND e.ordering_key = "
                            "o.ordering_key AND ((e.status = 'processing' AND "

@@ -9,7 +9,13 @@
  *   BROKEN_SINK_EARLY    reports OK whatever the broker said, as a sink
  *                        that answers before the broker acknowledged;
  *   BROKEN_SINK_REORDER  hands the broker each key's first two messages of
- *                        a call swapped.
+ *                        a call swapped;
+ *   BROKEN_SINK_MSGID    gives the broker the outbox row's id as the dedupe
+ *                        key (Nats-Msg-Id) instead of the event id;
+ *   BROKEN_SINK_CETRACE  writes traceparent as "ce-traceparent", a name its
+ *                        own reader maps back but other consumers miss;
+ *   BROKEN_SINK_GOESON   holds a key's later messages after a REJECT but not
+ *                        after a RETRY: it publishes them again on their own.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -109,8 +115,82 @@ static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
     return rc;
 }
 
+#elif defined(BROKEN_SINK_MSGID)
+#define BROKEN_NAME "sink-broken-msgid"
+
+/* The sink takes the dedupe key from event_id: hand it the row's id. */
+static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                          outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    outbox_message_t *copy = calloc(n ? n : 1, sizeof *copy);
+    if (copy == NULL)
+        return OUTBOX_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        copy[i] = msgs[i];
+        if (msgs[i].row != NULL && msgs[i].row->id != NULL)
+            copy[i].event_id = msgs[i].row->id;
+    }
+    int rc = real->publish(handle, copy, n, results, d);
+    free(copy);
+    return rc;
+}
+
+#elif defined(BROKEN_SINK_CETRACE)
+#define BROKEN_NAME "sink-broken-cetrace"
+#include <dlfcn.h>
+#include <nats/nats.h>
+
+/* The sink's sources, linked into this module, call this one (hidden
+ * symbols bind inside the module); it renames traceparent on the way to
+ * libnats' own. */
+natsStatus natsMsgHeader_Set(natsMsg *msg, const char *key, const char *value)
+{
+    natsStatus (*set)(natsMsg *, const char *, const char *);
+    *(void **)&set = dlsym(RTLD_NEXT, "natsMsgHeader_Set");
+    if (set == NULL)
+        return NATS_ERR;
+    return set(msg, strcmp(key, "traceparent") == 0 ? "ce-traceparent" : key, value);
+}
+
+static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                          outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    return real->publish(handle, msgs, n, results, d);
+}
+
+#elif defined(BROKEN_SINK_GOESON)
+#define BROKEN_NAME "sink-broken-goeson"
+
+/* After the real call, a message held back only because an earlier one of
+ * its key was RETRY goes out again on its own, as a sink would that keeps
+ * publishing a key after a transient failure. */
+static int broken_publish(void *handle, const outbox_message_t *msgs, size_t n,
+                          outbox_publish_result_t *results, outbox_diag_t *d)
+{
+    int rc = real->publish(handle, msgs, n, results, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (results[i].status != OUTBOX_PUBLISH_RETRY || msgs[i].key == NULL)
+            continue;
+        int after_retry = 0, after_reject = 0;
+        for (size_t j = 0; j < i; j++)
+            if (msgs[j].key != NULL && strcmp(msgs[j].key, msgs[i].key) == 0) {
+                after_retry |= results[j].status == OUTBOX_PUBLISH_RETRY;
+                after_reject |= results[j].status == OUTBOX_PUBLISH_REJECT;
+            }
+        if (after_retry && !after_reject) {
+            outbox_publish_result_t one;
+            memset(&one, 0, sizeof one);
+            if (real->publish(handle, &msgs[i], 1, &one, d) == OUTBOX_OK)
+                results[i] = one;
+        }
+    }
+    return OUTBOX_OK;
+}
+
 #else
-#error "define BROKEN_SINK_DROP, BROKEN_SINK_EARLY or BROKEN_SINK_REORDER"
+#error "define BROKEN_SINK_DROP, _EARLY, _REORDER, _MSGID, _CETRACE or _GOESON"
 #endif
 
 static void build(void)

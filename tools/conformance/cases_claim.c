@@ -457,6 +457,95 @@ START_TEST(claim_key_rule_after_expiry)
 }
 END_TEST
 
+/* The per-key rule on a crashed relay's rows, when both rows of a key were
+ * in flight: relay A claims key k's head (event 0), the row behind it
+ * (event 1) and a row without a key (event 2), then dies. Once their
+ * leases have expired, relay B reclaims only the head (a claim of one).
+ * While the head is in flight again, event 1 is as expired as before, but
+ * it must wait for the head: the key rule holds for rows whose lease
+ * expired as it does for pending ones. Event 2 shows the lease did
+ * expire. */
+START_TEST(claim_key_rule_reclaimed_rows)
+{
+    outbox_store_t *a = conf_open();
+    outbox_store_t *b = conf_open();
+    conf_stage(a, NULL, ROUTE, 0, 1, "k");
+    next_created_at();
+    conf_stage(a, NULL, ROUTE, 1, 1, "k");
+    next_created_at();
+    conf_stage(a, NULL, ROUTE, 2, 1, NULL);
+
+    conf_claim_t dead = conf_claim(a, ROUTE, 3, CONF_LONG_LEASE_US, 0);
+    ck_assert_msg(dead.n == 3, "relay A claimed %zu of the 3 rows", dead.n);
+    conf_claim_free(&dead);
+    outbox_store_close(a); /* relay A is gone, its rows still processing */
+
+    /* The lease: long enough that the head, reclaimed just now, is still
+     * held by it at the next claim; the rows relay A took are older. */
+    int64_t lease_us = (int64_t)(1000000 * conf_timeout_multiplier());
+    conf_sleep_ms((int)(lease_us / 1000 + 100));
+
+    int64_t head_at = conf_now_us();
+    conf_claim_t head = conf_claim(b, ROUTE, 1, lease_us, 0);
+    ck_assert_msg(head.n == 1 && head.rows[0].n == 0,
+                  "with relay A's three leases expired, a claim of one took %zu rows (event %lu), "
+                  "expected key k's head, event 0",
+                  head.n, head.n ? head.rows[0].n : 0UL);
+    ck_assert_msg(head.rows[0].attempts == 2, "the reclaimed head has attempts %d, expected 2",
+                  (int)head.rows[0].attempts);
+
+    conf_claim_t c = conf_claim(b, ROUTE, 100, lease_us, 0);
+    int64_t took = conf_now_us() - head_at;
+    int pos_head = -1, pos_1 = -1, has_2 = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        if (c.rows[i].n == 0)
+            pos_head = (int)i;
+        else if (c.rows[i].n == 1)
+            pos_1 = (int)i;
+        else if (c.rows[i].n == 2)
+            has_2 = 1;
+    }
+    int head_again = pos_head >= 0;
+    if (head_again) {
+        /* The run was slower than the lease: the head expired again, and
+         * a claim may carry it with the row behind it, in order. */
+        ck_assert_msg(took >= lease_us,
+                      "the head, reclaimed at most %lld us earlier under a lease of %lld us, was "
+                      "claimed again",
+                      (long long)took, (long long)lease_us);
+        ck_assert_msg(pos_1 < 0 || pos_head < pos_1,
+                      "a claim took key k's event 1 before its head, event 0");
+        conf_note("a key's later row held back by its reclaimed head",
+                  "the run took longer than the lease between two claims");
+    } else {
+        ck_assert_msg(pos_1 < 0,
+                      "with key k's head reclaimed and in flight again, a claim took event 1 of "
+                      "the same key through its expired lease: the per-key rule must hold for "
+                      "expired rows too");
+        ck_assert_msg(has_2,
+                      "event 2 (no key), claimed by the dead relay with the others, was not "
+                      "reclaimed after its lease expired (took %zu rows)",
+                      c.n);
+    }
+    conf_claim_free(&c);
+
+    /* Once the head is published, the row behind it follows. */
+    if (!head_again) {
+        conf_settle_all(b, &head, OUTBOX_SETTLE_PUBLISHED);
+        c = conf_claim(b, ROUTE, 100, lease_us, 0);
+        ck_assert_msg(c.n == 1 && c.rows[0].n == 1,
+                      "with key k's head published, claim took %zu rows (first: event %lu), "
+                      "expected event 1",
+                      c.n, c.n ? c.rows[0].n : 0UL);
+        ck_assert_msg(c.rows[0].attempts == 2, "event 1, reclaimed, has attempts %d, expected 2",
+                      (int)c.rows[0].attempts);
+        conf_claim_free(&c);
+    }
+    conf_claim_free(&head);
+    outbox_store_close(b);
+}
+END_TEST
+
 /* JSON text without the whitespace outside strings: stores may keep the
  * payload as a document and write it back spaced their own way. */
 static void json_squeeze(const char *in, size_t len, char *out, size_t size)
@@ -613,6 +702,7 @@ void conf_cases_claim(conf_cases_t *c)
     conf_add(c, claim_key_rule, 0, 0, 20);
     conf_add(c, claim_expired_route_limit, 0, 0, 20);
     conf_add(c, claim_key_rule_after_expiry, 0, 0, 20);
+    conf_add(c, claim_key_rule_reclaimed_rows, 0, 0, 20);
     conf_add(c, claim_reads_back_fields, 0, 0, 20);
     conf_add(c, claim_reads_back_optional, CONF_NEED_HLC | CONF_NEED_TRACEPARENT,
              OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT, 20);

@@ -1,5 +1,6 @@
 /* Conformance cases: staging, in and out of transactions. Rows are looked
  * at through claim, the one read every store must have. */
+#include <stdio.h>
 #include <string.h>
 
 #include "conf_int.h"
@@ -282,6 +283,173 @@ START_TEST(stage_refused_keeps_native_tx)
 }
 END_TEST
 
+/* A stage call that fails while it writes, not in a check before: its
+ * last row reuses the id of a row committed earlier (the host never does
+ * that: it mints a fresh id for every row, and every store keeps ids
+ * unique), so only the database finds the clash, after the rows before it
+ * in the call are written. Those rows must go with the call (all or
+ * nothing), and the caller's transaction either goes on with its own
+ * earlier work intact, or says it failed: every later stage and the commit
+ * fail and nothing of it is committed. What a store may never do is
+ * commit a part of the failed call, or quietly drop the caller's work. */
+#define TAKEN_ID "01900000-0000-7000-8000-00000000e000"
+
+/* Events ns[] with row ids ids[], in one call of the driver's own stage
+ * entry (the core would mint the ids); ctx says which transaction. */
+static int stage_rows_raw(void *h, const outbox_stage_ctx_t *ctx, const char *const *ids,
+                          const unsigned long *ns, size_t count, size_t *staged, outbox_diag_t *d)
+{
+    outbox_row_t rows[4];
+    char eids[4][OUTBOX_UUID_STRLEN + 1], payloads[4][32];
+    ck_assert_msg(count <= 4, "internal: stage_rows_raw takes at most 4 rows");
+    int64_t now = conf_now_us();
+    for (size_t i = 0; i < count; i++) {
+        conf_event_id(eids[i], ns[i]);
+        snprintf(payloads[i], sizeof payloads[i], "{\"n\":%lu}", ns[i]);
+        rows[i] = (outbox_row_t){
+            .id = ids[i],
+            .route = ROUTE,
+            .event_id = eids[i],
+            .event_type = "conformance.test",
+            .occurred_at = now,
+            .payload = payloads[i],
+            .payload_len = strlen(payloads[i]),
+            .created_at = now,
+        };
+    }
+    *staged = 0;
+    return conf_env.driver->store->stage(h, ctx, rows, count, staged, d);
+}
+
+static void stage_fails_midway(int native_tx)
+{
+    void *h = NULL;
+    outbox_store_t *s = conf_open_raw(&h);
+    ck_assert_msg(h != NULL, "internal: no driver handle");
+    const outbox_store_vtable_t *vt = conf_env.driver->store;
+    outbox_diag_t d = {0};
+
+    /* Event 0, committed on its own, holds the id the failing call reuses. */
+    static const char *const taken[] = {TAKEN_ID};
+    static const unsigned long taken_n[] = {0};
+    outbox_stage_ctx_t alone = {.struct_size = sizeof alone};
+    size_t staged = 0;
+    int rc = stage_rows_raw(h, &alone, taken, taken_n, 1, &staged, &d);
+    ck_assert_msg(rc == OUTBOX_OK && staged == 1, "staging event 0 on its own: %s, %zu staged (%s)",
+                  outbox_strerror(rc), staged, d.message);
+
+    void *native = NULL;
+    if (native_tx) {
+        rc = vt->native_begin(h, &native, &d);
+        ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
+                      outbox_strerror(rc), d.message);
+    } else {
+        conf_ok(s, outbox_store_begin(s));
+    }
+    /* The caller's own work in the transaction: events 1 and 2. */
+    ck_assert_uint_eq(conf_stage(s, native, ROUTE, 1, 2, NULL), 2);
+
+    /* Events 10 and 11 are new; event 12 is new too, but its row id is
+     * event 0's. */
+    static const char *const ids[] = {"01900000-0000-7000-8000-00000000e010",
+                                      "01900000-0000-7000-8000-00000000e011", TAKEN_ID};
+    static const unsigned long ns[] = {10, 11, 12};
+    outbox_stage_ctx_t ctx = {.struct_size = sizeof ctx, .native_tx = native, .in_own_tx = !native_tx};
+    memset(&d, 0, sizeof d);
+    int call_rc = stage_rows_raw(h, &ctx, ids, ns, 3, &staged, &d);
+    char call_msg[OUTBOX_MESSAGE_MAX];
+    snprintf(call_msg, sizeof call_msg, "%s", d.message);
+    int failed = call_rc != OUTBOX_OK;
+    if (failed)
+        ck_assert_msg(staged == 0, "a stage that failed (%s: %s) reported %zu staged",
+                      outbox_strerror(call_rc), call_msg, staged);
+    else
+        conf_note("a stage that fails while it writes",
+                  "the store took a row whose id another row has, so no stage call failed midway");
+
+    /* Event 3, staged after the failure in the same transaction. */
+    char id3[OUTBOX_UUID_STRLEN + 1];
+    conf_event_id(id3, 3);
+    outbox_event_t ev = {.event_id = id3, .event_type = "conformance.test", .payload = "{}"};
+    size_t later = 0;
+    int later_rc = outbox_store_stage(s, native, ROUTE, &ev, 1, &later);
+    int usable = later_rc == OUTBOX_OK;
+    char later_msg[OUTBOX_MESSAGE_MAX];
+    snprintf(later_msg, sizeof later_msg, "%s", outbox_store_message(s));
+    ck_assert_msg(!usable || later == 1, "staging event 3 after the failed call staged %zu of 1", later);
+    if (native_tx) {
+        memset(&d, 0, sizeof d);
+        rc = vt->native_end(h, native, 1, &d);
+    } else {
+        rc = outbox_store_commit(s);
+        snprintf(d.message, sizeof d.message, "%s", outbox_store_message(s));
+    }
+    if (usable)
+        ck_assert_msg(rc == OUTBOX_OK,
+                      "after the failed stage the transaction took event 3, but its commit failed: "
+                      "%s (%s)",
+                      outbox_strerror(rc), d.message);
+    else
+        ck_assert_msg(rc != OUTBOX_OK,
+                      "after the failed stage, staging event 3 in the same transaction failed "
+                      "(%s: %s), yet the commit reported success: the caller's events 1 and 2 "
+                      "were dropped without a word",
+                      outbox_strerror(later_rc), later_msg);
+
+    /* Event 0 always; events 1, 2 and 3 when the transaction went on;
+     * 10 and 11 only when their call did not fail, and then 12 may be
+     * there or skipped, but never in place of event 0. */
+    int must[16] = {0}, may[16] = {0};
+    must[0] = 1;
+    if (usable)
+        must[1] = must[2] = must[3] = 1;
+    if (!failed) {
+        must[10] = must[11] = 1;
+        may[12] = 1;
+    }
+    int seen[16] = {0};
+    conf_claim_t c = conf_claim(s, ROUTE, 100, CONF_LONG_LEASE_US, 0);
+    for (size_t i = 0; i < c.n; i++) {
+        unsigned long n = c.rows[i].n;
+        ck_assert_msg(n < 16 && !seen[n], "event %lu is in the table twice, or is not ours", n);
+        seen[n] = 1;
+        if (n == 0)
+            ck_assert_msg(strcmp(c.rows[i].id, TAKEN_ID) == 0,
+                          "event 0's row has id %s, staged with %s: the failing call overwrote it",
+                          c.rows[i].id, TAKEN_ID);
+        else if (n >= 10)
+            ck_assert_msg(must[n] || may[n],
+                          "event %lu is in the table after the commit, but the stage call that "
+                          "carried it failed (%s: %s): a failed call left its earlier events "
+                          "behind",
+                          n, outbox_strerror(call_rc), call_msg);
+        else
+            ck_assert_msg(must[n],
+                          "event %lu is in the table, but the transaction that staged it reported "
+                          "that its commit failed",
+                          n);
+    }
+    for (unsigned long n = 0; n < 16; n++)
+        ck_assert_msg(!must[n] || seen[n], "event %lu is missing after the commit%s", n,
+                      n == 0   ? ": the call that reused its id took it away"
+                      : n < 10 ? ": the failed stage undid the caller's own work in the transaction"
+                               : "");
+    conf_claim_free(&c);
+    outbox_store_close(s);
+}
+
+START_TEST(stage_fails_midway_leaves_nothing)
+{
+    stage_fails_midway(0);
+}
+END_TEST
+
+START_TEST(stage_fails_midway_leaves_nothing_native)
+{
+    stage_fails_midway(1);
+}
+END_TEST
+
 void conf_cases_stage(conf_cases_t *c)
 {
     conf_add(c, stage_rollback_leaves_nothing, CONF_NEED_TX, 0, 20);
@@ -293,4 +461,6 @@ void conf_cases_stage(conf_cases_t *c)
     conf_add(c, stage_native_rollback, CONF_NEED_NATIVE, 0, 20);
     conf_add(c, stage_refused_keeps_tx, CONF_NEED_TX, 0, 20);
     conf_add(c, stage_refused_keeps_native_tx, CONF_NEED_NATIVE, 0, 20);
+    conf_add(c, stage_fails_midway_leaves_nothing, CONF_NEED_TX, 0, 20);
+    conf_add(c, stage_fails_midway_leaves_nothing_native, CONF_NEED_NATIVE, 0, 20);
 }

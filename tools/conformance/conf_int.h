@@ -84,6 +84,8 @@ typedef struct conf_env {
     char destination_b[72];              /* conf_<pid>_<n>_b */
     const char *broker_stop;
     const char *broker_start;
+    const char *broker_pause;
+    const char *broker_resume;
 } conf_env_t;
 
 extern conf_env_t conf_env;

@@ -12,6 +12,7 @@ enum conf_sink_need {
     CONF_NEED_BROKER = 1u << 18,       /* broker_stop and broker_start commands */
     CONF_NEED_HOST = 1u << 19,         /* a URI of the form scheme://host:port... */
     CONF_NEED_RELAY_STORE = 1u << 20,  /* the sqlite store driver, for a relay */
+    CONF_NEED_PAUSE = 1u << 21,        /* broker_pause and broker_resume commands */
 };
 
 /* The headers every message of the battery may carry. */
@@ -23,6 +24,7 @@ typedef struct conf_smsg {
     outbox_header_t h[CONF_SINK_HEADERS];
     outbox_row_t row;
     char event_id[OUTBOX_UUID_STRLEN + 1];
+    char row_id[OUTBOX_UUID_STRLEN + 1]; /* the outbox row's id: never the event id */
     char key[64];
     char destination[80];
     char type[48], source[96], time[40], traceparent[64], hlc[24];
@@ -67,6 +69,9 @@ typedef struct conf_got {
     size_t payload_len;
     outbox_header_t *headers;
     size_t n_headers;
+    outbox_header_t *wire; /* every header under its name on the wire (ABI 1.6) */
+    size_t n_wire;
+    int has_wire;          /* the reader reported wire names for this message */
 } conf_got_t;
 
 typedef struct conf_read {
@@ -80,11 +85,17 @@ typedef struct conf_read {
 conf_read_t conf_sink_read(outbox_sink_t *k, const char *destination, size_t want, int quiet_ms);
 void conf_read_free(conf_read_t *r);
 const char *conf_got_header(const conf_got_t *g, const char *name);
+/* The value of the header named name on the wire (ignoring case when
+ * nocase), or NULL. */
+const char *conf_got_wire(const conf_got_t *g, const char *name, int nocase);
 /* The message's key: the broker's key, else its partitionkey header. */
 const char *conf_got_key(const conf_got_t *g);
 
 /* Runs the broker_stop or broker_start command; fails the case when it fails. */
 void conf_broker_stop(void);
+/* Runs the broker_pause or broker_resume command; fails the case when it fails. */
+void conf_broker_pause(void);
+void conf_broker_resume(void);
 void conf_broker_start(void);
 
 /* uri with its host:port replaced (0), or -1 when it has none; with size

@@ -234,6 +234,8 @@ static void read_opts(const outbox_conformance_opts_t *given, outbox_conformance
     OPT(broker_stop);
     OPT(broker_start);
     OPT(timeout_scale);
+    OPT(broker_pause);
+    OPT(broker_resume);
 }
 #undef OPT
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -131,6 +132,8 @@ int conf_sink_init(const outbox_conformance_opts_t *o, outbox_diag_t *d)
     conf_env.driver_arg = o->driver;
     conf_env.broker_stop = o->broker_stop && o->broker_stop[0] ? o->broker_stop : NULL;
     conf_env.broker_start = o->broker_start && o->broker_start[0] ? o->broker_start : NULL;
+    conf_env.broker_pause = o->broker_pause && o->broker_pause[0] ? o->broker_pause : NULL;
+    conf_env.broker_resume = o->broker_resume && o->broker_resume[0] ? o->broker_resume : NULL;
     outbox_uri_mask(o->uri, conf_env.shown_uri, sizeof conf_env.shown_uri);
     int rc = outbox_driver_load(o->driver, &drv, d);
     if (rc != OUTBOX_OK)
@@ -147,6 +150,11 @@ int conf_sink_init(const outbox_conformance_opts_t *o, outbox_diag_t *d)
     if ((conf_env.broker_stop == NULL) != (conf_env.broker_start == NULL)) {
         snprintf(d->message, sizeof d->message,
                  "give both the broker's stop and start commands, or neither");
+        return d->code = OUTBOX_EINVAL;
+    }
+    if ((conf_env.broker_pause == NULL) != (conf_env.broker_resume == NULL)) {
+        snprintf(d->message, sizeof d->message,
+                 "give both the broker's pause and resume commands, or neither");
         return d->code = OUTBOX_EINVAL;
     }
     sink_caps = drv->capabilities;
@@ -176,6 +184,9 @@ const char *conf_sink_need_reason(unsigned needs)
     if ((needs & CONF_NEED_BROKER) && conf_env.broker_stop == NULL)
         return "no commands to stop and start the broker were given (--broker-stop, "
                "--broker-start)";
+    if ((needs & CONF_NEED_PAUSE) && conf_env.broker_pause == NULL)
+        return "no commands to pause and resume the broker were given (--broker-pause, "
+               "--broker-resume)";
     if ((needs & CONF_NEED_HOST) && conf_uri_with_host(conf_env.uri, "h:1", NULL, 0) != 0)
         return "the URI names no host:port to replace with a closed port";
     if ((needs & CONF_NEED_RELAY_STORE) && !have_relay_store)
@@ -245,6 +256,9 @@ void conf_smsg_init(conf_smsg_t *s, unsigned long n, const char *key, const char
 {
     memset(s, 0, sizeof *s);
     conf_event_id(s->event_id, n);
+    /* A row id that differs from the event id, as in a real outbox: a
+     * sink that takes one for the other shows. */
+    conf_event_id(s->row_id, n + 5000000);
     snprintf(s->key, sizeof s->key, "%s", key ? key : s->event_id);
     snprintf(s->destination, sizeof s->destination, "%s", destination);
     snprintf(s->type, sizeof s->type, "conformance.event.v%lu", n % 3 + 1);
@@ -281,7 +295,7 @@ void conf_smsg_init(conf_smsg_t *s, unsigned long n, const char *key, const char
     s->payload = strdup(payload);
     ck_assert_msg(s->payload != NULL && len > 0, "out of memory");
     s->row = (outbox_row_t){
-        .id = s->event_id, .route = "conf.sink", .event_id = s->event_id, .event_type = s->type,
+        .id = s->row_id, .route = "conf.sink", .event_id = s->event_id, .event_type = s->type,
         .payload = s->payload, .payload_len = (size_t)len, .ordering_key = key,
         .traceparent = all_headers ? s->traceparent : NULL, .attempts = 1,
     };
@@ -415,6 +429,28 @@ static char *dup_or_null(const char *s, size_t n)
     return p;
 }
 
+static outbox_header_t *copy_headers(const outbox_header_t *v, size_t n)
+{
+    outbox_header_t *out = calloc(n ? n : 1, sizeof *out);
+    ck_assert_msg(out != NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = v[i].name ? v[i].name : "";
+        const char *value = v[i].value ? v[i].value : "";
+        out[i].name = dup_or_null(name, strlen(name));
+        out[i].value = dup_or_null(value, strlen(value));
+    }
+    return out;
+}
+
+static void free_headers(outbox_header_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((char *)v[i].name);
+        free((char *)v[i].value);
+    }
+    free(v);
+}
+
 static void copy_got(conf_got_t *g, const outbox_received_t *m)
 {
     memset(g, 0, sizeof *g);
@@ -424,14 +460,10 @@ static void copy_got(conf_got_t *g, const outbox_received_t *m)
     g->payload = dup_or_null(m->payload ? m->payload : "", m->payload ? m->payload_len : 0);
     g->payload_len = m->payload ? m->payload_len : 0;
     g->n_headers = m->n_headers;
-    g->headers = calloc(m->n_headers ? m->n_headers : 1, sizeof *g->headers);
-    ck_assert_msg(g->headers != NULL, "out of memory");
-    for (size_t i = 0; i < m->n_headers; i++) {
-        const char *name = m->headers[i].name ? m->headers[i].name : "";
-        const char *value = m->headers[i].value ? m->headers[i].value : "";
-        g->headers[i].name = dup_or_null(name, strlen(name));
-        g->headers[i].value = dup_or_null(value, strlen(value));
-    }
+    g->headers = copy_headers(m->headers, m->n_headers);
+    g->has_wire = m->wire_headers != NULL;
+    g->n_wire = m->wire_headers ? m->n_wire_headers : 0;
+    g->wire = copy_headers(m->wire_headers, g->n_wire);
     const char *id = conf_got_header(g, "id");
     g->n = id ? conf_event_n(id) : ULONG_MAX;
 }
@@ -474,11 +506,8 @@ void conf_read_free(conf_read_t *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         conf_got_t *g = &r->v[i];
-        for (size_t h = 0; h < g->n_headers; h++) {
-            free((char *)g->headers[h].name);
-            free((char *)g->headers[h].value);
-        }
-        free(g->headers);
+        free_headers(g->headers, g->n_headers);
+        free_headers(g->wire, g->n_wire);
         free(g->key);
         free(g->dedupe_id);
         free(g->destination);
@@ -493,6 +522,14 @@ const char *conf_got_header(const conf_got_t *g, const char *name)
     for (size_t i = 0; i < g->n_headers; i++)
         if (strcmp(g->headers[i].name, name) == 0)
             return g->headers[i].value;
+    return NULL;
+}
+
+const char *conf_got_wire(const conf_got_t *g, const char *name, int nocase)
+{
+    for (size_t i = 0; i < g->n_wire; i++)
+        if ((nocase ? strcasecmp(g->wire[i].name, name) : strcmp(g->wire[i].name, name)) == 0)
+            return g->wire[i].value;
     return NULL;
 }
 
@@ -532,6 +569,16 @@ void conf_broker_stop(void)
 void conf_broker_start(void)
 {
     run_broker("start", conf_env.broker_start);
+}
+
+void conf_broker_pause(void)
+{
+    run_broker("pause", conf_env.broker_pause);
+}
+
+void conf_broker_resume(void)
+{
+    run_broker("resume", conf_env.broker_resume);
 }
 
 /* ----------------------------------------------------------------- URIs */

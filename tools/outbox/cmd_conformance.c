@@ -19,6 +19,7 @@ static const char usage[] =
     "usage: outbox conformance --driver NAME_OR_PATH --uri URI [--tap FILE] [--case SUBSTR]\n"
     "                          [--verbose] [--timeout-scale N]\n"
     "                          [--broker-stop CMD --broker-start CMD]\n"
+    "                          [--broker-pause CMD --broker-resume CMD]\n"
     "       outbox conformance --list\n"
     "\n"
     "Runs the conformance battery against a store or a sink driver, chosen by the\n"
@@ -47,6 +48,10 @@ static const char usage[] =
     "  --broker-stop CMD      sinks: a shell command that stops the broker; with\n"
     "  --broker-start CMD     the one that starts it again, the cases that stop the\n"
     "                         broker under the sink run (else they are skipped)\n"
+    "  --broker-pause CMD     sinks: a shell command that freezes the broker (it\n"
+    "  --broker-resume CMD    keeps its connections, answers nothing: kill -STOP)\n"
+    "                         and the one that lets it go on (kill -CONT); with\n"
+    "                         them the cases that pause the broker run\n"
     "  --list                 print the case names and exit\n"
     "\n"
     "Exit status: 0 every case that ran passed, 1 a case failed, 2 usage or setup\n"
@@ -62,6 +67,8 @@ enum {
     OPT_CONF_BROKER_STOP,
     OPT_CONF_BROKER_START,
     OPT_CONF_TIMEOUT_SCALE,
+    OPT_CONF_BROKER_PAUSE,
+    OPT_CONF_BROKER_RESUME,
 };
 
 static const cli_option_t options[] = {
@@ -69,7 +76,9 @@ static const cli_option_t options[] = {
     {"tap", true, OPT_CONF_TAP},       {"case", true, OPT_CONF_CASE},
     {"list", false, OPT_CONF_LIST},    {"broker-stop", true, OPT_CONF_BROKER_STOP},
     {"broker-start", true, OPT_CONF_BROKER_START},
-    {"timeout-scale", true, OPT_CONF_TIMEOUT_SCALE}, {NULL, false, 0},
+    {"timeout-scale", true, OPT_CONF_TIMEOUT_SCALE},
+    {"broker-pause", true, OPT_CONF_BROKER_PAUSE},
+    {"broker-resume", true, OPT_CONF_BROKER_RESUME}, {NULL, false, 0},
 };
 
 typedef struct conformance_args {
@@ -78,6 +87,8 @@ typedef struct conformance_args {
     const char *tap;
     const char *filter;
     const char *broker_stop;
+    const char *broker_pause;
+    const char *broker_resume;
     const char *broker_start;
     double timeout_scale; /* 0: not given */
     bool verbose;
@@ -137,6 +148,8 @@ static int run_battery(const conformance_args_t *a)
         .diag = &d,
         .broker_stop = a->broker_stop,
         .broker_start = a->broker_start,
+        .broker_pause = a->broker_pause,
+        .broker_resume = a->broker_resume,
         .verbosity = a->verbose ? 1 : 0,
         .timeout_scale = a->timeout_scale,
     };
@@ -185,6 +198,8 @@ int cli_cmd_conformance(int argc, char **argv)
         case OPT_CONF_LIST: a.list = true; break;
         case OPT_CONF_BROKER_STOP: a.broker_stop = p.value; break;
         case OPT_CONF_BROKER_START: a.broker_start = p.value; break;
+        case OPT_CONF_BROKER_PAUSE: a.broker_pause = p.value; break;
+        case OPT_CONF_BROKER_RESUME: a.broker_resume = p.value; break;
         case OPT_CONF_TIMEOUT_SCALE:
             if (!parse_timeout_scale(p.value, &a.timeout_scale))
                 return CLI_EXIT_ERROR;
@@ -197,10 +212,14 @@ int cli_cmd_conformance(int argc, char **argv)
     if (!cli_require(cmd, "--driver", a.driver) || !cli_nonempty(cmd, "--uri", a.uri) ||
         !cli_nonempty(cmd, "--tap", a.tap) || !cli_nonempty(cmd, "--case", a.filter) ||
         !cli_nonempty(cmd, "--broker-stop", a.broker_stop) ||
-        !cli_nonempty(cmd, "--broker-start", a.broker_start))
+        !cli_nonempty(cmd, "--broker-start", a.broker_start) ||
+        !cli_nonempty(cmd, "--broker-pause", a.broker_pause) ||
+        !cli_nonempty(cmd, "--broker-resume", a.broker_resume))
         return CLI_EXIT_ERROR;
     if ((a.broker_stop == NULL) != (a.broker_start == NULL))
         return cli_error("%s: give --broker-stop and --broker-start together", cmd);
+    if ((a.broker_pause == NULL) != (a.broker_resume == NULL))
+        return cli_error("%s: give --broker-pause and --broker-resume together", cmd);
     if (a.uri == NULL)
         a.uri = getenv("OUTBOX_CONFORMANCE_URI");
     cli_note_secrets(a.uri);

@@ -265,7 +265,7 @@ static int mem10_schema_drop(void *handle, const outbox_schema_opts_t *opts, out
     return rc != OUTBOX_OK ? rc : outbox_mem10_detect(h, 0, d);
 }
 
-enum { MAX_PROBLEMS = 6, PROBLEM_LEN = 200 };
+enum { MAX_PROBLEMS = 24, PROBLEM_LEN = 200 };
 
 static int mem10_schema_check(void *handle, const outbox_schema_opts_t *opts,
                               outbox_schema_report_fn report, void *ctx, size_t *problems,
@@ -286,8 +286,11 @@ static int mem10_schema_check(void *handle, const outbox_schema_opts_t *opts,
         snprintf(found[n++], PROBLEM_LEN, "missing table %s", rel);
     } else if (t->checkpoint) {
         /* It holds node keys and marks: every outbox column is missing. */
-        static const char *const columns[] = {"id", "outbox_route", "event_id", "event_type",
-                                              "status", "payload", "created_at", "attempts"};
+        static const char *const columns[] = {
+            "id", "outbox_route", "event_id", "event_type", "occurred_at", "payload",
+            "status", "created_at", "attempts", "ordering_key", "tenant_id", "execution_id",
+            "correlation_id", "causation_id", "published_at", "processing_at", "last_error",
+            "available_at"};
         for (size_t i = 0; i < sizeof columns / sizeof columns[0] && n < MAX_PROBLEMS; i++)
             snprintf(found[n++], PROBLEM_LEN, "missing column %s on %s (a checkpoint table)",
                      columns[i], rel);
