@@ -22,6 +22,7 @@ announce_seed
 BATCH=50
 ROUTE=orders
 DRAIN_S=120
+KEYS=24
 case $KIND in
 sqlite)
     RELAYS=1 WORKERS=2 KILLS=$(long_or 10 50) LEASE=1s BACKLOG=8000
@@ -31,6 +32,10 @@ sqlite)
     ;;
 postgres)
     RELAYS=3 WORKERS=1 KILLS=$(long_or 10 50) LEASE=1s BACKLOG=20000
+    # More keys than one relay's pipeline holds (4 batches of 50): with 24,
+    # one relay could hold every key's head and leave the other two idle,
+    # so that a kill of either caught nothing.
+    KEYS=360
     need_cmd psql postgresql-client
     private_server postgres
     URI=$PRIV_URI
@@ -51,11 +56,11 @@ mongo)
 *) echo "kill_relays.sh: unknown store $KIND"; exit 2 ;;
 esac
 OUT=$TMP/out.jsonl
-# stage N: N more events through the library in calls of 500, over 24 keys
+# stage N: N more events through the library in calls of 500, over KEYS keys
 # interleaved event by event (one process: quick even under a sanitizer,
 # so the backlog is there before the relays catch up with it).
 stage() {
-    stage_load "$STORE" "$ROUTE" "$1" 24 500
+    stage_load "$STORE" "$ROUTE" "$1" "$KEYS" 500
 }
 
 # count STATUS: rows of the route in STATUS.
