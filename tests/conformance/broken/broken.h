@@ -45,6 +45,12 @@ enum broken_claim_flags {
 int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,
                  size_t *n, outbox_fence_t *fence, outbox_diag_t *d, unsigned flags);
 
+/* The real driver's schema check, with every problem that contains hidden
+ * left out (not reported, not counted): a check blind to one part. */
+int broken_check_hiding(void *handle, const outbox_schema_opts_t *opts,
+                        outbox_schema_report_fn report, void *ctx, size_t *problems,
+                        outbox_diag_t *d, const char *hidden);
+
 /* The module's single exported entry, for a descriptor built at first call. */
 #define BROKEN_ENTRY(build, descriptor)                                                        \
     __attribute__((visibility("default"))) const outbox_driver_t *outbox_driver_entry(void);   \

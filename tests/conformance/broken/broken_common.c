@@ -195,3 +195,33 @@ int broken_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t
     fence->stamp = stamp;
     return OUTBOX_OK;
 }
+
+typedef struct hiding {
+    outbox_schema_report_fn report;
+    void *ctx;
+    const char *hidden;
+    size_t kept;
+} hiding_t;
+
+static void report_unless_hidden(void *ctx, const char *problem)
+{
+    hiding_t *f = ctx;
+    if (strstr(problem, f->hidden) != NULL)
+        return;
+    f->kept++;
+    if (f->report)
+        f->report(f->ctx, problem);
+}
+
+int broken_check_hiding(void *handle, const outbox_schema_opts_t *opts,
+                        outbox_schema_report_fn report, void *ctx, size_t *problems,
+                        outbox_diag_t *d, const char *hidden)
+{
+    hiding_t f = {report, ctx, hidden, 0};
+    int rc = outbox_driver_entry_sqlite_base()->store->schema_check(handle, opts,
+                                                                    report_unless_hidden, &f,
+                                                                    NULL, d);
+    if (problems)
+        *problems = f.kept;
+    return rc;
+}

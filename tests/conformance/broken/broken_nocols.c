@@ -2,39 +2,17 @@
  * lacks required columns is reported for its missing indexes, never for
  * the columns themselves. */
 #include <pthread.h>
-#include <string.h>
 
 #include "broken.h"
 
 static outbox_driver_t descriptor;
 static outbox_store_vtable_t vtable;
 
-typedef struct filter {
-    outbox_schema_report_fn report;
-    void *ctx;
-    size_t kept;
-} filter_t;
-
-static void indexes_only(void *ctx, const char *problem)
-{
-    filter_t *f = ctx;
-    if (strstr(problem, "column") != NULL)
-        return;
-    f->kept++;
-    if (f->report)
-        f->report(f->ctx, problem);
-}
-
 static int check_indexes_only(void *handle, const outbox_schema_opts_t *opts,
                               outbox_schema_report_fn report, void *ctx, size_t *problems,
                               outbox_diag_t *d)
 {
-    filter_t f = {report, ctx, 0};
-    int rc = outbox_driver_entry_sqlite_base()->store->schema_check(handle, opts, indexes_only, &f,
-                                                                    NULL, d);
-    if (problems)
-        *problems = f.kept;
-    return rc;
+    return broken_check_hiding(handle, opts, report, ctx, problems, d, "column");
 }
 
 static void build(void)
