@@ -126,9 +126,15 @@ while [ "$caught" -lt "$FAILOVERS" ] && [ "$done_faults" -lt "$MAX_FAILOVERS" ];
     _moved() { [ "$(count published)" -gt "$mark" ]; }
     wait_until 60 _moved || { fail "no relay published for 60 s on server $CUR: $(tail -1 "${LOGS[0]}")"; break; }
     random_sleep 0 300
+    # The same look gives the published count the crash is measured
+    # against, so that the crash follows it with no other round trip.
     _holding() {
-        [ "$(URI=$(at "$CUR") q "SELECT count(*) FILTER (WHERE status = 'processing') > 0
-             AND count(*) FILTER (WHERE status = 'pending') >= $BUSY FROM outbox")" = t ]
+        local r
+        r=$(URI=$(at "$CUR") q "SELECT count(*) FILTER (WHERE status = 'processing') > 0
+             AND count(*) FILTER (WHERE status = 'pending') >= $BUSY,
+             count(*) FILTER (WHERE status = 'published') FROM outbox") || return 1
+        seen=${r#*|}
+        [ "${r%%|*}" = t ]
     }
     if ! wait_until 5 _holding; then
         # The relays ran out of work first: a larger backlog, no crash yet.
@@ -138,7 +144,6 @@ while [ "$caught" -lt "$FAILOVERS" ] && [ "$done_faults" -lt "$MAX_FAILOVERS" ];
         echo "the relays were not caught busy in 5 s; a backlog of $BACKLOG next"
         continue
     fi
-    seen=$(count published)
     crash_at=$(date +%s.%6N)
     "$SERVICES/postgres.sh" stop "${DIRS[$CUR]}" immediate >/dev/null || { fail "stopping server $CUR"; break; }
     NEXT=$((CUR + 1))
