@@ -116,6 +116,11 @@ static const required_t store_native_group[] = {
     REQUIRED(outbox_store_vtable_t, native_begin),
     REQUIRED(outbox_store_vtable_t, native_end),
 };
+static const required_t store_inbox_group[] = {
+    REQUIRED(outbox_store_vtable_t, inbox_accept),
+    REQUIRED(outbox_store_vtable_t, inbox_purge),
+    REQUIRED(outbox_store_vtable_t, inbox_stats),
+};
 
 static const required_t sink_required[] = {
     REQUIRED(outbox_sink_vtable_t, open),
@@ -217,6 +222,9 @@ static int check_descriptor(const outbox_driver_t *drv, const char *where, outbo
         if (rc == OUTBOX_OK)
             rc = check_group(vt, vt->struct_size, store_native_group,
                              sizeof store_native_group / sizeof store_native_group[0], where, d);
+        if (rc == OUTBOX_OK)
+            rc = check_group(vt, vt->struct_size, store_inbox_group,
+                             sizeof store_inbox_group / sizeof store_inbox_group[0], where, d);
         return rc;
     }
     if (drv->kind == OUTBOX_DRIVER_SINK) {

@@ -90,6 +90,17 @@ const char *outbox_store_relation(const outbox_store_t *s);
 int outbox_store_twin(const outbox_store_t *s, outbox_store_t **out, outbox_diag_t *d);
 /* 1 when the driver has the renew entry. */
 int outbox_store_can_renew(const outbox_store_t *s);
+/* What inbox.c calls the driver through: the handle's parts, borrowed. */
+typedef struct outbox_store_parts {
+    const outbox_store_vtable_t *vt;
+    void *h;
+    outbox_diag_t *diag;
+    uint32_t caps;
+    int in_tx;
+    const char *driver;
+    const char *inbox_relation;
+} outbox_store_parts_t;
+void outbox_store_parts(outbox_store_t *s, outbox_store_parts_t *out);
 
 /* renew.c: the relay's lease renewer thread, on a twin of store. */
 typedef struct outbox_renewer outbox_renewer_t;

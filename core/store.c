@@ -28,6 +28,7 @@ struct outbox_store {
     uint32_t flags;
     char *relation;
     char *checkpoint_relation;
+    char *inbox_relation;
     uint32_t caps;
     int in_tx;
     route_cfg_t *routes;
@@ -60,16 +61,34 @@ static int not_supported(outbox_store_t *s, const char *what)
     return fail(s, OUTBOX_ENOTSUP, "the %s store driver does not support %s", s->drv->name, what);
 }
 
-static char *default_checkpoint_relation(const char *relation)
+/* name in the schema of relation (none when relation has none). */
+static char *beside(const char *relation, const char *name)
 {
     const char *dot = strchr(relation, '.');
-    size_t schema = dot ? (size_t)(dot - relation) + 1 : 0;
-    char *out = malloc(schema + sizeof "hlc_checkpoint");
+    size_t schema = dot ? (size_t)(dot - relation) + 1 : 0, len = strlen(name) + 1;
+    char *out = malloc(schema + len);
     if (out != NULL) {
         memcpy(out, relation, schema);
-        memcpy(out + schema, "hlc_checkpoint", sizeof "hlc_checkpoint");
+        memcpy(out + schema, name, len);
     }
     return out;
+}
+
+static char *default_checkpoint_relation(const char *relation)
+{
+    return beside(relation, "hlc_checkpoint");
+}
+
+static char *default_inbox_relation(const char *relation)
+{
+    return beside(relation, "outbox_inbox");
+}
+
+static int inbox_relation_ok(outbox_diag_t *d, const char *inbox)
+{
+    if (inbox != NULL && !outbox_relation_valid(inbox))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "invalid inbox relation name \"%s\"", inbox);
+    return OUTBOX_OK;
 }
 
 /* Relation names given by users: NULL means "the default", anything else
@@ -102,6 +121,7 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
         OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, checkpoint_relation);
         OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, driver);
         OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, flags);
+        OUTBOX_STRUCT_READ(outbox_store_options_t, &o, opts, inbox_relation);
     }
     outbox_store_t *s = calloc(1, sizeof *s);
     if (s == NULL)
@@ -112,14 +132,18 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
     if (rc != OUTBOX_OK)
         goto failed;
     rc = relations_ok(d, relation, ckpt);
+    if (rc == OUTBOX_OK)
+        rc = inbox_relation_ok(d, o.inbox_relation);
     if (rc != OUTBOX_OK)
         goto failed;
     s->relation = strdup(relation);
     s->checkpoint_relation = ckpt ? strdup(ckpt) : default_checkpoint_relation(relation);
+    s->inbox_relation = o.inbox_relation ? strdup(o.inbox_relation) : default_inbox_relation(relation);
     s->uri_text = strdup(uri);
     s->driver_name = o.driver ? strdup(o.driver) : NULL;
     s->flags = o.flags;
-    if (s->relation == NULL || s->checkpoint_relation == NULL || s->uri_text == NULL ||
+    if (s->relation == NULL || s->checkpoint_relation == NULL || s->inbox_relation == NULL ||
+        s->uri_text == NULL ||
         (o.driver != NULL && s->driver_name == NULL)) {
         rc = outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
         goto failed;
@@ -139,6 +163,7 @@ int outbox_store_open(const char *uri, const outbox_store_options_t *opts, outbo
         .relation = s->relation,
         .checkpoint_relation = s->checkpoint_relation,
         .flags = o.flags,
+        .inbox_relation = s->inbox_relation,
     };
     outbox_diag_t dd = {0};
     rc = s->vt->open(&params, &s->h, &dd);
@@ -168,6 +193,7 @@ void outbox_store_close(outbox_store_t *s)
     free(s->routes);
     free(s->relation);
     free(s->checkpoint_relation);
+    free(s->inbox_relation);
     free(s->driver_name);
     if (s->uri_text != NULL) {
         /* It may hold a password. */
@@ -186,8 +212,22 @@ int outbox_store_twin(const outbox_store_t *s, outbox_store_t **out, outbox_diag
         .checkpoint_relation = s->checkpoint_relation,
         .driver = s->driver_name,
         .flags = s->flags,
+        .inbox_relation = s->inbox_relation,
     };
     return outbox_store_open(s->uri_text, &o, out, d);
+}
+
+void outbox_store_parts(outbox_store_t *s, outbox_store_parts_t *out)
+{
+    *out = (outbox_store_parts_t){
+        .vt = s->vt,
+        .h = s->h,
+        .diag = &s->diag,
+        .caps = s->caps,
+        .in_tx = s->in_tx,
+        .driver = s->drv->name,
+        .inbox_relation = s->inbox_relation,
+    };
 }
 
 const char *outbox_store_message(const outbox_store_t *s)
@@ -674,26 +714,33 @@ static int schema_opts_read(outbox_diag_t *d, const outbox_schema_opts_t *o, out
     OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, relation);
     OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, checkpoint_relation);
     OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, flags);
-    return relations_ok(d, out->relation, out->checkpoint_relation);
+    OUTBOX_STRUCT_READ(outbox_schema_opts_t, out, o, inbox_relation);
+    int rc = relations_ok(d, out->relation, out->checkpoint_relation);
+    return rc != OUTBOX_OK ? rc : inbox_relation_ok(d, out->inbox_relation);
 }
 
 /* Fill in the relation defaults: the given relations when opts names none
- * (a store's own), else opts' relation with hlc_checkpoint beside it.
- * *tmp receives what must be freed. */
+ * (a store's own), else opts' relation with hlc_checkpoint and
+ * outbox_inbox beside it. tmp[0] and tmp[1] receive what must be freed. */
 static int schema_defaults(const outbox_schema_opts_t *o, const char *relation, const char *ckpt,
-                           outbox_schema_opts_t *full, char **tmp, outbox_diag_t *d)
+                           const char *inbox, outbox_schema_opts_t *full, char *tmp[2],
+                           outbox_diag_t *d)
 {
     *full = *o;
     full->struct_size = sizeof *full;
-    *tmp = NULL;
+    tmp[0] = tmp[1] = NULL;
     if (full->relation == NULL) {
         full->relation = relation ? relation : "outbox";
         if (full->checkpoint_relation == NULL)
             full->checkpoint_relation = ckpt;
+        if (full->inbox_relation == NULL)
+            full->inbox_relation = inbox;
     }
     if (full->checkpoint_relation == NULL)
-        full->checkpoint_relation = *tmp = default_checkpoint_relation(full->relation);
-    if (full->checkpoint_relation == NULL)
+        full->checkpoint_relation = tmp[0] = default_checkpoint_relation(full->relation);
+    if (full->inbox_relation == NULL)
+        full->inbox_relation = tmp[1] = default_inbox_relation(full->relation);
+    if (full->checkpoint_relation == NULL || full->inbox_relation == NULL)
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     return OUTBOX_OK;
 }
@@ -721,15 +768,22 @@ int outbox_schema_ddl(const char *store_kind_or_uri, const outbox_schema_opts_t 
     }
     if (rc != OUTBOX_OK)
         return rc;
-    char *tmp;
+    if ((given.flags & OUTBOX_SCHEMA_INBOX) && !VT_HAS(drv->store, inbox_accept))
+        return outbox_diag_set(d, OUTBOX_ENOTSUP, "the %s store driver does not support the inbox",
+                               drv->name);
+    char *tmp[2];
     outbox_schema_opts_t full;
-    rc = schema_defaults(&given, NULL, NULL, &full, &tmp, d);
-    if (rc != OUTBOX_OK)
+    rc = schema_defaults(&given, NULL, NULL, NULL, &full, tmp, d);
+    if (rc != OUTBOX_OK) {
+        free(tmp[0]);
+        free(tmp[1]);
         return rc;
+    }
     char *text = NULL;
     outbox_diag_t dd = {0};
     rc = drv->store->schema_ddl(&full, &text, &dd);
-    free(tmp);
+    free(tmp[0]);
+    free(tmp[1]);
     if (rc != OUTBOX_OK)
         return outbox_diag_set(d, rc, "%s", dd.message[0] ? dd.message : outbox_strerror(rc));
     /* Hand the caller memory it can free() whatever the driver's allocator. */
@@ -749,13 +803,24 @@ int outbox_store_schema_apply(outbox_store_t *s, const outbox_schema_opts_t *opt
         return rc;
     if (!VT_HAS(s->vt, schema_apply))
         return not_supported(s, "schema apply");
-    char *tmp;
+    if ((given.flags & OUTBOX_SCHEMA_INBOX) && !VT_HAS(s->vt, inbox_accept))
+        return not_supported(s, "the inbox");
+    char *tmp[2];
     outbox_schema_opts_t full;
-    rc = schema_defaults(&given, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
-    if (rc != OUTBOX_OK)
+    rc = schema_defaults(&given, s->relation, s->checkpoint_relation, s->inbox_relation, &full, tmp,
+                         &s->diag);
+    if (rc != OUTBOX_OK) {
+        free(tmp[0]);
+        free(tmp[1]);
         return rc;
+    }
     rc = driver_rc(s, s->vt->schema_apply(s->h, &full, &s->diag), "schema apply");
-    free(tmp);
+    free(tmp[0]);
+    free(tmp[1]);
+    /* What exists changed: the handle's capabilities follow (the driver
+     * looked again). */
+    if (rc == OUTBOX_OK)
+        s->caps = s->vt->capabilities(s->h);
     return rc;
 }
 
@@ -778,15 +843,22 @@ int outbox_store_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opt
         return rc;
     if (!VT_HAS(s->vt, schema_check))
         return not_supported(s, "schema check");
-    char *tmp;
+    if ((given.flags & OUTBOX_SCHEMA_INBOX) && !VT_HAS(s->vt, inbox_accept))
+        return not_supported(s, "the inbox");
+    char *tmp[2];
     outbox_schema_opts_t full;
-    rc = schema_defaults(&given, s->relation, s->checkpoint_relation, &full, &tmp, &s->diag);
-    if (rc != OUTBOX_OK)
+    rc = schema_defaults(&given, s->relation, s->checkpoint_relation, s->inbox_relation, &full, tmp,
+                         &s->diag);
+    if (rc != OUTBOX_OK) {
+        free(tmp[0]);
+        free(tmp[1]);
         return rc;
+    }
     rc = driver_rc(s, s->vt->schema_check(s->h, &full, report ? report : ignore_problem, ctx,
                                           problems, &s->diag),
                    "schema check");
-    free(tmp);
+    free(tmp[0]);
+    free(tmp[1]);
     return rc;
 }
 

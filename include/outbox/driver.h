@@ -46,6 +46,11 @@
  *           as the protocol carries it, so the sink battery checks the
  *           names other consumers see. A sink need not claim 6 for it: an
  *           older host's struct_size leaves it out.
+ *      1.7  the inbox: store inbox_accept, inbox_purge and inbox_stats,
+ *           outbox_inbox_fn, OUTBOX_STORE_CAP_INBOX, OUTBOX_SCHEMA_INBOX,
+ *           and inbox_relation in outbox_store_open_t and
+ *           outbox_schema_opts_t. Optional: an older host never calls
+ *           them, so a store offering them need not claim 7.
  *
  * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
@@ -104,7 +109,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 6
+#define OUTBOX_ABI_MINOR 7
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -241,6 +246,9 @@ typedef struct outbox_row {
  * (MongoDB sorts a missing field before any value). A store that declares
  * it documents the deviation; the conformance battery then expects it. */
 #define OUTBOX_STORE_CAP_HLC_NULLS_FIRST (1u << 7)
+/* The inbox table exists (ABI 1.7): inbox_accept, inbox_purge and
+ * inbox_stats work on this handle. */
+#define OUTBOX_STORE_CAP_INBOX (1u << 8)
 
 /* Open flags. */
 #define OUTBOX_OPEN_SCHEMA_ONLY (1u << 0) /* connect only: no table detection (schema apply/check) */
@@ -263,17 +271,22 @@ typedef struct outbox_store_open {
     const char *relation;            /* validated identifier, "table" or "schema.table" */
     const char *checkpoint_relation; /* validated; the host defaults it to hlc_checkpoint beside relation */
     uint32_t flags;
+    /* ABI 1.7: validated; the host defaults it to outbox_inbox beside
+     * relation. Open detects it as it detects the checkpoint table. */
+    const char *inbox_relation;
 } outbox_store_open_t;
 
 #define OUTBOX_SCHEMA_HLC         (1u << 0)
 #define OUTBOX_SCHEMA_TRACEPARENT (1u << 1)
 #define OUTBOX_SCHEMA_CHECKPOINT  (1u << 2)
+#define OUTBOX_SCHEMA_INBOX       (1u << 3) /* ABI 1.7: the inbox table too */
 
 typedef struct outbox_schema_opts {
     uint32_t struct_size;
     const char *relation;
     const char *checkpoint_relation;
     uint32_t flags; /* OUTBOX_SCHEMA_* */
+    const char *inbox_relation; /* ABI 1.7; the host sets it (its default) with OUTBOX_SCHEMA_INBOX */
 } outbox_schema_opts_t;
 
 /* Called once per problem found by schema_check, e.g. "missing column ordering_key". */
@@ -346,6 +359,11 @@ typedef struct outbox_renew_req {
 /* Callbacks of the ABI 1.3 listing entries (routes, dead_list). */
 typedef int (*outbox_route_fn)(void *ctx, const char *route, const outbox_stats_t *stats);
 typedef int (*outbox_row_fn)(void *ctx, const outbox_row_t *row);
+/* One consumer's inbox records (ABI 1.7): how many, and when the oldest
+ * and newest were received (microseconds since the epoch). Non-zero stops
+ * the listing. */
+typedef int (*outbox_inbox_fn)(void *ctx, const char *consumer, uint64_t records,
+                               int64_t oldest_us, int64_t newest_us);
 
 typedef struct outbox_store_vtable {
     uint32_t struct_size;
@@ -485,6 +503,30 @@ typedef struct outbox_store_vtable {
      * not NULL. Like settle's, the fence may be garbage: match it. */
     int (*renew)(void *handle, const outbox_renew_req_t *req, outbox_fence_t *renewed, size_t *count,
                  outbox_diag_t *d);
+
+    /* ABI 1.7, optional, all three or none: the inbox, a table of
+     * (consumer, event_id, received_at) unique on (consumer, event_id).
+     * The host calls them only on a handle whose capabilities have
+     * OUTBOX_STORE_CAP_INBOX, and has checked: consumer and event_id are
+     * non-empty UTF-8 of at most 200 bytes without control characters.
+     *
+     * inbox_accept records (consumer, event_id) received now, in ONE
+     * atomic statement, and sets *is_new to 1 when this call added it, 0
+     * when it was there (of two calls racing on one pair, exactly one
+     * sees 1, whatever the isolation level). Transactions as for stage:
+     * ctx->native_tx inside the application's transaction, else the
+     * handle's own when ctx->in_own_tx, else a statement of its own. A
+     * rolled-back record is gone, so its event counts as new again. */
+    int (*inbox_accept)(void *handle, const outbox_stage_ctx_t *ctx, const char *consumer,
+                        const char *event_id, int *is_new, outbox_diag_t *d);
+    /* Deletes the records received before before_us, of consumer (NULL:
+     * every consumer); *count: how many. */
+    int (*inbox_purge)(void *handle, const char *consumer, int64_t before_us, uint64_t *count,
+                       outbox_diag_t *d);
+    /* Calls fn once per consumer (only consumer's when not NULL) in byte
+     * order, with its counts; fn's non-zero return stops and is returned. */
+    int (*inbox_stats)(void *handle, const char *consumer, outbox_inbox_fn fn, void *ctx,
+                       outbox_diag_t *d);
 } outbox_store_vtable_t;
 
 /* ----------------------------------------------------------------- sink */

@@ -100,6 +100,7 @@ typedef struct outbox_store_options {
     const char *checkpoint_relation; /* default hlc_checkpoint beside relation */
     const char *driver;              /* name or path; default chosen by URI scheme */
     uint32_t flags;                  /* OUTBOX_OPEN_* */
+    const char *inbox_relation;      /* (1.7) default outbox_inbox beside relation */
 } outbox_store_options_t;
 
 /* Open a store: load the driver for the URI's scheme (or opts->driver),
@@ -212,6 +213,37 @@ OUTBOX_API int outbox_store_schema_apply(outbox_store_t *s, const outbox_schema_
 OUTBOX_API int outbox_store_schema_check(outbox_store_t *s, const outbox_schema_opts_t *opts,
                                          outbox_schema_report_fn report, void *ctx,
                                          size_t *problems);
+
+/* ------------------------------------------------------- the inbox (1.7) */
+
+/* The consumer's side: record that consumer handled event_id (the
+ * CloudEvents id of a message it received) in the same transaction as its
+ * own writes, so that a redelivered event is recognised and skipped and
+ * an event's effects commit together with the record of it. Transactions
+ * as for outbox_store_stage: native_tx (the application's PGconn*,
+ * sqlite3*, mongoc_client_session_t* inside its open transaction), else
+ * the handle's own when outbox_store_begin() is open, else a statement of
+ * its own. *is_new is 1 when this call recorded the pair, 0 when it was
+ * recorded before (skip the event); of two calls racing on one pair
+ * exactly one gets 1. A rolled-back record is gone: the event is new
+ * again. consumer and event_id: non-empty UTF-8, at most 200 bytes, no
+ * control characters.
+ * Errors: OUTBOX_EINVAL (a bad consumer or event id), OUTBOX_ENOTSUP (the
+ * driver has no inbox, or native_tx without OUTBOX_STORE_CAP_NATIVE_TX),
+ * OUTBOX_EMISSING (no inbox table: outbox_store_schema_apply() with
+ * OUTBOX_SCHEMA_INBOX makes it). */
+OUTBOX_API int outbox_inbox_accept(outbox_store_t *s, void *native_tx, const char *consumer,
+                                   const char *event_id, int *is_new);
+/* Delete the inbox records of consumer (NULL: every consumer) received
+ * before received_before (microseconds since the epoch); *count (may be
+ * NULL): how many. Errors as above. */
+OUTBOX_API int outbox_inbox_purge(outbox_store_t *s, const char *consumer, int64_t received_before,
+                                  uint64_t *count);
+/* Calls fn once per consumer with records (only consumer when not NULL),
+ * in byte order of the name, with its count and the oldest and newest
+ * receipt. fn's non-zero return stops the listing and is returned. */
+OUTBOX_API int outbox_inbox_stats(outbox_store_t *s, const char *consumer, outbox_inbox_fn fn,
+                                  void *ctx);
 
 /* ------------------------------------------- routes and dead rows (1.3) */
 

@@ -1,7 +1,11 @@
 /* A store driver whose vtable lacks the required claim entry. Its init
  * would fail loudly if the loader ever called it. Built with PARTIAL_TX it
  * has every required entry but only begin of the three transaction
- * entries, which must come together. */
+ * entries, which must come together; with PARTIAL_INBOX, every required
+ * entry and inbox_accept without inbox_purge and inbox_stats. */
+#if defined(PARTIAL_INBOX) && !defined(PARTIAL_TX)
+#define PARTIAL_TX
+#endif
 #include <outbox/driver.h>
 
 static int init(const outbox_host_t *host, outbox_diag_t *d)
@@ -62,9 +66,21 @@ static int s_settle(void *h, const outbox_fence_t *fence, outbox_settle_item_t *
     return OUTBOX_OK;
 }
 
+#ifndef PARTIAL_INBOX
 static int s_begin(void *h, outbox_diag_t *d)
 {
     (void)h, (void)d;
+    return OUTBOX_OK;
+}
+#endif
+#endif
+
+#ifdef PARTIAL_INBOX
+static int s_inbox_accept(void *h, const outbox_stage_ctx_t *c, const char *consumer,
+                          const char *event_id, int *is_new, outbox_diag_t *d)
+{
+    (void)h, (void)c, (void)consumer, (void)event_id, (void)d;
+    *is_new = 0;
     return OUTBOX_OK;
 }
 #endif
@@ -76,7 +92,11 @@ static const outbox_store_vtable_t vtable = {
     .capabilities = s_caps,
     .schema_ddl = s_ddl,
     .stage = s_stage,
-#ifdef PARTIAL_TX
+#if defined(PARTIAL_INBOX)
+    .claim = s_claim,
+    .settle = s_settle,
+    .inbox_accept = s_inbox_accept, /* inbox_purge and inbox_stats deliberately missing */
+#elif defined(PARTIAL_TX)
     .claim = s_claim,
     .settle = s_settle,
     .begin = s_begin, /* commit and rollback deliberately missing */
@@ -90,7 +110,9 @@ static const outbox_driver_t descriptor = {
     .abi_major = OUTBOX_ABI_MAJOR,
     .abi_minor = OUTBOX_ABI_MINOR,
     .kind = OUTBOX_DRIVER_STORE,
-#ifdef PARTIAL_TX
+#if defined(PARTIAL_INBOX)
+    .name = "partial_inbox",
+#elif defined(PARTIAL_TX)
     .name = "partial_tx",
 #else
     .name = "missing_entry",

@@ -217,6 +217,20 @@ START_TEST(partial_transaction_entries_refused)
 }
 END_TEST
 
+/* inbox_accept without inbox_purge and inbox_stats: `outbox inbox purge`
+ * would call a NULL entry. */
+START_TEST(partial_inbox_entries_refused)
+{
+    const outbox_driver_t *drv = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_driver_load(module("partial_inbox"), &drv, &d), OUTBOX_EABI);
+    ck_assert_msg(strstr(d.message, "store entries inbox_accept, inbox_purge, inbox_stats come "
+                                    "together, but inbox_purge is missing"),
+                  "%s", d.message);
+    ck_assert_ptr_null(drv);
+}
+END_TEST
+
 static int k_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
 {
     (void)p, (void)d;
@@ -586,6 +600,7 @@ int main(void)
     tcase_add_test(tc, short_store_vtable_is_told_the_size_of_all_required_entries);
     tcase_add_test(tc, short_sink_vtable_is_told_the_size_of_all_required_entries);
     tcase_add_test(tc, partial_transaction_entries_refused);
+    tcase_add_test(tc, partial_inbox_entries_refused);
     tcase_add_test(tc, refuses_directories_before_libltdl_sees_them);
     tcase_add_test(tc, missing_file_and_unknown_name);
     tcase_add_test(tc, finds_sqlite_by_name_scheme_and_path);
