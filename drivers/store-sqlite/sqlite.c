@@ -99,6 +99,11 @@ static int sq_open(const outbox_store_open_t *params, void **handle, outbox_diag
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_rel_checkpoint(params->checkpoint_relation, &h->rel, &h->ckpt, d);
     if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_rel_inbox(OUTBOX_STRUCT_HAS(outbox_store_open_t, params, inbox_relation)
+                                         ? params->inbox_relation
+                                         : NULL,
+                                     &h->rel, &h->inbox, d);
+    if (rc == OUTBOX_OK)
         rc = outbox_sqlite_connect(h, params->uri->path, mode, busy_ms, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_require_attached(h->db, &h->rel, d);
@@ -124,6 +129,8 @@ static uint32_t sq_capabilities(void *handle)
         caps |= OUTBOX_STORE_CAP_TRACEPARENT;
     if (h && h->has_ckpt)
         caps |= OUTBOX_STORE_CAP_CHECKPOINT;
+    if (h && h->has_inbox)
+        caps |= OUTBOX_STORE_CAP_INBOX;
     return caps;
 }
 
@@ -261,6 +268,9 @@ static const outbox_store_vtable_t sq_vtable = {
     .settle = outbox_sqlite_settle,
     .checkpoint_advance = outbox_sqlite_checkpoint_advance,
     .checkpoint_recover = outbox_sqlite_checkpoint_recover,
+    .inbox_accept = outbox_sqlite_inbox_accept,
+    .inbox_purge = outbox_sqlite_inbox_purge,
+    .inbox_stats = outbox_sqlite_inbox_stats,
     .wait = NULL,
     .stats = outbox_sqlite_stats,
     .replay = outbox_sqlite_replay,

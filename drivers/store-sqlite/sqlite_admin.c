@@ -7,10 +7,6 @@
 
 #include "sqlite_int.h"
 
-/* Rows deleted per purge transaction: small enough that a relay waiting for
- * the write lock is not held up for long. */
-#define SQ_PURGE_BATCH 1000
-
 static void count_into(outbox_stats_t *out, const char *status, uint64_t count, int64_t oldest)
 {
     if (strcmp(status, "pending") == 0) {
@@ -102,44 +98,19 @@ int outbox_sqlite_purge(void *handle, const char *route, int64_t before, uint64_
                         outbox_diag_t *d)
 {
     sq_handle_t *h = handle;
-    if (count)
-        *count = 0;
-    int rc = outbox_sqlite_no_open_tx(h, "purge", d);
-    if (rc == OUTBOX_OK)
-        rc = outbox_sqlite_sync(h, 1, d);
-    if (rc != OUTBOX_OK)
-        return rc;
+    uint64_t n = 0;
     outbox_kit_buf_t b;
     outbox_kit_buf_init(&b, outbox_sqlite_host);
     outbox_kit_buf_puts(&b, "DELETE FROM ");
     outbox_kit_buf_relname(&b, &h->rel, '"');
     outbox_kit_buf_puts(&b, " WHERE id IN (SELECT id FROM ");
     outbox_kit_buf_relname(&b, &h->rel, '"');
-    outbox_kit_buf_printf(&b, " WHERE status = 'published' AND published_at < ?1%s LIMIT %d)",
-                      route ? " AND outbox_route = ?2" : "", SQ_PURGE_BATCH);
-    sqlite3_stmt *st;
-    rc = outbox_sqlite_prepare_built(h->db, &b, &st, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    sqlite3_bind_int64(st, 1, before);
-    if (route)
-        sqlite3_bind_text(st, 2, route, -1, SQLITE_STATIC);
-    /* Each batch commits on its own, so an interrupted purge keeps what it
-     * deleted and a relay waits at most one batch for the write lock. */
-    for (;;) {
-        int src = sqlite3_step(st);
-        if (src != SQLITE_DONE) {
-            rc = outbox_sqlite_dbfail(d, h->db, src, "purging published rows");
-            break;
-        }
-        int changed = sqlite3_changes(h->db);
-        if (count)
-            *count += (uint64_t)changed;
-        sqlite3_reset(st);
-        if (changed < SQ_PURGE_BATCH)
-            break;
-    }
-    sqlite3_finalize(st);
+    outbox_kit_buf_puts(&b, route ? " WHERE status = 'published' AND published_at < ?1 AND "
+                                    "outbox_route = ?2"
+                                  : " WHERE status = 'published' AND published_at < ?1");
+    int rc = outbox_sqlite_delete_batches(h, "purge", &b, before, route, &n, d);
+    if (count)
+        *count = n;
     return rc;
 }
 

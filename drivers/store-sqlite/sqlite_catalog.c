@@ -295,6 +295,32 @@ static int has_required_columns(sq_handle_t *h, const sq_columns_t *cols, outbox
     return OUTBOX_OK;
 }
 
+/* The inbox table, when it is there with its three columns. */
+static int detect_inbox(sq_handle_t *h, outbox_diag_t *d)
+{
+    int attached = 0;
+    h->has_inbox = 0;
+    int rc = outbox_sqlite_schema_attached(h->db, &h->inbox, &attached, d);
+    if (rc != OUTBOX_OK || !attached)
+        return rc;
+    sq_columns_t cols = {0};
+    rc = outbox_sqlite_columns(h->db, &h->inbox, &cols, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (cols.n > 0) {
+        h->has_inbox = outbox_sqlite_column_find(&cols, "consumer") &&
+                       outbox_sqlite_column_find(&cols, "event_id") &&
+                       outbox_sqlite_column_find(&cols, "received_at");
+        if (!h->has_inbox)
+            outbox_sqlite_host->log(OUTBOX_LOG_WARN, SQ_NAME,
+                                    "inbox table \"%s\" lacks consumer, event_id or received_at; "
+                                    "the inbox is off",
+                                    h->inbox.table);
+    }
+    outbox_sqlite_columns_free(&cols);
+    return OUTBOX_OK;
+}
+
 int outbox_sqlite_detect(sq_handle_t *h, int strict, outbox_diag_t *d)
 {
     sq_columns_t cols = {0};
@@ -319,7 +345,7 @@ int outbox_sqlite_detect(sq_handle_t *h, int strict, outbox_diag_t *d)
     h->has_ckpt = 0;
     rc = outbox_sqlite_schema_attached(h->db, &h->ckpt, &attached, d);
     if (rc != OUTBOX_OK || !attached)
-        return rc;
+        return rc != OUTBOX_OK ? rc : detect_inbox(h, d);
     rc = outbox_sqlite_columns(h->db, &h->ckpt, &cols, d);
     if (rc != OUTBOX_OK)
         return rc;
@@ -333,5 +359,33 @@ int outbox_sqlite_detect(sq_handle_t *h, int strict, outbox_diag_t *d)
                                     h->ckpt.table);
     }
     outbox_sqlite_columns_free(&cols);
+    return detect_inbox(h, d);
+}
+
+/* The application's connection is on the store's file for schema (main
+ * when empty). */
+int outbox_sqlite_same_database(const sq_handle_t *h, sqlite3 *app, const char *schema,
+                                outbox_diag_t *d)
+{
+    const char *name = schema[0] ? schema : "main";
+    const char *ours = sqlite3_db_filename(h->db, name);
+    const char *theirs = sqlite3_db_filename(app, name);
+    if (ours && theirs && *ours && *theirs && strcmp(ours, theirs) != 0)
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
+                                  "the native sqlite3 connection is on \"%s\", the store on \"%s\"",
+                                  theirs, ours);
     return OUTBOX_OK;
+}
+
+/* The application's connection for staging or an inbox record: inside a
+ * transaction (else each statement would commit on its own), and on the
+ * store's file. */
+int outbox_sqlite_check_native(const sq_handle_t *h, sqlite3 *app, const char *schema,
+                               outbox_diag_t *d)
+{
+    if (sqlite3_get_autocommit(app))
+        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
+                                  "the native sqlite3 connection is not inside a transaction "
+                                  "(BEGIN first)");
+    return outbox_sqlite_same_database(h, app, schema, d);
 }

@@ -391,6 +391,45 @@ int outbox_sqlite_no_open_tx(sq_handle_t *h, const char *op, outbox_diag_t *d)
     return OUTBOX_OK;
 }
 
+/* Rows one purge batch deletes: small enough that a relay waiting for the
+ * write lock is not held up for long. */
+#define SQ_DELETE_BATCH 1000
+
+int outbox_sqlite_delete_batches(sq_handle_t *h, const char *op, outbox_kit_buf_t *b,
+                                 int64_t before, const char *name, uint64_t *count,
+                                 outbox_diag_t *d)
+{
+    int rc = outbox_sqlite_no_open_tx(h, op, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_sync(h, 1, d);
+    if (rc != OUTBOX_OK) {
+        outbox_kit_buf_free(b);
+        return rc;
+    }
+    outbox_kit_buf_printf(b, " LIMIT %d)", SQ_DELETE_BATCH);
+    sqlite3_stmt *st;
+    rc = outbox_sqlite_prepare_built(h->db, b, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, before);
+    if (name != NULL)
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    for (;;) {
+        int src = sqlite3_step(st);
+        if (src != SQLITE_DONE) {
+            rc = outbox_sqlite_dbfail(d, h->db, src, op);
+            break;
+        }
+        int changed = sqlite3_changes(h->db);
+        *count += (uint64_t)changed;
+        sqlite3_reset(st);
+        if (changed < SQ_DELETE_BATCH)
+            break;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* ---------------------------------------------------------- claim arena */
 
 struct sq_chunk {

@@ -7,6 +7,7 @@
  *   4  sqlite_rows.c     stage, claim, settle, the clock checkpoint
  *      sqlite_schema.c   the canonical schema: DDL, apply, drop, check
  *      sqlite_admin.c    stats, replay, purge
+ *      sqlite_inbox.c    the inbox: accept, purge, stats
  *   3  sqlite_catalog.c  what the live database holds: columns, indexes,
  *                        attached schemas, and the handle's view of them
  *   2  sqlite_conn.c     the connection: open, PRAGMAs, busy handler,
@@ -53,6 +54,9 @@ SQ_HIDDEN int outbox_sqlite_rel_parse(const char *name, outbox_kit_relname_t *ou
 /* The checkpoint relation: name, or hlc_checkpoint in base's schema when NULL. */
 SQ_HIDDEN int outbox_sqlite_rel_checkpoint(const char *name, const outbox_kit_relname_t *base,
                                            outbox_kit_relname_t *out, outbox_diag_t *d);
+/* The inbox relation: name, or outbox_inbox in base's schema when NULL. */
+SQ_HIDDEN int outbox_sqlite_rel_inbox(const char *name, const outbox_kit_relname_t *base,
+                                      outbox_kit_relname_t *out, outbox_diag_t *d);
 
 /* ------------------------------------------------------------- the handle */
 
@@ -82,6 +86,8 @@ typedef struct sq_handle {
     sqlite3 *db;
     outbox_kit_relname_t rel;
     outbox_kit_relname_t ckpt;
+    outbox_kit_relname_t inbox; /* (consumer, event_id, received_at) */
+    int has_inbox;
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
@@ -161,6 +167,16 @@ SQ_HIDDEN void outbox_sqlite_tx_abort(sq_handle_t *h);
 /* OUTBOX_EINVAL when the handle's own transaction is open: operations that
  * run their own transactions cannot nest in it. */
 SQ_HIDDEN int outbox_sqlite_no_open_tx(sq_handle_t *h, const char *op, outbox_diag_t *d);
+/* A purge: the statement built in b (freed here), "DELETE ... WHERE k IN
+ * (SELECT k ... WHERE ... ?1" with ?2 as well when name is not NULL, gets
+ * " LIMIT n)" appended and runs until a batch deletes fewer than n rows.
+ * Each batch commits on its own, durably, so an interrupted purge keeps
+ * what it deleted and a writer waits at most one batch for the lock. ?1 is
+ * before, ?2 name; *count gains the rows deleted; op names the purge in
+ * errors. Refused inside the handle's own transaction. */
+SQ_HIDDEN int outbox_sqlite_delete_batches(sq_handle_t *h, const char *op, outbox_kit_buf_t *b,
+                                           int64_t before, const char *name, uint64_t *count,
+                                           outbox_diag_t *d);
 
 /* The claim arena: the rows of the last claim and their strings, kept
  * until the next claim or close. */
@@ -233,6 +249,12 @@ SQ_HIDDEN int outbox_sqlite_require_attached(sqlite3 *db, const outbox_kit_relna
  * (a normal open); otherwise they only leave the capabilities off (schema
  * apply/check). */
 SQ_HIDDEN int outbox_sqlite_detect(sq_handle_t *h, int strict, outbox_diag_t *d);
+/* The application's sqlite3* given as native_tx: on the store's file (for
+ * schema; "" = main); check_native also wants it inside a transaction. */
+SQ_HIDDEN int outbox_sqlite_same_database(const sq_handle_t *h, sqlite3 *app, const char *schema,
+                                          outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_check_native(const sq_handle_t *h, sqlite3 *app, const char *schema,
+                                         outbox_diag_t *d);
 SQ_HIDDEN void outbox_sqlite_drop_index_names(sq_handle_t *h);
 
 /* ============ floor 4: sqlite_rows.c, sqlite_schema.c, sqlite_admin.c */
@@ -287,5 +309,14 @@ SQ_HIDDEN int outbox_sqlite_routes(void *handle, outbox_route_fn fn, void *ctx, 
 SQ_HIDDEN int outbox_sqlite_dead_list(void *handle, const char *route, const char *after_id,
                                       size_t limit, outbox_row_fn fn, void *ctx,
                                       outbox_diag_t *d);
+
+/* inbox.c. */
+SQ_HIDDEN int outbox_sqlite_inbox_accept(void *handle, const outbox_stage_ctx_t *ctx,
+                                         const char *consumer, const char *event_id, int *is_new,
+                                         outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_inbox_purge(void *handle, const char *consumer, int64_t before_us,
+                                        uint64_t *count, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_inbox_stats(void *handle, const char *consumer, outbox_inbox_fn fn,
+                                        void *ctx, outbox_diag_t *d);
 
 #endif

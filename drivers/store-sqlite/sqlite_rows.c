@@ -196,30 +196,6 @@ static int advance_on(sqlite3 *db, sqlite3_stmt *st, const char *node_key, int64
 /* The application's connection must be on our database, or its writes
  * would not commit with the application's rows. In-memory databases have
  * no name to compare. */
-static int same_database(const sq_handle_t *h, sqlite3 *app, const char *schema,
-                         outbox_diag_t *d)
-{
-    const char *name = schema[0] ? schema : "main";
-    const char *ours = sqlite3_db_filename(h->db, name);
-    const char *theirs = sqlite3_db_filename(app, name);
-    if (ours && theirs && *ours && *theirs && strcmp(ours, theirs) != 0)
-        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                  "the native sqlite3 connection is on \"%s\", the store on \"%s\"",
-                                  theirs, ours);
-    return OUTBOX_OK;
-}
-
-/* Staging also needs the application's transaction to be open, or each row
- * would commit on its own. */
-static int check_native(const sq_handle_t *h, sqlite3 *app, outbox_diag_t *d)
-{
-    if (sqlite3_get_autocommit(app))
-        return outbox_sqlite_fail(d, OUTBOX_EINVAL,
-                                  "the native sqlite3 connection is not inside a transaction "
-                                  "(BEGIN first)");
-    return same_database(h, app, h->rel.schema, d);
-}
-
 static int prepare_on(sqlite3 *db, const char *sql, sqlite3_stmt **st, outbox_diag_t *d)
 {
     return outbox_sqlite_prepare(db, sql, "preparing on the native connection", st, d);
@@ -301,7 +277,7 @@ int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbo
 
     sqlite3 *app = ctx ? ctx->native_tx : NULL;
     if (app) {
-        rc = check_native(h, app, d);
+        rc = outbox_sqlite_check_native(h, app, h->rel.schema, d);
         if (rc == OUTBOX_OK)
             rc = stage_in_savepoint(h, app, ctx, rows, n, &count, d);
     } else if (ctx && ctx->in_own_tx) {
@@ -769,7 +745,7 @@ int outbox_sqlite_checkpoint_advance(void *handle, const outbox_stage_ctx_t *ctx
     if (app) {
         /* A lone upsert is atomic even when the application is between
          * transactions, so only the database is checked here. */
-        int rc = same_database(h, app, h->ckpt.schema, d);
+        int rc = outbox_sqlite_same_database(h, app, h->ckpt.schema, d);
         if (rc != OUTBOX_OK)
             return rc;
         sqlite3_stmt *st = NULL;

@@ -46,6 +46,13 @@ static const col_spec_t ckpt_cols[] = {
     {"hlc", "INTEGER", "INTEGER NOT NULL", 0},
 };
 
+/* The inbox: one row per event a consumer handled. */
+static const col_spec_t inbox_cols[] = {
+    {"consumer", "TEXT", "TEXT NOT NULL", 0},
+    {"event_id", "TEXT", "TEXT NOT NULL", 0},
+    {"received_at", "INTEGER", "INTEGER NOT NULL", 0},
+};
+
 /* The indexes of the canonical table and why each is there. */
 typedef struct idx_spec {
     const char *suffix;
@@ -74,6 +81,7 @@ static const idx_spec_t outbox_idx[] = {
 typedef struct ddl_target {
     outbox_kit_relname_t rel;
     outbox_kit_relname_t ckpt;
+    outbox_kit_relname_t inbox;
     uint32_t flags;
 } ddl_target_t;
 
@@ -91,6 +99,15 @@ static int target_parse(const outbox_schema_opts_t *opts, const sq_handle_t *h, 
         t->rel = h->rel; /* no relation in opts: the handle's own */
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_rel_checkpoint(ckpt, &t->rel, &t->ckpt, d);
+    /* The inbox: opts' (the host sets it with OUTBOX_SCHEMA_INBOX), else
+     * the handle's when opts names no relation, else beside it. */
+    const char *inbox = opts && OUTBOX_STRUCT_HAS(outbox_schema_opts_t, opts, inbox_relation)
+                            ? opts->inbox_relation
+                            : NULL;
+    if (rc == OUTBOX_OK && !inbox && !relation && h)
+        t->inbox = h->inbox;
+    else if (rc == OUTBOX_OK)
+        rc = outbox_sqlite_rel_inbox(inbox, &t->rel, &t->inbox, d);
     return rc;
 }
 
@@ -108,27 +125,33 @@ static void ddl_table(const ddl_target_t *t, outbox_kit_buf_t *b)
     outbox_kit_buf_puts(b, "    UNIQUE (outbox_route, event_id)\n);\n");
 }
 
+/* CREATE INDEX IF NOT EXISTS table_suffix ON table (cols); SQLite
+ * qualifies the index name, never the table it is on. */
+static void ddl_index(const outbox_kit_relname_t *rel, const char *suffix, const char *const *cols,
+                      outbox_kit_buf_t *b)
+{
+    char name[256];
+    snprintf(name, sizeof name, "%s_%s", rel->table, suffix);
+    outbox_kit_buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
+    if (rel->schema[0]) {
+        outbox_kit_buf_ident(b, rel->schema, '"');
+        outbox_kit_buf_putc(b, '.');
+    }
+    outbox_kit_buf_ident(b, name, '"');
+    outbox_kit_buf_puts(b, " ON ");
+    outbox_kit_buf_ident(b, rel->table, '"');
+    outbox_kit_buf_puts(b, " (");
+    for (size_t j = 0; cols[j]; j++)
+        outbox_kit_buf_printf(b, "%s%s", j ? ", " : "", cols[j]);
+    outbox_kit_buf_puts(b, ");\n");
+}
+
 static void ddl_indexes(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
     for (size_t i = 0; i < N_OUTBOX_IDX; i++) {
         const idx_spec_t *x = &outbox_idx[i];
-        if (x->hlc && !(t->flags & OUTBOX_SCHEMA_HLC))
-            continue;
-        char name[256];
-        snprintf(name, sizeof name, "%s_%s", t->rel.table, x->suffix);
-        outbox_kit_buf_puts(b, "CREATE INDEX IF NOT EXISTS ");
-        /* SQLite qualifies the index name, never the table it is on. */
-        if (t->rel.schema[0]) {
-            outbox_kit_buf_ident(b, t->rel.schema, '"');
-            outbox_kit_buf_putc(b, '.');
-        }
-        outbox_kit_buf_ident(b, name, '"');
-        outbox_kit_buf_puts(b, " ON ");
-        outbox_kit_buf_ident(b, t->rel.table, '"');
-        outbox_kit_buf_puts(b, " (");
-        for (size_t j = 0; x->cols[j]; j++)
-            outbox_kit_buf_printf(b, "%s%s", j ? ", " : "", x->cols[j]);
-        outbox_kit_buf_puts(b, ");\n");
+        if (!x->hlc || (t->flags & OUTBOX_SCHEMA_HLC))
+            ddl_index(&t->rel, x->suffix, x->cols, b);
     }
 }
 
@@ -138,6 +161,20 @@ static void ddl_checkpoint(const ddl_target_t *t, outbox_kit_buf_t *b)
     outbox_kit_buf_relname(b, &t->ckpt, '"');
     outbox_kit_buf_puts(b, " (\n    node_key TEXT NOT NULL PRIMARY KEY,\n"
                        "    hlc      INTEGER NOT NULL -- physical_ms << 16 | logical\n);\n");
+}
+
+static void ddl_inbox(const ddl_target_t *t, outbox_kit_buf_t *b)
+{
+    outbox_kit_buf_puts(b, "-- The inbox: the events each consumer handled, recorded in its own\n"
+                           "-- transaction; received_at in microseconds since the Unix epoch.\n");
+    outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_kit_buf_relname(b, &t->inbox, '"');
+    outbox_kit_buf_puts(b, " (\n");
+    for (size_t i = 0; i < sizeof inbox_cols / sizeof inbox_cols[0]; i++)
+        outbox_kit_buf_printf(b, "    %-11s %s,\n", inbox_cols[i].name, inbox_cols[i].decl);
+    outbox_kit_buf_puts(b, "    PRIMARY KEY (consumer, event_id)\n);\n");
+    static const char *const by_age[] = {"received_at", NULL};
+    ddl_index(&t->inbox, "received_idx", by_age, b);
 }
 
 static void ddl_alter_hint(const ddl_target_t *t, const col_spec_t *c, outbox_kit_buf_t *b)
@@ -164,6 +201,8 @@ static void ddl_all(const ddl_target_t *t, outbox_kit_buf_t *b)
     ddl_indexes(t, b);
     if (t->flags & OUTBOX_SCHEMA_CHECKPOINT)
         ddl_checkpoint(t, b);
+    if (t->flags & OUTBOX_SCHEMA_INBOX)
+        ddl_inbox(t, b);
 }
 
 int outbox_sqlite_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d)
@@ -255,6 +294,8 @@ static int ddl_run(sq_handle_t *h, const outbox_schema_opts_t *opts, const char 
         rc = outbox_sqlite_require_attached(h->db, &t.rel, d);
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
         rc = outbox_sqlite_require_attached(h->db, &t.ckpt, d);
+    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_INBOX))
+        rc = outbox_sqlite_require_attached(h->db, &t.inbox, d);
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_tx_begin(h, d);
     if (rc != OUTBOX_OK)
@@ -282,6 +323,10 @@ static int apply_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
         ddl_checkpoint(t, &b);
         rc = exec_built(h->db, &b, "creating the checkpoint table", d);
     }
+    if (rc == OUTBOX_OK && (t->flags & OUTBOX_SCHEMA_INBOX)) {
+        ddl_inbox(t, &b);
+        rc = exec_built(h->db, &b, "creating the inbox table", d);
+    }
     return rc;
 }
 
@@ -295,6 +340,10 @@ static int drop_body(sq_handle_t *h, const ddl_target_t *t, outbox_diag_t *d)
     if (t->flags & OUTBOX_SCHEMA_CHECKPOINT) {
         outbox_kit_buf_puts(&b, "; DROP TABLE IF EXISTS ");
         outbox_kit_buf_relname(&b, &t->ckpt, '"');
+    }
+    if (t->flags & OUTBOX_SCHEMA_INBOX) {
+        outbox_kit_buf_puts(&b, "; DROP TABLE IF EXISTS ");
+        outbox_kit_buf_relname(&b, &t->inbox, '"');
     }
     return exec_built(h->db, &b, "dropping the outbox schema", d);
 }
@@ -493,6 +542,46 @@ static int check_checkpoint(sq_handle_t *h, const ddl_target_t *t, checker_t *c,
     return rc;
 }
 
+static int check_inbox(sq_handle_t *h, const ddl_target_t *t, checker_t *c, outbox_diag_t *d)
+{
+    int attached = 0;
+    int rc = outbox_sqlite_schema_attached(h->db, &t->inbox, &attached, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    sq_columns_t cols = {0};
+    if (attached && (rc = outbox_sqlite_columns(h->db, &t->inbox, &cols, d)) != OUTBOX_OK)
+        return rc;
+    char shown[2 * OUTBOX_KIT_IDENT_MAX + 2];
+    outbox_kit_relname_show(&t->inbox, shown, sizeof shown);
+    if (cols.n == 0) {
+        problem(c, "missing table %s", shown);
+        return OUTBOX_OK;
+    }
+    sq_indexes_t idx = {0};
+    rc = outbox_sqlite_indexes(h->db, &t->inbox, &idx, d);
+    if (rc == OUTBOX_OK) {
+        checker_t on = *c;
+        for (size_t i = 0; i < sizeof inbox_cols / sizeof inbox_cols[0]; i++) {
+            const sq_column_t *col = outbox_sqlite_column_find(&cols, inbox_cols[i].name);
+            if (!col)
+                problem(&on, "%s: missing column %s", shown, inbox_cols[i].name);
+            else if (strcmp(affinity(col->type), inbox_cols[i].type) != 0)
+                problem(&on, "%s: column %s has type %s, expected %s", shown, inbox_cols[i].name,
+                        col->type[0] ? col->type : "(none)", inbox_cols[i].type);
+        }
+        static const char *const key[] = {"consumer", "event_id", NULL};
+        static const char *const by_age[] = {"received_at", NULL};
+        if (!has_unique_set(&idx, key))
+            problem(&on, "%s: missing unique index on (consumer, event_id)", shown);
+        if (!outbox_sqlite_index_find(&idx, by_age))
+            problem(&on, "%s: missing index on (received_at)", shown);
+        *c = on;
+        outbox_sqlite_indexes_free(&idx);
+    }
+    outbox_sqlite_columns_free(&cols);
+    return rc;
+}
+
 int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
                                outbox_schema_report_fn report, void *ctx, size_t *problems,
                                outbox_diag_t *d)
@@ -518,6 +607,8 @@ int outbox_sqlite_schema_check(void *handle, const outbox_schema_opts_t *opts,
     }
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
         rc = check_checkpoint(h, &t, &c, d);
+    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_INBOX))
+        rc = check_inbox(h, &t, &c, d);
     if (problems)
         *problems = c.problems;
     return rc;

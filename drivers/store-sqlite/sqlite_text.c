@@ -81,3 +81,12 @@ int outbox_sqlite_rel_checkpoint(const char *name, const outbox_kit_relname_t *b
     outbox_kit_relname_beside(base, "hlc_checkpoint", out);
     return OUTBOX_OK;
 }
+
+int outbox_sqlite_rel_inbox(const char *name, const outbox_kit_relname_t *base,
+                            outbox_kit_relname_t *out, outbox_diag_t *d)
+{
+    if (name)
+        return outbox_sqlite_rel_parse(name, out, d);
+    outbox_kit_relname_beside(base, "outbox_inbox", out);
+    return OUTBOX_OK;
+}
