@@ -35,20 +35,26 @@ static void pg_close(void *handle)
     outbox_pg_host->free(h->conninfo);
     outbox_pg_host->free(h->rel_sql);
     outbox_pg_host->free(h->ckpt_sql);
+    outbox_pg_host->free(h->inbox_sql);
     outbox_pg_host->free(h);
 }
 
-static int build_rel_sql(pg_handle_t *h, outbox_diag_t *d)
+static int build_rel_sql(pg_handle_t *h, int with_inbox, outbox_diag_t *d)
 {
-    outbox_kit_buf_t a, c;
+    outbox_kit_buf_t a, c, i;
     outbox_kit_buf_init(&a, outbox_pg_host);
     outbox_kit_buf_init(&c, outbox_pg_host);
+    outbox_kit_buf_init(&i, outbox_pg_host);
     outbox_kit_buf_relname(&a, &h->rel, '"');
     outbox_kit_buf_relname(&c, &h->ckpt, '"');
+    if (with_inbox)
+        outbox_kit_buf_relname(&i, &h->inbox, '"');
     h->rel_sql = outbox_kit_buf_steal(&a);
     h->ckpt_sql = outbox_kit_buf_steal(&c);
-    if (!h->rel_sql || !h->ckpt_sql)
-        return outbox_pg_nomem(d); /* pg_close frees the one that was made */
+    h->inbox_sql = with_inbox ? outbox_kit_buf_steal(&i) : NULL;
+    outbox_kit_buf_free(&i);
+    if (!h->rel_sql || !h->ckpt_sql || (with_inbox && !h->inbox_sql))
+        return outbox_pg_nomem(d); /* pg_close frees the ones that were made */
     outbox_kit_relname_show(&h->rel, h->shown, sizeof h->shown);
     return OUTBOX_OK;
 }
@@ -68,20 +74,28 @@ static int pg_open(const outbox_store_open_t *params, void **handle, outbox_diag
         outbox_kit_buf_init(&h->params[i], outbox_pg_host);
 
     int schema_only = (params->flags & OUTBOX_OPEN_SCHEMA_ONLY) != 0;
+    /* A host older than ABI 1.7 names no inbox: the handle has none. */
+    int with_inbox = OUTBOX_STRUCT_HAS(outbox_store_open_t, params, inbox_relation);
     h->read_only = (params->flags & OUTBOX_OPEN_READ_ONLY) != 0;
     int rc = outbox_pg_conninfo(params->uri, &h->conninfo, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_relname(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_relname_ckpt(params->checkpoint_relation, &h->rel, &h->ckpt, d);
+        rc = outbox_pg_relname_beside(params->checkpoint_relation, &h->rel, PG_CKPT_TABLE, &h->ckpt,
+                                      d);
+    if (rc == OUTBOX_OK && with_inbox)
+        rc = outbox_pg_relname_beside(params->inbox_relation, &h->rel, PG_INBOX_TABLE, &h->inbox,
+                                      d);
     if (rc == OUTBOX_OK)
-        rc = build_rel_sql(h, d);
+        rc = build_rel_sql(h, with_inbox, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_connect(h, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_detect(h, !schema_only, d);
     if (rc == OUTBOX_OK)
         rc = outbox_pg_rows_prepare_sql(h, d);
+    if (rc == OUTBOX_OK && with_inbox)
+        rc = outbox_pg_inbox_prepare_sql(h, d);
     if (rc != OUTBOX_OK) {
         /* libpq's words (connection failures, bad options) may quote
          * what the user wrote, password included. */
@@ -107,6 +121,8 @@ static uint32_t pg_capabilities(void *handle)
         caps |= OUTBOX_STORE_CAP_TRACEPARENT;
     if (h && h->has_ckpt)
         caps |= OUTBOX_STORE_CAP_CHECKPOINT;
+    if (h && h->has_inbox)
+        caps |= OUTBOX_STORE_CAP_INBOX;
     return caps;
 }
 
@@ -286,6 +302,9 @@ static const outbox_store_vtable_t pg_vtable = {
     .routes = outbox_pg_routes,
     .dead_list = outbox_pg_dead_list,
     .renew = outbox_pg_renew,
+    .inbox_accept = outbox_pg_inbox_accept,
+    .inbox_purge = outbox_pg_inbox_purge,
+    .inbox_stats = outbox_pg_inbox_stats,
 };
 
 static const char *const pg_schemes[] = {"postgresql", "postgres", NULL};

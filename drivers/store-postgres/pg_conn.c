@@ -20,6 +20,7 @@
 static const char *const slot_names[PG_SLOT_COUNT] = {
     "outbox_stage", "outbox_stage_ckpt", "outbox_claim", "outbox_claim_hlc",
     "outbox_settle", "outbox_renew", "outbox_ckpt_advance", "outbox_ckpt_recover",
+    "outbox_inbox_accept",
 };
 
 /* ---------------------------------------------------------- connecting */

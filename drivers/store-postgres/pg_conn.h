@@ -17,8 +17,10 @@ enum pg_slot {
     PG_RENEW,
     PG_CKPT_ADVANCE,
     PG_CKPT_RECOVER,
+    PG_INBOX_ACCEPT, /* pg_inbox.c's, built once at open; pg_rows.c builds those before it */
     PG_SLOT_COUNT
 };
+#define PG_ROWS_SLOTS PG_INBOX_ACCEPT
 
 /* Bits of pg_handle_t.claim_idx: which of the shipped schema's claim
  * indexes the table has (or an index that serves as well). */
@@ -41,13 +43,16 @@ typedef struct pg_handle {
     char *conninfo;    /* what PQconnectdb got; native_begin opens another with it */
     outbox_kit_relname_t rel; /* as the user named it */
     outbox_kit_relname_t ckpt;
+    outbox_kit_relname_t inbox;
     char *rel_sql;     /* quoted, ready to paste into SQL */
     char *ckpt_sql;
+    char *inbox_sql;   /* NULL: the host named no inbox (older than ABI 1.7) */
     char shown[160];   /* rel for messages */
     char channel[PG_CHANNEL_MAX + 1];
     int has_hlc;
     int has_traceparent;
     int has_ckpt;
+    int has_inbox;
     /* The indexes beyond the canonical table's that the claim is shaped
      * for (PG_IDX_*), read from the catalogs at open; without them the
      * claim takes the shape the canonical outbox_claim_idx serves. */

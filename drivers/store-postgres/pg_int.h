@@ -3,7 +3,8 @@
  *
  * The driver's files call only downward:
  *   pg.c                              descriptor, vtable, open/close, transactions
- *   pg_rows.c  pg_schema.c  pg_admin.c  the store operations (pg_ops.h)
+ *   pg_rows.c  pg_schema.c  pg_inbox.c  pg_admin.c
+ *                                     the store operations (pg_ops.h)
  *   pg_conn.c                         the handle, its connection, statements (pg_conn.h)
  *   pg_wire.c                         host table, errors, binary format (this header)
  * A file uses the headers of the floors below it and never one of its own
@@ -46,9 +47,15 @@ PG_HIDDEN int outbox_pg_result_fail(PGconn *conn, const PGresult *res, outbox_di
 /* Splits and validates "table" or "schema.table" (outbox_kit_relname_parse),
  * saying what is wrong with a name it refuses. */
 PG_HIDDEN int outbox_pg_relname(const char *name, outbox_kit_relname_t *out, outbox_diag_t *d);
-/* The checkpoint relation: name, or hlc_checkpoint beside base when NULL. */
-PG_HIDDEN int outbox_pg_relname_ckpt(const char *name, const outbox_kit_relname_t *base,
-                                     outbox_kit_relname_t *out, outbox_diag_t *d);
+/* A companion relation (checkpoint, inbox): name, or table beside base
+ * (in its schema) when name is NULL. */
+PG_HIDDEN int outbox_pg_relname_beside(const char *name, const outbox_kit_relname_t *base,
+                                       const char *table, outbox_kit_relname_t *out,
+                                       outbox_diag_t *d);
+
+/* The default companion tables, as the host names them. */
+#define PG_CKPT_TABLE "hlc_checkpoint"
+#define PG_INBOX_TABLE "outbox_inbox"
 
 /* --------------------------------------------------- binary wire format */
 

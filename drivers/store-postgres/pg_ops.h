@@ -1,7 +1,8 @@
 /* PostgreSQL store driver, third floor: the store operations pg.c puts in
- * its vtable. pg_rows.c, pg_schema.c and pg_admin.c stand side by side on
- * this floor and never call one another; only pg.c combines them (open
- * detects the table, then builds the statements for what it found).
+ * its vtable. pg_rows.c, pg_schema.c, pg_inbox.c and pg_admin.c stand side
+ * by side on this floor and never call one another; only pg.c combines
+ * them (open detects the tables, then builds the statements for what it
+ * found).
  * Private to this folder; see pg_int.h for the floors. */
 #ifndef OUTBOX_STORE_PG_OPS_H
 #define OUTBOX_STORE_PG_OPS_H
@@ -43,6 +44,19 @@ PG_HIDDEN int outbox_pg_checkpoint_advance(void *handle, const outbox_stage_ctx_
                                            const char *node_key, int64_t hlc, outbox_diag_t *d);
 PG_HIDDEN int outbox_pg_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d);
 PG_HIDDEN int outbox_pg_wait(void *handle, const char *route, int timeout_ms, outbox_diag_t *d);
+
+/* ----------------------------------------------------------- pg_inbox.c */
+
+/* Builds the accept statement's text for h->inbox (once, at open). */
+PG_HIDDEN int outbox_pg_inbox_prepare_sql(pg_handle_t *h, outbox_diag_t *d);
+
+PG_HIDDEN int outbox_pg_inbox_accept(void *handle, const outbox_stage_ctx_t *ctx,
+                                     const char *consumer, const char *event_id, int *is_new,
+                                     outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_inbox_purge(void *handle, const char *consumer, int64_t before_us,
+                                    uint64_t *count, outbox_diag_t *d);
+PG_HIDDEN int outbox_pg_inbox_stats(void *handle, const char *consumer, outbox_inbox_fn fn,
+                                    void *ctx, outbox_diag_t *d);
 
 /* ----------------------------------------------------------- pg_admin.c */
 

@@ -473,8 +473,8 @@ static void build_claims(const pg_handle_t *h, outbox_kit_buf_t b[2], long limit
 
 int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
 {
-    outbox_kit_buf_t b[PG_SLOT_COUNT];
-    for (int i = 0; i < PG_SLOT_COUNT; i++)
+    outbox_kit_buf_t b[PG_ROWS_SLOTS];
+    for (int i = 0; i < PG_ROWS_SLOTS; i++)
         outbox_kit_buf_init(&b[i], outbox_pg_host);
     build_stage(h, &b[PG_STAGE], 0);
     build_stage(h, &b[PG_STAGE_CKPT], 1);
@@ -486,14 +486,14 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
     build_ckpt_advance(h, &b[PG_CKPT_ADVANCE]);
     build_ckpt_recover(h, &b[PG_CKPT_RECOVER]);
     int failed = 0;
-    for (int i = 0; i < PG_SLOT_COUNT; i++)
+    for (int i = 0; i < PG_ROWS_SLOTS; i++)
         failed |= b[i].failed;
     if (failed) {
-        for (int i = 0; i < PG_SLOT_COUNT; i++)
+        for (int i = 0; i < PG_ROWS_SLOTS; i++)
             outbox_kit_buf_free(&b[i]);
         return outbox_pg_nomem(d);
     }
-    for (int i = 0; i < PG_SLOT_COUNT; i++) {
+    for (int i = 0; i < PG_ROWS_SLOTS; i++) {
         outbox_pg_host->free(h->sql[i]);
         h->sql[i] = outbox_kit_buf_steal(&b[i]);
     }

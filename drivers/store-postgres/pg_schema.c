@@ -53,6 +53,16 @@ static const col_spec_t ckpt_cols[] = {
     {"hlc", "bigint", NULL, "BIGINT NOT NULL"},
 };
 
+/* The inbox: one row per event a consumer handled. Event ids are text, not
+ * uuid: a consumer records the ids of events from any producer, and
+ * CloudEvents ids are free-form strings. */
+static const col_spec_t inbox_cols[] = {
+    {"consumer", "text", "character varying", "TEXT NOT NULL"},
+    {"event_id", "text", "character varying", "TEXT NOT NULL"},
+    {"received_at", "timestamp with time zone", NULL, "TIMESTAMPTZ NOT NULL DEFAULT now()"},
+};
+#define N_INBOX_COLS (sizeof inbox_cols / sizeof inbox_cols[0])
+
 /* The columns every outbox table has, NULL-terminated. */
 static const char *const required_columns[] = {
     "id", "outbox_route", "event_id", "event_type", "tenant_id", "execution_id",
@@ -160,11 +170,13 @@ static void channel_name(const char *schema, const char *table, char out[PG_CHAN
 
 /* -------------------------------------------------------------- detect */
 
-/* The columns of both relations in one round trip: which (1 outbox, 2
- * checkpoint), resolved schema, table, column, type. */
+/* The columns of the three relations in one round trip: which (1 outbox,
+ * 2 checkpoint, 3 inbox), resolved schema, table, column, type. A NULL
+ * name is no relation. */
 #define DETECT_SQL                                                                             \
     "SELECT r.which, n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod) "  \
-    "FROM (VALUES (1, to_regclass($1::text)), (2, to_regclass($2::text))) AS r(which, oid) "  \
+    "FROM (VALUES (1, to_regclass($1::text)), (2, to_regclass($2::text)), "                   \
+    "(3, to_regclass($3::text))) AS r(which, oid) "                                            \
     "JOIN pg_catalog.pg_class c ON c.oid = r.oid "                                             \
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "                                \
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT "           \
@@ -190,16 +202,25 @@ static int relation_row(const PGresult *res, int which)
     return -1;
 }
 
-/* Columns of rel (and ckpt) as the server sees them now. */
-static int read_columns(pg_handle_t *h, const char *rel_sql, const char *ckpt_sql, PGresult **res,
-                        outbox_diag_t *d)
+/* Columns of rel, ckpt and inbox (NULL: none) as the server sees them now. */
+static int read_columns(pg_handle_t *h, const char *rel_sql, const char *ckpt_sql,
+                        const char *inbox_sql, PGresult **res, outbox_diag_t *d)
 {
     int rc = outbox_pg_connected(h, d);
     if (rc != OUTBOX_OK)
         return rc;
-    const char *vals[2] = {rel_sql, ckpt_sql};
-    return outbox_pg_exec_on(h->conn, DETECT_SQL, 2, vals, NULL, NULL, 0, res, d,
+    const char *vals[3] = {rel_sql, ckpt_sql, inbox_sql};
+    return outbox_pg_exec_on(h->conn, DETECT_SQL, 3, vals, NULL, NULL, 0, res, d,
                              "reading the table's columns");
+}
+
+/* 1 when every column of specs is in relation which of res. */
+static int has_columns(const PGresult *res, int which, const col_spec_t *specs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!find_column(res, which, specs[i].name, NULL))
+            return 0;
+    return 1;
 }
 
 /* Which of the claim's indexes the table has (with the check, below). */
@@ -208,7 +229,7 @@ static int read_claim_indexes(pg_handle_t *h, outbox_diag_t *d);
 int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
 {
     PGresult *res = NULL;
-    int rc = read_columns(h, h->rel_sql, h->ckpt_sql, &res, d);
+    int rc = read_columns(h, h->rel_sql, h->ckpt_sql, h->inbox_sql, &res, d);
     if (rc != OUTBOX_OK)
         return rc;
     int row = relation_row(res, 1);
@@ -233,6 +254,15 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
         outbox_pg_host->log(OUTBOX_LOG_WARN, PG_NAME,
                             "checkpoint table \"%s\" lacks node_key or hlc; checkpoints are off",
                             h->ckpt.table);
+    /* The unique key is not looked for here: accept names it as its
+     * conflict target, so a table without it fails loudly, never records
+     * an event twice. */
+    h->has_inbox = has_columns(res, 3, inbox_cols, N_INBOX_COLS);
+    if (relation_row(res, 3) >= 0 && !h->has_inbox)
+        outbox_pg_host->log(OUTBOX_LOG_WARN, PG_NAME,
+                            "inbox table \"%s\" lacks consumer, event_id or received_at; the inbox "
+                            "is off",
+                            h->inbox.table);
     if (row >= 0)
         channel_name(PQgetvalue(res, row, 1), PQgetvalue(res, row, 2), h->channel);
     else
@@ -246,6 +276,7 @@ int outbox_pg_detect(pg_handle_t *h, int strict, outbox_diag_t *d)
 typedef struct ddl_target {
     outbox_kit_relname_t rel;
     outbox_kit_relname_t ckpt;
+    outbox_kit_relname_t inbox;
     uint32_t flags;
 } ddl_target_t;
 
@@ -255,6 +286,9 @@ static int target_parse(const outbox_schema_opts_t *opts, const pg_handle_t *h, 
     memset(t, 0, sizeof *t);
     const char *relation = opts && opts->relation ? opts->relation : NULL;
     const char *ckpt = opts && opts->checkpoint_relation ? opts->checkpoint_relation : NULL;
+    const char *inbox = opts && OUTBOX_STRUCT_HAS(outbox_schema_opts_t, opts, inbox_relation)
+                            ? opts->inbox_relation
+                            : NULL;
     t->flags = opts ? opts->flags : 0;
     int rc = OUTBOX_OK;
     if (relation || !h)
@@ -262,7 +296,9 @@ static int target_parse(const outbox_schema_opts_t *opts, const pg_handle_t *h, 
     else
         t->rel = h->rel; /* no relation in opts: the handle's own */
     if (rc == OUTBOX_OK)
-        rc = outbox_pg_relname_ckpt(ckpt, &t->rel, &t->ckpt, d);
+        rc = outbox_pg_relname_beside(ckpt, &t->rel, PG_CKPT_TABLE, &t->ckpt, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_pg_relname_beside(inbox, &t->rel, PG_INBOX_TABLE, &t->inbox, d);
     return rc;
 }
 
@@ -312,17 +348,57 @@ static void ddl_indexes(const ddl_target_t *t, outbox_kit_buf_t *b)
     }
 }
 
+/* A companion table's schema, when it is not the outbox table's (which
+ * ddl_all makes). */
+static void ddl_schema_of(const ddl_target_t *t, const outbox_kit_relname_t *r,
+                          outbox_kit_buf_t *b)
+{
+    if (r->schema[0] && strcmp(r->schema, t->rel.schema) != 0) {
+        outbox_kit_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
+        outbox_kit_buf_ident(b, r->schema, '"');
+        outbox_kit_buf_puts(b, ";\n");
+    }
+}
+
 static void ddl_checkpoint(const ddl_target_t *t, outbox_kit_buf_t *b)
 {
     outbox_kit_buf_puts(b, "-- The node-global clock high-water mark (SPEC 6).\n");
-    if (t->ckpt.schema[0] && strcmp(t->ckpt.schema, t->rel.schema) != 0) {
-        outbox_kit_buf_puts(b, "CREATE SCHEMA IF NOT EXISTS ");
-        outbox_kit_buf_ident(b, t->ckpt.schema, '"');
-        outbox_kit_buf_puts(b, ";\n");
-    }
+    ddl_schema_of(t, &t->ckpt, b);
     outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
     outbox_kit_buf_relname(b, &t->ckpt, '"');
     outbox_kit_buf_puts(b, " (node_key TEXT NOT NULL, hlc BIGINT NOT NULL, PRIMARY KEY (node_key));\n");
+}
+
+/* The purge's index: records by age, whatever their consumer. A purge
+ * usually covers every consumer, and (consumer, received_at) would make
+ * that read the whole index; one consumer's purge reads the old records
+ * of all of them instead, which are few where purges run regularly.
+ * Stats read the whole table either way. */
+static const idx_spec_t inbox_received_idx = {
+    "received_idx", "received_at", NULL, {NULL}, NULL, 0,
+    "records by age, for the purge",
+    "purging old records reads the whole inbox", 0,
+};
+
+static void ddl_inbox(const ddl_target_t *t, outbox_kit_buf_t *b)
+{
+    outbox_kit_buf_puts(b, "-- The inbox: the events each consumer has handled, recorded in the "
+                           "consumer's own\n-- transaction so that a redelivered event is "
+                           "recognised.\n");
+    ddl_schema_of(t, &t->inbox, b);
+    outbox_kit_buf_puts(b, "CREATE TABLE IF NOT EXISTS ");
+    outbox_kit_buf_relname(b, &t->inbox, '"');
+    outbox_kit_buf_puts(b, " (\n");
+    for (size_t i = 0; i < N_INBOX_COLS; i++)
+        outbox_kit_buf_printf(b, "    %-11s %s,\n", inbox_cols[i].name, inbox_cols[i].decl);
+    outbox_kit_buf_puts(b, "    PRIMARY KEY (consumer, event_id)\n);\n");
+    char name[64];
+    index_name(t->inbox.table, inbox_received_idx.suffix, name);
+    outbox_kit_buf_printf(b, "-- %s\nCREATE INDEX IF NOT EXISTS ", inbox_received_idx.why);
+    outbox_kit_buf_ident(b, name, '"');
+    outbox_kit_buf_puts(b, " ON ");
+    outbox_kit_buf_relname(b, &t->inbox, '"');
+    outbox_kit_buf_printf(b, " (%s);\n", inbox_received_idx.cols);
 }
 
 static void ddl_all(const ddl_target_t *t, outbox_kit_buf_t *b)
@@ -340,6 +416,8 @@ static void ddl_all(const ddl_target_t *t, outbox_kit_buf_t *b)
     ddl_indexes(t, b);
     if (t->flags & OUTBOX_SCHEMA_CHECKPOINT)
         ddl_checkpoint(t, b);
+    if (t->flags & OUTBOX_SCHEMA_INBOX)
+        ddl_inbox(t, b);
 }
 
 int outbox_pg_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d)
@@ -400,6 +478,11 @@ static void ddl_drop(const ddl_target_t *t, outbox_kit_buf_t *b)
         outbox_kit_buf_relname(b, &t->ckpt, '"');
         outbox_kit_buf_puts(b, ";\n");
     }
+    if (t->flags & OUTBOX_SCHEMA_INBOX) {
+        outbox_kit_buf_puts(b, "DROP TABLE IF EXISTS ");
+        outbox_kit_buf_relname(b, &t->inbox, '"');
+        outbox_kit_buf_puts(b, ";\n");
+    }
 }
 
 int outbox_pg_schema_apply(pg_handle_t *h, const outbox_schema_opts_t *opts, outbox_diag_t *d)
@@ -418,6 +501,10 @@ typedef struct checker {
     outbox_schema_report_fn report;
     void *ctx;
     size_t problems;
+    /* Put before each problem: "" for the outbox table, whose problems
+     * need no name, "<table>: " for the inbox, where event_id would
+     * otherwise read as the outbox's column. */
+    char where[176];
 } checker_t;
 
 static void problem(checker_t *c, const char *fmt, ...) OUTBOX_PRINTF(2, 3);
@@ -427,7 +514,8 @@ static void problem(checker_t *c, const char *fmt, ...)
     char msg[OUTBOX_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t at = (size_t)snprintf(msg, sizeof msg, "%s", c->where);
+    vsnprintf(msg + at, sizeof msg - at, fmt, ap);
     va_end(ap);
     c->problems++;
     if (c->report)
@@ -624,6 +712,32 @@ static int check_checkpoint(pg_handle_t *h, const ddl_target_t *t, const PGresul
     return OUTBOX_OK;
 }
 
+static int check_inbox(pg_handle_t *h, const ddl_target_t *t, const PGresult *cols, checker_t *c,
+                       outbox_diag_t *d)
+{
+    char shown[160];
+    outbox_kit_relname_show(&t->inbox, shown, sizeof shown);
+    if (relation_row(cols, 3) < 0) {
+        problem(c, "missing table %s", shown);
+        return OUTBOX_OK;
+    }
+    snprintf(c->where, sizeof c->where, "%s: ", shown);
+    for (size_t i = 0; i < N_INBOX_COLS; i++)
+        check_column(c, cols, 3, &inbox_cols[i]);
+    PGresult *idx = NULL;
+    int rc = read_indexes(h, &t->inbox, &idx, d);
+    if (rc == OUTBOX_OK) {
+        static const char *const key[] = {"consumer", "event_id", NULL};
+        check_unique(c, idx, key, "consumer");
+        if (!serves(idx, &inbox_received_idx))
+            problem(c, "missing index on (%s): %s", inbox_received_idx.cols,
+                    inbox_received_idx.problem);
+        PQclear(idx);
+    }
+    c->where[0] = '\0';
+    return rc;
+}
+
 int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
                            outbox_schema_report_fn report, void *ctx, size_t *problems,
                            outbox_diag_t *d)
@@ -635,19 +749,22 @@ int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
     int rc = target_parse(opts, h, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
-    outbox_kit_buf_t rel, ck;
+    outbox_kit_buf_t rel, ck, in;
     outbox_kit_buf_init(&rel, outbox_pg_host);
     outbox_kit_buf_init(&ck, outbox_pg_host);
+    outbox_kit_buf_init(&in, outbox_pg_host);
     outbox_kit_buf_relname(&rel, &t.rel, '"');
     outbox_kit_buf_relname(&ck, &t.ckpt, '"');
+    outbox_kit_buf_relname(&in, &t.inbox, '"');
     PGresult *cols = NULL;
-    if (rel.failed || ck.failed)
+    if (rel.failed || ck.failed || in.failed)
         rc = outbox_pg_nomem(d);
     else
-        rc = read_columns(h, rel.data, ck.data, &cols, d);
+        rc = read_columns(h, rel.data, ck.data, in.data, &cols, d);
     outbox_kit_buf_free(&rel);
     outbox_kit_buf_free(&ck);
-    checker_t c = {report, ctx, 0};
+    outbox_kit_buf_free(&in);
+    checker_t c = {report, ctx, 0, ""};
     if (rc == OUTBOX_OK) {
         if (relation_row(cols, 1) < 0) {
             char shown[160];
@@ -659,6 +776,8 @@ int outbox_pg_schema_check(void *handle, const outbox_schema_opts_t *opts,
     }
     if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_CHECKPOINT))
         rc = check_checkpoint(h, &t, cols, &c, d);
+    if (rc == OUTBOX_OK && (t.flags & OUTBOX_SCHEMA_INBOX))
+        rc = check_inbox(h, &t, cols, &c, d);
     PQclear(cols);
     if (problems)
         *problems = c.problems;

@@ -114,12 +114,12 @@ int outbox_pg_relname(const char *name, outbox_kit_relname_t *out, outbox_diag_t
     return OUTBOX_OK;
 }
 
-int outbox_pg_relname_ckpt(const char *name, const outbox_kit_relname_t *base, outbox_kit_relname_t *out,
-                           outbox_diag_t *d)
+int outbox_pg_relname_beside(const char *name, const outbox_kit_relname_t *base, const char *table,
+                             outbox_kit_relname_t *out, outbox_diag_t *d)
 {
     if (name)
         return outbox_pg_relname(name, out, d);
-    outbox_kit_relname_beside(base, "hlc_checkpoint", out);
+    outbox_kit_relname_beside(base, table, out);
     return OUTBOX_OK;
 }
 

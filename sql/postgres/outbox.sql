@@ -6,6 +6,7 @@
 -- same DDL; `outbox schema apply` runs it (idempotently, adding what is missing).
 -- An existing table from before attempts/available_at/ordering_key: see
 -- migrate_001_attempts_available_ordering.sql. Optional columns: optional.sql.
+-- The consumer inbox (outbox_inbox_accept): inbox.sql, or migrate_002_inbox.sql.
 -- docs/schema.md explains every column and index.
 CREATE SCHEMA IF NOT EXISTS app;
 

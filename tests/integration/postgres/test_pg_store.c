@@ -15,6 +15,7 @@
 
 #include "outbox/outbox.h"
 #include "pgt.h"
+#include "th_inbox.h"
 
 static PGconn *db;
 static char schema[64];
@@ -1153,6 +1154,520 @@ START_TEST(test_purge_batches)
 }
 END_TEST
 
+/* --------------------------------------------------------------- inbox */
+
+static int accept1(outbox_store_t *s, void *native, const char *consumer, const char *event_id)
+{
+    int is_new = -1;
+    int rc = outbox_inbox_accept(s, native, consumer, event_id, &is_new);
+    return rc == OUTBOX_OK ? is_new : rc;
+}
+
+/* A connection to pgt_uri() named tag, to find its session. */
+static PGconn *tagged_conn(const char *tag)
+{
+    char uri[600];
+    tagged_uri(uri, sizeof uri, tag, NULL);
+    PGconn *c = PQconnectdb(uri);
+    ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+    return c;
+}
+
+/* Until the session named tag waits on a lock (5 s at most). */
+static void wait_blocked(const char *tag)
+{
+    for (int i = 0; i < 250; i++) {
+        if (pgt_int(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s' AND "
+                        "wait_event_type = 'Lock'", tag) > 0)
+            return;
+        usleep(20000);
+    }
+    ck_abort_msg("session %s never waited on a lock", tag);
+}
+
+START_TEST(test_inbox_accept)
+{
+    /* Without the table: no capability, and accept says what to do. */
+    outbox_store_t *s = fresh(0);
+    ck_assert(!(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX));
+    ck_assert_int_eq(accept1(s, NULL, "billing", "e1"), OUTBOX_EMISSING);
+    ck_assert_msg(strstr(outbox_store_message(s), "outbox_inbox"), "%s", outbox_store_message(s));
+    outbox_store_close(s);
+
+    s = fresh(OUTBOX_SCHEMA_INBOX);
+    ck_assert(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX);
+    ck_assert_int_eq(accept1(s, NULL, "billing", "e1"), 1);
+    ck_assert_int_eq(accept1(s, NULL, "billing", "e1"), 0);
+    ck_assert_int_eq(accept1(s, NULL, "shipping", "e1"), 1); /* the pair is the key */
+    ck_assert_int_eq(accept1(s, NULL, "billing", "E1"), 1);  /* compared as bytes */
+    const char *odd = "id with 'quotes', \"dq\", ; -- and ünïcødé";
+    ck_assert_int_eq(accept1(s, NULL, odd, odd), 1);
+    ck_assert_int_eq(accept1(s, NULL, odd, odd), 0);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 4);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox WHERE received_at > now() - "
+                                 "interval '1 minute' AND received_at <= now()", schema), 4);
+    /* The host checks what the caller gave before the driver sees it. */
+    ck_assert_int_eq(accept1(s, NULL, "", "e1"), OUTBOX_EINVAL);
+    ck_assert_int_eq(accept1(s, NULL, "billing", "a\nb"), OUTBOX_EINVAL);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(test_inbox_own_tx)
+{
+    outbox_store_t *s = fresh(OUTBOX_SCHEMA_INBOX);
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 1);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 0); /* its own uncommitted row */
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 0);
+    ck_assert_int_eq(outbox_store_rollback(s), OUTBOX_OK);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 0);
+    /* Rolled back, so new again. */
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 1);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1); /* with the events it causes */
+    ck_assert_int_eq(outbox_store_commit(s), OUTBOX_OK);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 0);
+    /* A failed accept inside the transaction fails the commit, and takes
+     * what the transaction did with it. */
+    pgt_exec(db, "ALTER TABLE %s.outbox_inbox RENAME TO gone", schema);
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(stage(s, NULL, "r", NULL, NULL, "{}"), 1);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e2"), OUTBOX_ESCHEMA);
+    ck_assert_msg(strstr(outbox_store_message(s), "42P01"), "%s", outbox_store_message(s));
+    ck_assert_int_eq(outbox_store_commit(s), OUTBOX_ESCHEMA);
+    pgt_exec(db, "ALTER TABLE %s.gone RENAME TO outbox_inbox", schema);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", rel), 1);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e2"), 1);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(test_inbox_native_tx)
+{
+    outbox_store_t *s = fresh(OUTBOX_SCHEMA_INBOX);
+    PGconn *app = pgt_connect();
+    pgt_exec(app, "CREATE TABLE %s.ledger (n int)", schema);
+
+    pgt_exec(app, "BEGIN");
+    ck_assert_int_eq(accept1(s, app, "c", "e1"), 1);
+    pgt_exec(app, "INSERT INTO %s.ledger VALUES (1)", schema);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 0);
+    pgt_exec(app, "ROLLBACK");
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 0);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.ledger", schema), 0);
+
+    pgt_exec(app, "BEGIN");
+    ck_assert_int_eq(accept1(s, app, "c", "e1"), 1); /* the rollback left no trace */
+    pgt_exec(app, "INSERT INTO %s.ledger VALUES (1)", schema);
+    pgt_exec(app, "COMMIT");
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.ledger", schema), 1);
+
+    pgt_exec(app, "BEGIN");
+    ck_assert_int_eq(accept1(s, app, "c", "e1"), 0); /* redelivered: skip it */
+    pgt_exec(app, "COMMIT");
+    /* Outside BEGIN the record would commit alone: refused. */
+    ck_assert_int_eq(accept1(s, app, "c", "e2"), OUTBOX_EINVAL);
+    ck_assert_msg(strstr(outbox_store_message(s), "BEGIN"), "%s", outbox_store_message(s));
+    PQfinish(app);
+    outbox_store_close(s);
+}
+END_TEST
+
+typedef struct acceptor {
+    outbox_store_t *s;
+    PGconn *native; /* inside BEGIN, or NULL */
+    const char *consumer, *event_id;
+    pthread_barrier_t *start; /* or NULL */
+    int commit;               /* 1: COMMIT native afterwards, in the thread */
+    atomic_int done;
+    int rc, is_new;
+    char msg[OUTBOX_MESSAGE_MAX];
+} acceptor_t;
+
+static void *accept_thread(void *arg)
+{
+    acceptor_t *a = arg;
+    if (a->start)
+        pthread_barrier_wait(a->start);
+    a->rc = outbox_inbox_accept(a->s, a->native, a->consumer, a->event_id, &a->is_new);
+    snprintf(a->msg, sizeof a->msg, "%s", outbox_store_message(a->s));
+    if (a->commit && a->native) {
+        PGresult *r = PQexec(a->native, a->rc == OUTBOX_OK ? "COMMIT" : "ROLLBACK");
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            a->rc = OUTBOX_EPERMANENT;
+            snprintf(a->msg, sizeof a->msg, "commit: %s", PQresultErrorMessage(r));
+        }
+        PQclear(r);
+    }
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* First holds (c, e) uncommitted in its transaction; second's accept, in
+ * a transaction at iso ("" for none), must wait for it, and get what the
+ * end of the first's transaction (commit or not) leaves. */
+static void hold_and_race(outbox_store_t *first, outbox_store_t *second, const char *iso,
+                          int commit, const char *event_id, int want_rc, int want_new)
+{
+    char tag[64];
+    snprintf(tag, sizeof tag, "it_inbox_%ld", (long)getpid());
+    PGconn *holder = pgt_connect();
+    pgt_exec(holder, "BEGIN");
+    ck_assert_int_eq(accept1(first, holder, "c", event_id), 1);
+    PGconn *other = iso[0] ? tagged_conn(tag) : NULL;
+    if (other) {
+        pgt_exec(other, "BEGIN ISOLATION LEVEL %s", iso);
+        pgt_exec(other, "SELECT 1"); /* the snapshot is from before the first commits */
+    }
+    acceptor_t a = {.s = second, .native = other, .consumer = "c", .event_id = event_id};
+    pthread_t t;
+    pthread_create(&t, NULL, accept_thread, &a);
+    wait_blocked(tag);
+    usleep(100000);
+    ck_assert_msg(!atomic_load(&a.done), "the second accept did not wait for the first");
+    pgt_exec(holder, commit ? "COMMIT" : "ROLLBACK");
+    pthread_join(t, NULL);
+    ck_assert_msg(a.rc == want_rc && (want_rc != OUTBOX_OK || a.is_new == want_new),
+                  "%s %s: rc %d is_new %d (%s), want rc %d is_new %d", iso[0] ? iso : "autocommit",
+                  commit ? "commit" : "rollback", a.rc, a.is_new, a.msg, want_rc, want_new);
+    if (other) {
+        pgt_exec(other, a.rc == OUTBOX_OK ? "COMMIT" : "ROLLBACK");
+        PQfinish(other);
+    }
+    PQfinish(holder);
+}
+
+START_TEST(test_inbox_race_held)
+{
+    outbox_store_close(fresh(OUTBOX_SCHEMA_INBOX));
+    char uri[600], tag[64];
+    snprintf(tag, sizeof tag, "it_inbox_%ld", (long)getpid());
+    tagged_uri(uri, sizeof uri, tag, NULL);
+    outbox_store_t *first = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    outbox_store_t *second = open_rel(uri, rel, OUTBOX_OK, NULL, 0);
+    /* A statement on its own, then the application's transactions: the
+     * second waits on the first's row, and sees its commit or rollback. */
+    hold_and_race(first, second, "", 1, "e1", OUTBOX_OK, 0);
+    hold_and_race(first, second, "", 0, "e2", OUTBOX_OK, 1);
+    hold_and_race(first, second, "READ COMMITTED", 1, "e3", OUTBOX_OK, 0);
+    hold_and_race(first, second, "READ COMMITTED", 0, "e4", OUTBOX_OK, 1);
+    /* Under snapshot isolation a pair committed after the snapshot is a
+     * serialization failure: transient, and the retry sees 0. */
+    hold_and_race(first, second, "REPEATABLE READ", 1, "e5", OUTBOX_ETRANSIENT, 0);
+    hold_and_race(first, second, "REPEATABLE READ", 0, "e6", OUTBOX_OK, 1);
+    hold_and_race(first, second, "SERIALIZABLE", 1, "e7", OUTBOX_ETRANSIENT, 0);
+    hold_and_race(first, second, "SERIALIZABLE", 0, "e8", OUTBOX_OK, 1);
+    ck_assert_int_eq(accept1(second, NULL, "c", "e5"), 0);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 8);
+    /* The handle's own transaction waits the same way. */
+    PGconn *holder = pgt_connect();
+    pgt_exec(holder, "BEGIN");
+    ck_assert_int_eq(accept1(first, holder, "c", "e9"), 1);
+    ck_assert_int_eq(outbox_store_begin(second), OUTBOX_OK);
+    acceptor_t a = {.s = second, .consumer = "c", .event_id = "e9"};
+    pthread_t t;
+    pthread_create(&t, NULL, accept_thread, &a);
+    wait_blocked(tag);
+    ck_assert(!atomic_load(&a.done));
+    pgt_exec(holder, "ROLLBACK");
+    pthread_join(t, NULL);
+    ck_assert_msg(a.rc == OUTBOX_OK && a.is_new == 1, "rc %d is_new %d: %s", a.rc, a.is_new, a.msg);
+    ck_assert_int_eq(outbox_store_commit(second), OUTBOX_OK);
+    ck_assert_int_eq(accept1(first, NULL, "c", "e9"), 0);
+    PQfinish(holder);
+    outbox_store_close(first);
+    outbox_store_close(second);
+}
+END_TEST
+
+/* Many handles accept the same pairs at once, each on its own or in an
+ * application transaction: every pair is new to exactly one of them. */
+static void race_many(int native)
+{
+    enum { THREADS = 8, EVENTS = 20 };
+    outbox_store_close(fresh(OUTBOX_SCHEMA_INBOX));
+    outbox_store_t *s[THREADS];
+    PGconn *c[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        s[i] = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+        c[i] = native ? pgt_connect() : NULL;
+    }
+    for (int e = 0; e < EVENTS; e++) {
+        char id[32];
+        snprintf(id, sizeof id, "ev-%d", e);
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, THREADS);
+        acceptor_t a[THREADS];
+        pthread_t t[THREADS];
+        for (int i = 0; i < THREADS; i++) {
+            if (native)
+                pgt_exec(c[i], "BEGIN");
+            a[i] = (acceptor_t){.s = s[i], .native = c[i], .consumer = "c", .event_id = id,
+                                .start = &start, .commit = 1};
+            pthread_create(&t[i], NULL, accept_thread, &a[i]);
+        }
+        int fresh_ones = 0;
+        for (int i = 0; i < THREADS; i++) {
+            pthread_join(t[i], NULL);
+            ck_assert_msg(a[i].rc == OUTBOX_OK, "accept %d of %s: %d %s", i, id, a[i].rc, a[i].msg);
+            fresh_ones += a[i].is_new;
+        }
+        pthread_barrier_destroy(&start);
+        ck_assert_msg(fresh_ones == 1, "%s was new to %d accepts", id, fresh_ones);
+    }
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), EVENTS);
+    for (int i = 0; i < THREADS; i++) {
+        outbox_store_close(s[i]);
+        if (c[i])
+            PQfinish(c[i]);
+    }
+}
+
+START_TEST(test_inbox_race_many)
+{
+    race_many(0);
+}
+END_TEST
+
+START_TEST(test_inbox_race_many_native)
+{
+    race_many(1);
+}
+END_TEST
+
+START_TEST(test_inbox_purge)
+{
+    outbox_store_t *s = fresh(OUTBOX_SCHEMA_INBOX);
+    for (int i = 0; i < 10; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "e%d", i);
+        ck_assert_int_eq(accept1(s, NULL, "a", id), 1);
+        ck_assert_int_eq(accept1(s, NULL, "b", id), 1);
+    }
+    /* e0..e5 of both are two days old. */
+    pgt_exec(db, "UPDATE %s.outbox_inbox SET received_at = now() - interval '2 days' WHERE "
+                 "event_id < 'e6'", schema);
+    int64_t now = (int64_t)time(NULL) * 1000000;
+    int64_t day_ago = now - 86400 * INT64_C(1000000);
+    uint64_t count = 99;
+    ck_assert_int_eq(outbox_inbox_purge(s, "a", day_ago, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 6);
+    ck_assert_int_eq(outbox_inbox_purge(s, "a", day_ago, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(outbox_inbox_purge(s, NULL, day_ago, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 6);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 8);
+    /* A purged pair is new again: purge only what can no longer come back. */
+    ck_assert_int_eq(accept1(s, NULL, "a", "e0"), 1);
+    /* Instants beyond PostgreSQL's range: nothing is older than the one,
+     * everything older than the other. */
+    ck_assert_int_eq(outbox_inbox_purge(s, NULL, INT64_MIN, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(outbox_inbox_purge(s, "nobody", INT64_MAX, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 0);
+    /* It commits on its own: not inside the handle's transaction. */
+    ck_assert_int_eq(outbox_store_begin(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_inbox_purge(s, NULL, INT64_MAX, &count), OUTBOX_EINVAL);
+    ck_assert_int_eq(outbox_store_rollback(s), OUTBOX_OK);
+    ck_assert_int_eq(outbox_inbox_purge(s, NULL, INT64_MAX, NULL), OUTBOX_OK);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 0);
+    outbox_store_close(s);
+}
+END_TEST
+
+    v->n++;
+    return v->n == v->stop_at ? 7 : 0;
+}
+
+START_TEST(test_inbox_stats)
+{
+    outbox_store_t *s = fresh(OUTBOX_SCHEMA_INBOX);
+    th_inbox_seen_t v = {0};
+    ck_assert_int_eq(outbox_inbox_stats(s, NULL, th_inbox_collect, &v), OUTBOX_OK);
+    ck_assert_int_eq(v.n, 0);
+    /* Byte order whatever the database's collation: "B" < "a" < "b" < "é". */
+    const char *names[] = {"b", "\xc3\xa9", "a", "B"};
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k <= i; k++) {
+            char id[16];
+            snprintf(id, sizeof id, "e%d", k);
+            ck_assert_int_eq(accept1(s, NULL, names[i], id), 1);
+        }
+    /* Known receipt times for "a": 2024-01-01 00:00:00 and +1.5 s. */
+    pgt_exec(db, "UPDATE %s.outbox_inbox SET received_at = '2024-01-01 00:00:00+00'::timestamptz "
+                 "+ (event_id = 'e1')::int * interval '1.5 seconds' WHERE consumer = 'a'", schema);
+    ck_assert_int_eq(outbox_inbox_stats(s, NULL, th_inbox_collect, &v), OUTBOX_OK);
+    ck_assert_int_eq(v.n, 4);
+    ck_assert_str_eq(v.consumer[0], "B");
+    ck_assert_str_eq(v.consumer[1], "a");
+    ck_assert_str_eq(v.consumer[2], "b");
+    ck_assert_str_eq(v.consumer[3], "\xc3\xa9");
+    ck_assert_uint_eq(v.records[0], 4);
+    ck_assert_uint_eq(v.records[1], 3);
+    ck_assert_uint_eq(v.records[2], 1);
+    ck_assert_uint_eq(v.records[3], 2);
+    ck_assert_int_eq(v.oldest[1], INT64_C(1704067200000000));
+    ck_assert_int_eq(v.newest[1], INT64_C(1704067201500000));
+    int64_t now = (int64_t)time(NULL) * 1000000;
+    ck_assert(v.oldest[0] > now - 60000000 && v.oldest[0] <= v.newest[0] && v.newest[0] <= now + 2000000);
+    /* One consumer. */
+    memset(&v, 0, sizeof v);
+    ck_assert_int_eq(outbox_inbox_stats(s, "b", th_inbox_collect, &v), OUTBOX_OK);
+    ck_assert_int_eq(v.n, 1);
+    ck_assert_str_eq(v.consumer[0], "b");
+    ck_assert_uint_eq(v.records[0], 1);
+    memset(&v, 0, sizeof v);
+    ck_assert_int_eq(outbox_inbox_stats(s, "nobody", th_inbox_collect, &v), OUTBOX_OK);
+    ck_assert_int_eq(v.n, 0);
+    /* The callback's non-zero return stops the listing and comes back. */
+    memset(&v, 0, sizeof v);
+    v.stop_at = 2;
+    ck_assert_int_eq(outbox_inbox_stats(s, NULL, th_inbox_collect, &v), TH_INBOX_STOP);
+    ck_assert_int_eq(v.n, 2);
+    outbox_store_close(s);
+}
+END_TEST
+
+static size_t check_schema(outbox_store_t *s, uint32_t flags, char *all)
+{
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel, .flags = flags};
+    size_t problems = 0;
+    all[0] = '\0';
+    ck_assert_int_eq(outbox_store_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    return problems;
+}
+
+START_TEST(test_inbox_schema)
+{
+    char all[4096];
+    outbox_store_t *s = fresh(0);
+    /* The outbox table's own problems (its missing indexes when canonical). */
+    size_t base = check_schema(s, 0, all);
+    ck_assert_uint_eq(check_schema(s, OUTBOX_SCHEMA_INBOX, all), base + 1);
+    char want[256];
+    snprintf(want, sizeof want, "missing table %s.outbox_inbox\n", schema);
+    ck_assert_msg(strstr(all, want), "%s", all);
+    /* Apply adds it, twice is no change. */
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel, .flags = OUTBOX_SCHEMA_INBOX};
+    ck_assert_int_eq(outbox_store_schema_apply(s, &so), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_schema_apply(s, &so), OUTBOX_OK);
+    base = check_schema(s, 0, all); /* apply made the outbox's indexes too */
+    ck_assert_msg(check_schema(s, OUTBOX_SCHEMA_INBOX, all) == base, "%s", all);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname = '%s' AND "
+                                 "tablename = 'outbox_inbox'", schema), 2);
+    outbox_store_close(s);
+    s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    ck_assert(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 1);
+
+    /* Each part that goes missing is named. */
+    pgt_exec(db, "DROP INDEX %s.outbox_inbox_received_idx", schema);
+    ck_assert_uint_eq(check_schema(s, OUTBOX_SCHEMA_INBOX, all), base + 1);
+    snprintf(want, sizeof want, "%s.outbox_inbox: missing index on (received_at)", schema);
+    ck_assert_msg(strstr(all, want), "%s", all);
+    /* An index led by received_at serves. */
+    pgt_exec(db, "CREATE INDEX by_age ON %s.outbox_inbox (received_at, consumer)", schema);
+    ck_assert_msg(check_schema(s, OUTBOX_SCHEMA_INBOX, all) == base, "%s", all);
+    pgt_exec(db, "ALTER TABLE %s.outbox_inbox DROP CONSTRAINT outbox_inbox_pkey", schema);
+    ck_assert_uint_eq(check_schema(s, OUTBOX_SCHEMA_INBOX, all), base + 1);
+    ck_assert_msg(strstr(all, "missing unique index on (consumer, event_id)"), "%s", all);
+    /* Accept names its key: without it, an error, never a pair recorded twice. */
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), OUTBOX_ESCHEMA);
+    ck_assert_msg(strstr(outbox_store_message(s), "42P10"), "%s", outbox_store_message(s));
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 1);
+    pgt_exec(db, "ALTER TABLE %s.outbox_inbox ALTER COLUMN event_id TYPE bytea USING "
+                 "event_id::bytea, DROP COLUMN received_at", schema);
+    /* received_at went with by_age: four problems. */
+    ck_assert_uint_eq(check_schema(s, OUTBOX_SCHEMA_INBOX, all), base + 4);
+    ck_assert_msg(strstr(all, "column event_id has type bytea, expected text"), "%s", all);
+    ck_assert_msg(strstr(all, "missing column received_at"), "%s", all);
+    outbox_store_close(s);
+    /* Without its columns the table is not an inbox. */
+    s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    ck_assert(!(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX));
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), OUTBOX_EMISSING);
+    outbox_store_close(s);
+    /* A table made by hand with varchar columns and no default works. */
+    pgt_exec(db, "DROP TABLE %s.outbox_inbox", schema);
+    pgt_exec(db, "CREATE TABLE %s.outbox_inbox (received_at timestamptz NOT NULL, event_id "
+                 "varchar(200) NOT NULL, consumer varchar(200) NOT NULL, UNIQUE (event_id, "
+                 "consumer))", schema);
+    s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    ck_assert_uint_eq(check_schema(s, OUTBOX_SCHEMA_INBOX, all), base + 1); /* the age index */
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 1);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 0);
+    outbox_store_close(s);
+}
+END_TEST
+
+START_TEST(test_inbox_named)
+{
+    /* An inbox named apart from the outbox, in a schema of its own. */
+    char other[80], inbox[128];
+    snprintf(other, sizeof other, "%s_in", schema);
+    snprintf(inbox, sizeof inbox, "%s.received", other);
+    pgt_exec(db, "DROP SCHEMA IF EXISTS %s CASCADE", other);
+    outbox_store_close(fresh(0));
+    outbox_store_options_t o = {.struct_size = sizeof o, .relation = rel, .inbox_relation = inbox};
+    outbox_store_t *s = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_store_open(pgt_uri(), &o, &s, &d), OUTBOX_OK);
+    ck_assert(!(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX));
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = rel, .flags = OUTBOX_SCHEMA_INBOX,
+                               .inbox_relation = inbox};
+    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    char all[4096] = "";
+    size_t problems = 0;
+    ck_assert_int_eq(outbox_store_schema_check(s, &so, collect, all, &problems), OUTBOX_OK);
+    ck_assert_msg(!strstr(all, inbox), "%s", all);
+    outbox_store_close(s);
+    ck_assert_int_eq(outbox_store_open(pgt_uri(), &o, &s, &d), OUTBOX_OK);
+    ck_assert(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX);
+    ck_assert_int_eq(accept1(s, NULL, "c", "e1"), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s", inbox), 1);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM pg_indexes WHERE schemaname = '%s' AND "
+                                 "indexname = 'received_received_idx'", other), 1);
+    outbox_store_close(s);
+    /* The default beside the outbox table is not it. */
+    s = open_rel(pgt_uri(), rel, OUTBOX_OK, NULL, 0);
+    ck_assert(!(outbox_store_capabilities(s) & OUTBOX_STORE_CAP_INBOX));
+    outbox_store_close(s);
+    pgt_exec(db, "DROP SCHEMA %s CASCADE", other);
+}
+END_TEST
+
+START_TEST(test_inbox_ddl)
+{
+    outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = "app.outbox",
+                               .flags = OUTBOX_SCHEMA_INBOX};
+    char *text = NULL;
+    outbox_diag_t d = {0};
+    ck_assert_int_eq(outbox_schema_ddl("postgres", &so, &text, &d), OUTBOX_OK);
+    ck_assert_msg(strstr(text, "CREATE TABLE IF NOT EXISTS \"app\".\"outbox_inbox\" (\n"
+                               "    consumer    TEXT NOT NULL,\n"
+                               "    event_id    TEXT NOT NULL,\n"
+                               "    received_at TIMESTAMPTZ NOT NULL DEFAULT now(),\n"
+                               "    PRIMARY KEY (consumer, event_id)\n);\n"), "%s", text);
+    ck_assert_msg(strstr(text, "CREATE INDEX IF NOT EXISTS \"outbox_inbox_received_idx\" ON "
+                               "\"app\".\"outbox_inbox\" (received_at);"), "%s", text);
+    free(text);
+    so.inbox_relation = "consumers.seen";
+    ck_assert_int_eq(outbox_schema_ddl("postgres", &so, &text, &d), OUTBOX_OK);
+    ck_assert_msg(strstr(text, "CREATE SCHEMA IF NOT EXISTS \"consumers\";\nCREATE TABLE IF NOT "
+                               "EXISTS \"consumers\".\"seen\" ("), "%s", text);
+    ck_assert_msg(strstr(text, "\"seen_received_idx\" ON \"consumers\".\"seen\""), "%s", text);
+    free(text);
+    so.flags = 0;
+    ck_assert_int_eq(outbox_schema_ddl("postgres", &so, &text, &d), OUTBOX_OK);
+    ck_assert_msg(!strstr(text, "seen") && !strstr(text, "inbox"), "%s", text);
+    free(text);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *su = suite_create("postgres");
@@ -1182,6 +1697,17 @@ static Suite *suite(void)
     tcase_add_test(tc, test_relays_keep_key_order_hlc);
     tcase_add_test(tc, test_wait_wakes_on_stage);
     tcase_add_test(tc, test_purge_batches);
+    tcase_add_test(tc, test_inbox_accept);
+    tcase_add_test(tc, test_inbox_own_tx);
+    tcase_add_test(tc, test_inbox_native_tx);
+    tcase_add_test(tc, test_inbox_race_held);
+    tcase_add_test(tc, test_inbox_race_many);
+    tcase_add_test(tc, test_inbox_race_many_native);
+    tcase_add_test(tc, test_inbox_purge);
+    tcase_add_test(tc, test_inbox_stats);
+    tcase_add_test(tc, test_inbox_schema);
+    tcase_add_test(tc, test_inbox_named);
+    tcase_add_test(tc, test_inbox_ddl);
     suite_add_tcase(su, tc);
     return su;
 }
