@@ -37,6 +37,8 @@ static void mongo_close(void *handle)
         mongoc_collection_destroy(h->coll);
     if (h->ckpt_coll)
         mongoc_collection_destroy(h->ckpt_coll);
+    if (h->inbox_coll)
+        mongoc_collection_destroy(h->inbox_coll);
     if (h->lock_coll)
         mongoc_collection_destroy(h->lock_coll);
     if (h->client)
@@ -69,9 +71,16 @@ static int mongo_open(const outbox_store_open_t *params, void **handle, outbox_d
         rc = outbox_mongo_relname(params->relation ? params->relation : "outbox", &h->rel, d);
     if (rc == OUTBOX_OK)
         rc = outbox_mongo_relname_ckpt(params->checkpoint_relation, &h->rel, &h->ckpt, d);
+    /* An older host's parameters end before the inbox: the default then. */
+    const char *inbox = OUTBOX_STRUCT_HAS(outbox_store_open_t, params, inbox_relation)
+                            ? params->inbox_relation
+                            : NULL;
+    if (rc == OUTBOX_OK)
+        rc = outbox_mongo_relname_inbox(inbox, &h->rel, &h->inbox, d);
     if (rc == OUTBOX_OK) {
         outbox_kit_relname_show(&h->rel, h->shown, sizeof h->shown);
         outbox_kit_relname_show(&h->ckpt, h->shown_ckpt, sizeof h->shown_ckpt);
+        outbox_kit_relname_show(&h->inbox, h->shown_inbox, sizeof h->shown_inbox);
         rc = outbox_mongo_connect(h, d);
     }
     if (rc == OUTBOX_OK)
@@ -104,11 +113,13 @@ static uint32_t mongo_capabilities(void *handle)
         caps |= OUTBOX_STORE_CAP_HLC;
     if (h && h->has_ckpt)
         caps |= OUTBOX_STORE_CAP_CHECKPOINT;
+    if (h && h->has_inbox)
+        caps |= OUTBOX_STORE_CAP_INBOX;
     return caps;
 }
 
-/* Schema apply may add the hlc index or the checkpoint collection, schema
- * drop take them away: the handle looks again. */
+/* Schema apply may add the hlc index, the checkpoint or the inbox
+ * collection, schema drop take them away: the handle looks again. */
 static int mongo_schema_apply(void *handle, const outbox_schema_opts_t *opts, outbox_diag_t *d)
 {
     int rc = outbox_mongo_schema_apply(handle, opts, d);
@@ -293,6 +304,9 @@ static const outbox_store_vtable_t mongo_vtable = {
     .routes = outbox_mongo_routes,
     .dead_list = outbox_mongo_dead_list,
     .renew = outbox_mongo_renew,
+    .inbox_accept = outbox_mongo_inbox_accept,
+    .inbox_purge = outbox_mongo_inbox_purge,
+    .inbox_stats = outbox_mongo_inbox_stats,
 };
 
 static const char *const mongo_schemes[] = {"mongodb", "mongodb+srv", NULL};

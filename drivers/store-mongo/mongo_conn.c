@@ -181,7 +181,8 @@ int outbox_mongo_connect(mongo_handle_t *h, outbox_diag_t *d)
         h->coll = outbox_mongo_coll(h, h->client, &h->rel);
         h->ckpt_coll = outbox_mongo_coll(h, h->client, &h->ckpt);
         h->lock_coll = outbox_mongo_coll(h, h->client, &h->locks);
-        if (!h->coll || !h->ckpt_coll || !h->lock_coll)
+        h->inbox_coll = outbox_mongo_coll(h, h->client, &h->inbox);
+        if (!h->coll || !h->ckpt_coll || !h->lock_coll || !h->inbox_coll)
             rc = outbox_mongo_nomem(d);
     }
     return rc;

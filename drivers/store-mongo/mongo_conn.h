@@ -12,10 +12,13 @@ typedef struct mongo_handle {
     char db[OUTBOX_KIT_IDENT_MAX + 1];   /* the URI's database: collections without one live there */
     outbox_kit_relname_t rel;            /* as the user named it ("db.coll" or "coll") */
     outbox_kit_relname_t ckpt;
+    outbox_kit_relname_t inbox;
     char shown[160];                 /* rel for messages */
     char shown_ckpt[160];
+    char shown_inbox[160];
     mongoc_collection_t *coll;
     mongoc_collection_t *ckpt_coll;
+    mongoc_collection_t *inbox_coll;
     int server_tx;       /* the server runs multi-document transactions (replica set, mongos) */
     /* The server's updates are not atomic read-check-writes (FerretDB reads
      * the matching documents, then writes them back whole): claims then
@@ -32,6 +35,10 @@ typedef struct mongo_handle {
     unsigned long ckpt_writes;       /* checkpoint marks written (racy servers' cleanup) */
     int has_hlc;         /* the hlc claim index exists */
     int has_ckpt;        /* the checkpoint collection exists */
+    int has_inbox;       /* the inbox collection exists */
+    /* The server refused the inbox stats' $group ($min and $max are not
+     * in FerretDB 1.24): count client-side from then on (mongo_inbox.c). */
+    int inbox_no_group;
     int read_only;       /* OUTBOX_OPEN_READ_ONLY */
     mongoc_client_session_t *session; /* the handle's own transaction, while one is open */
     int tx_error;        /* code of the first failure inside it */

@@ -171,6 +171,15 @@ int outbox_mongo_relname_ckpt(const char *name, const outbox_kit_relname_t *base
     return OUTBOX_OK;
 }
 
+int outbox_mongo_relname_inbox(const char *name, const outbox_kit_relname_t *base,
+                               outbox_kit_relname_t *out, outbox_diag_t *d)
+{
+    if (name)
+        return outbox_mongo_relname(name, out, d);
+    outbox_kit_relname_beside(base, "outbox_inbox", out);
+    return OUTBOX_OK;
+}
+
 /* ------------------------------------------------------------ values */
 
 int64_t outbox_mongo_ms(int64_t us)

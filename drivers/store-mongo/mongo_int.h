@@ -4,7 +4,8 @@
  * The driver's files call only downward:
  *   mongo.c                                  descriptor, vtable, open/close, transactions
  *   mongo_stage.c mongo_claim.c mongo_settle.c
- *   mongo_ckpt.c mongo_schema.c mongo_admin.c  the store operations (mongo_ops.h)
+ *   mongo_ckpt.c mongo_schema.c mongo_admin.c
+ *   mongo_inbox.c                            the store operations (mongo_ops.h)
  *   mongo_conn.c                             the handle, URI, client, commands (mongo_conn.h)
  *   mongo_err.c  mongo_json.c                host table, errors, payload JSON<->BSON (this header)
  * A file uses the headers of the floors below it and never one of its own
@@ -62,6 +63,9 @@ MONGO_HIDDEN int outbox_mongo_relname(const char *name, outbox_kit_relname_t *ou
 /* The checkpoint collection: name, or hlc_checkpoint beside base when NULL. */
 MONGO_HIDDEN int outbox_mongo_relname_ckpt(const char *name, const outbox_kit_relname_t *base,
                                            outbox_kit_relname_t *out, outbox_diag_t *d);
+/* The inbox collection: name, or outbox_inbox beside base when NULL. */
+MONGO_HIDDEN int outbox_mongo_relname_inbox(const char *name, const outbox_kit_relname_t *base,
+                                            outbox_kit_relname_t *out, outbox_diag_t *d);
 
 /* ------------------------------------------------------------- payloads */
 

@@ -17,7 +17,8 @@
 
 /* Looks at the collections: the outbox collection must exist when strict
  * (else OUTBOX_ESCHEMA naming it); the hlc claim index turns hlc ordering
- * on, the checkpoint collection the checkpoint. */
+ * on, the checkpoint collection the checkpoint, the inbox collection the
+ * inbox. */
 MONGO_HIDDEN int outbox_mongo_detect(mongo_handle_t *h, int strict, outbox_diag_t *d);
 MONGO_HIDDEN int outbox_mongo_schema_ddl(const outbox_schema_opts_t *opts, char **out,
                                          outbox_diag_t *d);
@@ -60,6 +61,16 @@ MONGO_HIDDEN int outbox_mongo_checkpoint_advance(void *handle, const outbox_stag
                                                  const char *node_key, int64_t hlc,
                                                  outbox_diag_t *d);
 MONGO_HIDDEN int outbox_mongo_checkpoint_recover(void *handle, int64_t *hlc, outbox_diag_t *d);
+
+/* --------------------------------------------------------- mongo_inbox.c */
+
+MONGO_HIDDEN int outbox_mongo_inbox_accept(void *handle, const outbox_stage_ctx_t *ctx,
+                                           const char *consumer, const char *event_id,
+                                           int *is_new, outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_inbox_purge(void *handle, const char *consumer, int64_t before_us,
+                                          uint64_t *count, outbox_diag_t *d);
+MONGO_HIDDEN int outbox_mongo_inbox_stats(void *handle, const char *consumer, outbox_inbox_fn fn,
+                                          void *ctx, outbox_diag_t *d);
 
 /* --------------------------------------------------------- mongo_admin.c */
 

@@ -11,6 +11,17 @@
  * server without them (FerretDB) refuses the option, and schema apply then
  * creates the full index with the status in its key instead; schema check
  * accepts either and logs which one it found.
+ *
+ * Schema apply creates only the indexes that are missing, one command
+ * each: FerretDB 1.24 drops the connection on a createIndexes of two or
+ * more indexes that all exist already, so sending the whole list again
+ * would make a second apply fail.
+ *
+ * The inbox collection (OUTBOX_SCHEMA_INBOX, mongo_inbox.c) holds
+ * {_id: {c: consumer, e: event_id}, consumer, event_id, received_at}: the
+ * _id alone makes a pair unique, on any server; the unique index on
+ * (consumer, event_id) says so to anyone who looks at the collection and
+ * serves the per-consumer reads, the one on received_at the purge.
  */
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +59,12 @@ static const mongo_index_t indexes[] = {
 #define N_INDEXES (sizeof indexes / sizeof indexes[0])
 #define HLC_INDEX 6
 
+static const mongo_index_t inbox_indexes[] = {
+    {"inbox_event_uq", {"consumer", "event_id", NULL}, 1, 0, P_NONE, 0, NULL, {NULL}},
+    {"inbox_received_idx", {"received_at", NULL}, 0, 0, P_NONE, 0, NULL, {NULL}},
+};
+#define N_INBOX_INDEXES (sizeof inbox_indexes / sizeof inbox_indexes[0])
+
 /* Fields every outbox document has. */
 static const char *const required_fields[] = {
     "_id", "outbox_route", "event_id", "event_type", "occurred_at",
@@ -79,6 +96,26 @@ static int wanted(const mongo_index_t *ix, uint32_t flags)
     return ix->flag == 0 || (flags & ix->flag) != 0;
 }
 
+/* The collections opts names. */
+typedef struct targets {
+    outbox_kit_relname_t rel, ckpt, inbox;
+} targets_t;
+
+static int read_targets(const outbox_schema_opts_t *opts, targets_t *t, outbox_diag_t *d)
+{
+    int rc = outbox_mongo_relname(opts && opts->relation ? opts->relation : "outbox", &t->rel, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_mongo_relname_ckpt(opts ? opts->checkpoint_relation : NULL, &t->rel, &t->ckpt,
+                                       d);
+    /* An older host's options end before the inbox: the default then. */
+    const char *inbox = opts && OUTBOX_STRUCT_HAS(outbox_schema_opts_t, opts, inbox_relation)
+                            ? opts->inbox_relation
+                            : NULL;
+    if (rc == OUTBOX_OK)
+        rc = outbox_mongo_relname_inbox(inbox, &t->rel, &t->inbox, d);
+    return rc;
+}
+
 /* ----------------------------------------------------------- schema_ddl */
 
 static void js_coll(outbox_kit_buf_t *b, const outbox_kit_relname_t *r)
@@ -97,15 +134,40 @@ static void js_keys(outbox_kit_buf_t *b, const char *const *keys)
     outbox_kit_buf_putc(b, '}');
 }
 
+static void js_create_collection(outbox_kit_buf_t *b, const outbox_kit_relname_t *r)
+{
+    outbox_kit_buf_puts(b, "db");
+    if (r->schema[0])
+        outbox_kit_buf_printf(b, ".getSiblingDB(\"%s\")", r->schema);
+    outbox_kit_buf_printf(b, ".createCollection(\"%s\");\n", r->table);
+}
+
+static void js_index(outbox_kit_buf_t *b, const outbox_kit_relname_t *r, const mongo_index_t *ix)
+{
+    js_coll(b, r);
+    outbox_kit_buf_puts(b, ".createIndex(");
+    js_keys(b, ix->keys);
+    outbox_kit_buf_printf(b, ", {name: \"%s\"%s%s", ix->name, ix->unique ? ", unique: true" : "",
+                          ix->sparse ? ", sparse: true" : "");
+    if (ix->partial)
+        outbox_kit_buf_printf(b, ", partialFilterExpression: %s", partial_text(ix->partial));
+    outbox_kit_buf_puts(b, "});\n");
+    if (ix->partial) {
+        outbox_kit_buf_puts(b, "// without partial indexes (FerretDB), instead: ");
+        js_coll(b, r);
+        outbox_kit_buf_puts(b, ".createIndex(");
+        js_keys(b, ix->full_keys);
+        outbox_kit_buf_printf(b, ", {name: \"%s\"});\n", ix->full_name);
+    }
+}
+
 int outbox_mongo_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox_diag_t *d)
 {
     if (!out)
         return outbox_mongo_fail(d, OUTBOX_EINVAL, "schema_ddl needs an output");
     *out = NULL;
-    outbox_kit_relname_t rel, ckpt;
-    int rc = outbox_mongo_relname(opts && opts->relation ? opts->relation : "outbox", &rel, d);
-    if (rc == OUTBOX_OK)
-        rc = outbox_mongo_relname_ckpt(opts ? opts->checkpoint_relation : NULL, &rel, &ckpt, d);
+    targets_t t;
+    int rc = read_targets(opts, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
     uint32_t flags = opts ? opts->flags : 0;
@@ -116,36 +178,20 @@ int outbox_mongo_schema_ddl(const outbox_schema_opts_t *opts, char **out, outbox
                         "// execution_id, correlation_id, causation_id, occurred_at (date), payload,\n"
                         "// status, created_at (date), published_at, processing_at, last_error,\n"
                         "// attempts, available_at, ordering_key, traceparent, hlc (int64), claim_token}.\n");
-    outbox_kit_buf_puts(&b, "db");
-    if (rel.schema[0])
-        outbox_kit_buf_printf(&b, ".getSiblingDB(\"%s\")", rel.schema);
-    outbox_kit_buf_printf(&b, ".createCollection(\"%s\");\n", rel.table);
-    for (size_t i = 0; i < N_INDEXES; i++) {
-        const mongo_index_t *ix = &indexes[i];
-        if (!wanted(ix, flags))
-            continue;
-        js_coll(&b, &rel);
-        outbox_kit_buf_puts(&b, ".createIndex(");
-        js_keys(&b, ix->keys);
-        outbox_kit_buf_printf(&b, ", {name: \"%s\"%s%s", ix->name, ix->unique ? ", unique: true" : "",
-                          ix->sparse ? ", sparse: true" : "");
-        if (ix->partial)
-            outbox_kit_buf_printf(&b, ", partialFilterExpression: %s", partial_text(ix->partial));
-        outbox_kit_buf_puts(&b, "});\n");
-        if (ix->partial) {
-            outbox_kit_buf_puts(&b, "// without partial indexes (FerretDB), instead: ");
-            js_coll(&b, &rel);
-            outbox_kit_buf_puts(&b, ".createIndex(");
-            js_keys(&b, ix->full_keys);
-            outbox_kit_buf_printf(&b, ", {name: \"%s\"});\n", ix->full_name);
-        }
-    }
+    js_create_collection(&b, &t.rel);
+    for (size_t i = 0; i < N_INDEXES; i++)
+        if (wanted(&indexes[i], flags))
+            js_index(&b, &t.rel, &indexes[i]);
     if (flags & OUTBOX_SCHEMA_CHECKPOINT) {
         outbox_kit_buf_puts(&b, "// The clock checkpoint: documents {_id: node_key, hlc: int64}.\n");
-        outbox_kit_buf_puts(&b, "db");
-        if (ckpt.schema[0])
-            outbox_kit_buf_printf(&b, ".getSiblingDB(\"%s\")", ckpt.schema);
-        outbox_kit_buf_printf(&b, ".createCollection(\"%s\");\n", ckpt.table);
+        js_create_collection(&b, &t.ckpt);
+    }
+    if (flags & OUTBOX_SCHEMA_INBOX) {
+        outbox_kit_buf_puts(&b, "// The inbox: documents {_id: {c: consumer, e: event_id}, consumer,\n"
+                                "// event_id, received_at (date)}; the _id keeps a pair unique.\n");
+        js_create_collection(&b, &t.inbox);
+        for (size_t i = 0; i < N_INBOX_INDEXES; i++)
+            js_index(&b, &t.inbox, &inbox_indexes[i]);
     }
     *out = outbox_kit_buf_steal(&b);
     return *out ? OUTBOX_OK : outbox_mongo_nomem(d);
@@ -254,6 +300,7 @@ int outbox_mongo_detect(mongo_handle_t *h, int strict, outbox_diag_t *d)
 {
     h->has_hlc = 0;
     h->has_ckpt = 0;
+    h->has_inbox = 0;
     int exists = outbox_mongo_coll_exists(h, &h->rel, d);
     if (exists < 0)
         return exists;
@@ -275,21 +322,16 @@ int outbox_mongo_detect(mongo_handle_t *h, int strict, outbox_diag_t *d)
     if (ck < 0)
         return ck;
     h->has_ckpt = ck;
+    /* The inbox needs no index to be right (the _id keeps a pair unique),
+     * so the collection is all there is to look for. */
+    int ib = outbox_mongo_coll_exists(h, &h->inbox, d);
+    if (ib < 0)
+        return ib;
+    h->has_inbox = ib;
     return OUTBOX_OK;
 }
 
 /* ---------------------------------------------------------- schema_apply */
-
-/* The handle's own relations are the only ones its collections serve. */
-static int same_relations(const mongo_handle_t *h, const outbox_schema_opts_t *opts,
-                          outbox_kit_relname_t *rel, outbox_kit_relname_t *ckpt, outbox_diag_t *d)
-{
-    int rc = outbox_mongo_relname(opts && opts->relation ? opts->relation : "outbox", rel, d);
-    if (rc == OUTBOX_OK)
-        rc = outbox_mongo_relname_ckpt(opts ? opts->checkpoint_relation : NULL, rel, ckpt, d);
-    (void)h;
-    return rc;
-}
 
 static int create_collection(mongo_handle_t *h, const outbox_kit_relname_t *r, outbox_diag_t *d)
 {
@@ -349,38 +391,25 @@ static int create_indexes(mongoc_collection_t *coll, const bson_t *list, uint32_
     return rc;
 }
 
-int outbox_mongo_schema_apply(mongo_handle_t *h, const outbox_schema_opts_t *opts,
-                              outbox_diag_t *d)
+/* Creates those of list[0..n) that flags want and coll lacks (an index of
+ * the same keys serves whatever its name), one command each. */
+static int ensure_indexes(mongoc_collection_t *coll, const mongo_index_t *list, size_t n,
+                          uint32_t flags, outbox_diag_t *d)
 {
-    outbox_kit_relname_t rel, ckpt;
-    int rc = same_relations(h, opts, &rel, &ckpt, d);
-    if (rc != OUTBOX_OK)
-        return rc;
-    uint32_t flags = opts ? opts->flags : 0;
-    mongoc_collection_t *coll = outbox_mongo_coll(h, h->client, &rel);
-    if (!coll)
+    live_t *l = outbox_mongo_host->alloc(sizeof *l);
+    if (!l)
         return outbox_mongo_nomem(d);
-    rc = create_collection(h, &rel, d);
-    bson_t plain = BSON_INITIALIZER;
-    size_t n = 0;
-    for (size_t i = 0; i < N_INDEXES; i++) {
-        const mongo_index_t *ix = &indexes[i];
-        if (wanted(ix, flags) && !ix->partial)
-            append_index(&plain, n++, ix->name, ix->keys, ix->unique, ix->sparse, P_NONE);
-    }
-    uint32_t refused = 0;
-    if (rc == OUTBOX_OK)
-        rc = create_indexes(coll, &plain, &refused, d);
-    bson_destroy(&plain);
-    for (size_t i = 0; rc == OUTBOX_OK && i < N_INDEXES; i++) {
-        const mongo_index_t *ix = &indexes[i];
-        if (!wanted(ix, flags) || !ix->partial)
+    int rc = list_indexes(coll, l, d);
+    for (size_t i = 0; rc == OUTBOX_OK && i < n; i++) {
+        const mongo_index_t *ix = &list[i];
+        if (!wanted(ix, flags) || index_found(l, ix))
             continue;
         bson_t one = BSON_INITIALIZER;
         append_index(&one, 0, ix->name, ix->keys, ix->unique, ix->sparse, ix->partial);
+        uint32_t refused = 0;
         rc = create_indexes(coll, &one, &refused, d);
         bson_destroy(&one);
-        if (rc != OUTBOX_OK && refused != 0) {
+        if (rc != OUTBOX_OK && ix->partial && refused != 0) {
             /* No partial indexes here (FerretDB answers 238, NotImplemented):
              * the full form with the status in its key serves the same
              * queries, at the cost of indexing finished rows too. */
@@ -394,9 +423,37 @@ int outbox_mongo_schema_apply(mongo_handle_t *h, const outbox_schema_opts_t *opt
             bson_destroy(&full);
         }
     }
+    outbox_mongo_host->free(l);
+    return rc;
+}
+
+/* A collection and the indexes of list it lacks. */
+static int ensure_collection(mongo_handle_t *h, const outbox_kit_relname_t *r,
+                             const mongo_index_t *list, size_t n, uint32_t flags, outbox_diag_t *d)
+{
+    int rc = create_collection(h, r, d);
+    if (rc != OUTBOX_OK || n == 0)
+        return rc;
+    mongoc_collection_t *coll = outbox_mongo_coll(h, h->client, r);
+    if (!coll)
+        return outbox_mongo_nomem(d);
+    rc = ensure_indexes(coll, list, n, flags, d);
     mongoc_collection_destroy(coll);
+    return rc;
+}
+
+int outbox_mongo_schema_apply(mongo_handle_t *h, const outbox_schema_opts_t *opts,
+                              outbox_diag_t *d)
+{
+    targets_t t;
+    int rc = read_targets(opts, &t, d);
+    uint32_t flags = opts ? opts->flags : 0;
+    if (rc == OUTBOX_OK)
+        rc = ensure_collection(h, &t.rel, indexes, N_INDEXES, flags, d);
     if (rc == OUTBOX_OK && (flags & OUTBOX_SCHEMA_CHECKPOINT))
-        rc = create_collection(h, &ckpt, d);
+        rc = ensure_collection(h, &t.ckpt, NULL, 0, flags, d);
+    if (rc == OUTBOX_OK && (flags & OUTBOX_SCHEMA_INBOX))
+        rc = ensure_collection(h, &t.inbox, inbox_indexes, N_INBOX_INDEXES, flags, d);
     return rc;
 }
 
@@ -474,6 +531,38 @@ static int check_fields(mongoc_collection_t *coll, const live_t *l, const char *
     return OUTBOX_OK;
 }
 
+/* The inbox collection and its indexes. */
+static int check_inbox(mongo_handle_t *h, const outbox_kit_relname_t *inbox, reporter_t *r,
+                       outbox_diag_t *d)
+{
+    char shown[160];
+    outbox_kit_relname_show(inbox, shown, sizeof shown);
+    int exists = outbox_mongo_coll_exists(h, inbox, d);
+    if (exists < 0)
+        return exists;
+    if (!exists) {
+        problem(r, "missing inbox collection \"%s\" (documents {_id: {c: consumer, e: event_id}, "
+                   "consumer, event_id, received_at})",
+                shown);
+        return OUTBOX_OK;
+    }
+    live_t *l = outbox_mongo_host->alloc(sizeof *l);
+    mongoc_collection_t *coll = outbox_mongo_coll(h, h->client, inbox);
+    int rc = l && coll ? list_indexes(coll, l, d) : outbox_mongo_nomem(d);
+    for (size_t i = 0; rc == OUTBOX_OK && i < N_INBOX_INDEXES; i++) {
+        const mongo_index_t *ix = &inbox_indexes[i];
+        char keys[256];
+        keys_text(ix->keys, keys, sizeof keys);
+        if (!index_found(l, ix))
+            problem(r, "missing index %s on (%s)%s in inbox collection \"%s\"", ix->name, keys,
+                    ix->unique ? " unique" : "", shown);
+    }
+    if (coll)
+        mongoc_collection_destroy(coll);
+    outbox_mongo_host->free(l);
+    return rc;
+}
+
 int outbox_mongo_schema_check(void *handle, const outbox_schema_opts_t *opts,
                               outbox_schema_report_fn report, void *ctx, size_t *problems,
                               outbox_diag_t *d)
@@ -481,16 +570,16 @@ int outbox_mongo_schema_check(void *handle, const outbox_schema_opts_t *opts,
     mongo_handle_t *h = handle;
     if (problems)
         *problems = 0;
-    outbox_kit_relname_t rel, ckpt;
-    int rc = same_relations(h, opts, &rel, &ckpt, d);
+    targets_t t;
+    int rc = read_targets(opts, &t, d);
     if (rc != OUTBOX_OK)
         return rc;
     uint32_t flags = opts ? opts->flags : 0;
     reporter_t r = {report, ctx, 0};
     char shown[160], shown_ckpt[160];
-    outbox_kit_relname_show(&rel, shown, sizeof shown);
-    outbox_kit_relname_show(&ckpt, shown_ckpt, sizeof shown_ckpt);
-    int exists = outbox_mongo_coll_exists(h, &rel, d);
+    outbox_kit_relname_show(&t.rel, shown, sizeof shown);
+    outbox_kit_relname_show(&t.ckpt, shown_ckpt, sizeof shown_ckpt);
+    int exists = outbox_mongo_coll_exists(h, &t.rel, d);
     if (exists < 0)
         return exists;
     if (!exists) {
@@ -499,7 +588,7 @@ int outbox_mongo_schema_check(void *handle, const outbox_schema_opts_t *opts,
                 shown);
     } else {
         live_t *l = outbox_mongo_host->alloc(sizeof *l);
-        mongoc_collection_t *coll = outbox_mongo_coll(h, h->client, &rel);
+        mongoc_collection_t *coll = outbox_mongo_coll(h, h->client, &t.rel);
         if (!l || !coll) {
             outbox_mongo_host->free(l);
             if (coll)
@@ -539,12 +628,17 @@ int outbox_mongo_schema_check(void *handle, const outbox_schema_opts_t *opts,
             return rc;
     }
     if (flags & OUTBOX_SCHEMA_CHECKPOINT) {
-        int ck = outbox_mongo_coll_exists(h, &ckpt, d);
+        int ck = outbox_mongo_coll_exists(h, &t.ckpt, d);
         if (ck < 0)
             return ck;
         if (!ck)
             problem(&r, "missing checkpoint collection \"%s\" (documents {_id: node_key, hlc})",
                     shown_ckpt);
+    }
+    if (flags & OUTBOX_SCHEMA_INBOX) {
+        rc = check_inbox(h, &t.inbox, &r, d);
+        if (rc != OUTBOX_OK)
+            return rc;
     }
     if (problems)
         *problems = r.n;
@@ -569,17 +663,19 @@ static int drop_one(mongo_handle_t *h, const outbox_kit_relname_t *r, outbox_dia
 int outbox_mongo_schema_drop(mongo_handle_t *h, const outbox_schema_opts_t *opts,
                              outbox_diag_t *d)
 {
-    outbox_kit_relname_t rel, ckpt;
-    int rc = same_relations(h, opts, &rel, &ckpt, d);
+    targets_t t;
+    int rc = read_targets(opts, &t, d);
     if (rc == OUTBOX_OK)
-        rc = drop_one(h, &rel, d);
+        rc = drop_one(h, &t.rel, d);
     if (rc == OUTBOX_OK && opts && (opts->flags & OUTBOX_SCHEMA_CHECKPOINT))
-        rc = drop_one(h, &ckpt, d);
+        rc = drop_one(h, &t.ckpt, d);
+    if (rc == OUTBOX_OK && opts && (opts->flags & OUTBOX_SCHEMA_INBOX))
+        rc = drop_one(h, &t.inbox, d);
     if (rc == OUTBOX_OK) {
         /* The claim locks of a server without atomic updates. */
         outbox_kit_relname_t locks;
-        memcpy(locks.schema, rel.schema, sizeof locks.schema);
-        snprintf(locks.table, sizeof locks.table, "%.57s_locks", rel.table);
+        memcpy(locks.schema, t.rel.schema, sizeof locks.schema);
+        snprintf(locks.table, sizeof locks.table, "%.57s_locks", t.rel.table);
         rc = drop_one(h, &locks, d);
     }
     return rc;
