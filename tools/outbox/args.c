@@ -129,6 +129,8 @@ bool cli_store_option(cli_store_args_t *a, int id, const char *value)
     case OPT_HLC: a->schema_flags |= OUTBOX_SCHEMA_HLC; return true;
     case OPT_TRACEPARENT: a->schema_flags |= OUTBOX_SCHEMA_TRACEPARENT; return true;
     case OPT_CHECKPOINT: a->schema_flags |= OUTBOX_SCHEMA_CHECKPOINT; return true;
+    case OPT_INBOX: a->schema_flags |= OUTBOX_SCHEMA_INBOX; return true;
+    case OPT_INBOX_RELATION: a->inbox_relation = value; return true;
     default: return false;
     }
 }
@@ -194,11 +196,16 @@ bool cli_require(const char *cmd, const char *opt, const char *value)
 
 bool cli_relation_ok(const char *relation)
 {
+    return cli_relation_option_ok("--relation", relation);
+}
+
+bool cli_relation_option_ok(const char *opt, const char *relation)
+{
     if (!relation || outbox_relation_valid(relation))
         return true;
-    cli_error("--relation: \"%s\" is not a valid relation name (letters, digits and _, not "
+    cli_error("%s: \"%s\" is not a valid relation name (letters, digits and _, not "
               "starting with a digit, optionally schema.table)",
-              relation);
+              opt, relation);
     return false;
 }
 

@@ -11,6 +11,7 @@
 #define OUTBOX_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "outbox/outbox.h"
@@ -75,6 +76,10 @@ enum cli_option_id {
     OPT_CORRELATION_ID,
     OPT_CAUSATION_ID,
     OPT_EXECUTION_ID,
+    OPT_INBOX,
+    OPT_INBOX_RELATION,
+    OPT_CONSUMER,
+    OPT_OLDER_THAN,
 };
 
 typedef struct cli_option {
@@ -111,10 +116,12 @@ int cli_next(cli_parser_t *p, const cli_option_t *table);
 typedef struct cli_store_args {
     const char *uri;
     const char *relation; /* NULL: the library's default */
-    uint32_t schema_flags; /* OUTBOX_SCHEMA_* from --hlc, --traceparent, --checkpoint */
+    uint32_t schema_flags; /* OUTBOX_SCHEMA_* from --hlc, --traceparent, --checkpoint, --inbox */
+    const char *inbox_relation; /* NULL: outbox_inbox beside the relation */
 } cli_store_args_t;
 
-/* Handles OPT_STORE, OPT_RELATION, OPT_HLC, OPT_TRACEPARENT, OPT_CHECKPOINT;
+/* Handles OPT_STORE, OPT_RELATION, OPT_HLC, OPT_TRACEPARENT, OPT_CHECKPOINT,
+ * OPT_INBOX, OPT_INBOX_RELATION;
  * returns false when id is none of them. */
 bool cli_store_option(cli_store_args_t *a, int id, const char *value);
 
@@ -131,6 +138,8 @@ bool cli_nonempty(const char *cmd, const char *opt, const char *value);
 bool cli_require(const char *cmd, const char *opt, const char *value);
 /* A relation name the library accepts (or NULL). */
 bool cli_relation_ok(const char *relation);
+/* The same for the relation given to option opt. */
+bool cli_relation_option_ok(const char *opt, const char *relation);
 /* 1 when uri has no scheme at all: no ':' before its first '/' or '?'
  * ("stdout", "/tmp/x.jsonl"). A malformed scheme is not missing. */
 bool cli_lacks_scheme(const char *uri);
@@ -218,6 +227,7 @@ int cli_cmd_conformance(int argc, char **argv);
 int cli_cmd_config(int argc, char **argv);
 int cli_cmd_routes(int argc, char **argv);
 int cli_cmd_dead(int argc, char **argv);
+int cli_cmd_inbox(int argc, char **argv);
 
 /* ------------------------------------------------- routes (cmd_routes.c) */
 
@@ -241,5 +251,10 @@ long long cli_pending_age_s(const outbox_stats_t *st);
 void cli_routes_print_text(const cli_routes_t *r);
 /* "routes":[{...},...] (a member of an object the caller opens and closes). */
 void cli_routes_print_json(const cli_routes_t *r);
+/* Text from a store on one terminal line: control bytes and backslashes
+ * escaped. */
+void cli_put_printable(FILE *f, const char *s);
+/* s as a JSON string (null for NULL). */
+void cli_put_json_string(FILE *f, const char *s);
 
 #endif

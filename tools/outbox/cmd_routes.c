@@ -94,7 +94,7 @@ long long cli_pending_age_s(const outbox_stats_t *st)
 /* Text of a store, fit for one terminal line: control bytes (C0, DEL, C1)
  * and backslashes escaped, so nothing a row holds can end a line or move
  * the cursor. */
-static void put_printable(FILE *f, const char *s)
+void cli_put_printable(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (; *p; p++) {
@@ -116,7 +116,7 @@ static void put_printable(FILE *f, const char *s)
     }
 }
 
-static void put_json_string(FILE *f, const char *s)
+void cli_put_json_string(FILE *f, const char *s)
 {
     if (s == NULL) {
         fputs("null", f);
@@ -139,7 +139,7 @@ void cli_routes_print_text(const cli_routes_t *r)
            "PUBLISHED", "DEAD", "OLDEST_PENDING_AGE_S");
     for (size_t i = 0; i < r->n; i++) {
         const outbox_stats_t *st = &r->v[i].stats;
-        put_printable(stdout, r->v[i].route);
+        cli_put_printable(stdout, r->v[i].route);
         printf("%*s  %10llu  %10llu  %10llu  %10llu  %lld\n", (int)(w - strlen(r->v[i].route)), "",
                (unsigned long long)st->pending, (unsigned long long)st->processing,
                (unsigned long long)st->published, (unsigned long long)st->dead,
@@ -153,7 +153,7 @@ void cli_routes_print_json(const cli_routes_t *r)
     for (size_t i = 0; i < r->n; i++) {
         const outbox_stats_t *st = &r->v[i].stats;
         fputs(i ? ",{\"route\":" : "{\"route\":", stdout);
-        put_json_string(stdout, r->v[i].route);
+        cli_put_json_string(stdout, r->v[i].route);
         printf(",\"pending\":%llu,\"processing\":%llu,\"published\":%llu,\"dead\":%llu,"
                "\"oldest_pending_age_s\":%lld}",
                (unsigned long long)st->pending, (unsigned long long)st->processing,
@@ -239,26 +239,26 @@ static int print_dead(void *ctx, const outbox_row_t *row)
     rfc3339(row->created_at, at);
     if (o->json) {
         fputs(o->n ? ",{\"id\":" : "{\"id\":", o->f);
-        put_json_string(o->f, row->id);
+        cli_put_json_string(o->f, row->id);
         fputs(",\"event_id\":", o->f);
-        put_json_string(o->f, row->event_id);
+        cli_put_json_string(o->f, row->event_id);
         fputs(",\"event_type\":", o->f);
-        put_json_string(o->f, row->event_type);
+        cli_put_json_string(o->f, row->event_type);
         fputs(",\"ordering_key\":", o->f);
-        put_json_string(o->f, row->ordering_key);
+        cli_put_json_string(o->f, row->ordering_key);
         fprintf(o->f, ",\"attempts\":%d,\"created_at\":\"%s\",\"last_error\":", (int)row->attempts, at);
-        put_json_string(o->f, row->last_error);
+        cli_put_json_string(o->f, row->last_error);
         fputs("}", o->f);
     } else {
-        put_printable(o->f, row->id ? row->id : "");
+        cli_put_printable(o->f, row->id ? row->id : "");
         fputc('\t', o->f);
-        put_printable(o->f, row->event_id ? row->event_id : "");
+        cli_put_printable(o->f, row->event_id ? row->event_id : "");
         fputc('\t', o->f);
-        put_printable(o->f, row->event_type ? row->event_type : "");
+        cli_put_printable(o->f, row->event_type ? row->event_type : "");
         fputc('\t', o->f);
-        put_printable(o->f, row->ordering_key ? row->ordering_key : "-");
+        cli_put_printable(o->f, row->ordering_key ? row->ordering_key : "-");
         fprintf(o->f, "\t%d\t%s\t", (int)row->attempts, at);
-        put_printable(o->f, row->last_error ? row->last_error : "");
+        cli_put_printable(o->f, row->last_error ? row->last_error : "");
         fputc('\n', o->f);
     }
     o->n++;
@@ -316,7 +316,7 @@ static int dead_list(int argc, char **argv)
     int rc = outbox_store_dead_list(s, route, after, (size_t)limit, print_dead, &o, next);
     if (rc == OUTBOX_OK && json) {
         fputs("],\"next\":", o.f);
-        put_json_string(o.f, next[0] ? next : NULL);
+        cli_put_json_string(o.f, next[0] ? next : NULL);
         fputs("}\n", o.f);
     }
     int werr = fclose(o.f) != 0;

@@ -19,12 +19,16 @@ static const char usage[] =
     "  --relation NAME   table (or schema.table, or collection), default outbox\n"
     "  --hlc             include the hlc column and its claim index\n"
     "  --traceparent     include the traceparent column\n"
-    "  --checkpoint      include the hlc_checkpoint table\n";
+    "  --checkpoint      include the hlc_checkpoint table\n"
+    "  --inbox           include the inbox table (consumers' records of the events\n"
+    "                    they handled), outbox_inbox beside the relation\n"
+    "  --inbox-relation NAME  the inbox table's name instead (implies --inbox)\n";
 
 static const cli_option_t options[] = {
     {"store", true, OPT_STORE},   {"relation", true, OPT_RELATION},
     {"hlc", false, OPT_HLC},      {"traceparent", false, OPT_TRACEPARENT},
     {"checkpoint", false, OPT_CHECKPOINT}, {"yes-i-know", false, OPT_YES},
+    {"inbox", false, OPT_INBOX}, {"inbox-relation", true, OPT_INBOX_RELATION},
     {NULL, false, 0},
 };
 
@@ -39,14 +43,16 @@ static outbox_schema_opts_t schema_opts(const schema_args_t *a)
     outbox_schema_opts_t o = {
         .struct_size = sizeof o,
         .relation = a->store.relation ? a->store.relation : "outbox",
-        .flags = a->store.schema_flags,
+        .flags = a->store.schema_flags | (a->store.inbox_relation ? OUTBOX_SCHEMA_INBOX : 0),
+        .inbox_relation = a->store.inbox_relation,
     };
     return o;
 }
 
 static int schema_print(const schema_args_t *a)
 {
-    if (!cli_require(a->cmd, "--store", a->store.uri) || !cli_relation_ok(a->store.relation))
+    if (!cli_require(a->cmd, "--store", a->store.uri) || !cli_relation_ok(a->store.relation) ||
+        !cli_relation_option_ok("--inbox-relation", a->store.inbox_relation))
         return CLI_EXIT_ERROR;
     outbox_schema_opts_t o = schema_opts(a);
     outbox_diag_t d = {0};

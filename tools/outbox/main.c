@@ -18,6 +18,7 @@ static const char usage[] =
     "  dead list                  list a route's dead events\n"
     "  replay                     send dead events back to pending\n"
     "  purge                      delete old published rows\n"
+    "  inbox stats|purge          count or delete consumers' inbox records\n"
     "  drivers                    list the driver modules found\n"
     "  conformance                run the store-driver conformance battery\n"
     "  config check FILE          check a relay configuration file\n"
@@ -41,6 +42,7 @@ static const struct {
     {"stats", cli_cmd_stats},   {"replay", cli_cmd_replay}, {"purge", cli_cmd_purge},
     {"drivers", cli_cmd_drivers}, {"conformance", cli_cmd_conformance},
     {"config", cli_cmd_config}, {"routes", cli_cmd_routes}, {"dead", cli_cmd_dead},
+    {"inbox", cli_cmd_inbox},
 };
 
 static int (*find_command(const char *name))(int, char **)

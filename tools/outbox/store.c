@@ -79,11 +79,13 @@ int cli_open_store(const char *cmd, const cli_store_args_t *a, uint32_t open_fla
                    bool may_create, outbox_store_t **out)
 {
     *out = NULL;
-    if (!cli_require(cmd, "--store", a->uri) || !cli_relation_ok(a->relation))
+    if (!cli_require(cmd, "--store", a->uri) || !cli_relation_ok(a->relation) ||
+        !cli_relation_option_ok("--inbox-relation", a->inbox_relation))
         return CLI_EXIT_ERROR;
     outbox_store_options_t opts = {
         .struct_size = sizeof opts,
         .relation = a->relation,
+        .inbox_relation = a->inbox_relation,
         /* Only schema apply may create the database (SQLite's file). */
         .flags = open_flags | (may_create ? 0 : OUTBOX_OPEN_MUST_EXIST),
     };
