@@ -298,22 +298,15 @@ START_TEST(checkpoint_native_tx)
 {
     void *h = NULL;
     outbox_store_t *s = conf_open_raw(&h);
-    ck_assert_msg(h != NULL, "internal: no driver handle");
-    const outbox_store_vtable_t *vt = conf_env.driver->store;
     ck_route(s);
     for (int commit = 0; commit <= 1; commit++) {
-        outbox_diag_t d = {0};
-        void *native = NULL;
-        int rc = vt->native_begin(h, &native, &d);
-        ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
-                      outbox_strerror(rc), d.message);
+        void *native = conf_native_begin(h);
         conf_stage(s, native, CK_ROUTE, 10 * (unsigned long)commit, 2, NULL);
-        rc = outbox_store_checkpoint_advance(s, native, "node-native", 1000 + commit);
+        int rc = outbox_store_checkpoint_advance(s, native, "node-native", 1000 + commit);
         ck_assert_msg(rc == OUTBOX_OK, "advancing through the native handle: %s (%s)",
                       outbox_strerror(rc), outbox_store_message(s));
         ck_assert_mark(s, 0, "before the native transaction ended");
-        rc = vt->native_end(h, native, commit, &d);
-        ck_assert_msg(rc == OUTBOX_OK, "native_end: %s (%s)", outbox_strerror(rc), d.message);
+        conf_native_end(h, native, commit);
         if (!commit)
             ck_assert_mark(s, 0, "after the native transaction rolled back");
     }

@@ -29,6 +29,7 @@ static size_t check(outbox_store_t *s, uint32_t flags, problems_t *p)
         .relation = conf_env.relation,
         .checkpoint_relation = conf_env.checkpoint_relation,
         .flags = flags,
+        .inbox_relation = conf_env.inbox_relation,
     };
     size_t n = 0;
     memset(p, 0, sizeof *p);
@@ -177,6 +178,55 @@ START_TEST(schema_check_clean)
 }
 END_TEST
 
+START_TEST(schema_check_names_missing_inbox)
+{
+    /* The relation was applied without the inbox; check it as if the inbox
+     * were wanted, then apply the inbox and check again. */
+    outbox_store_t *s = conf_open();
+    problems_t p;
+    size_t n = check(s, OUTBOX_SCHEMA_INBOX, &p);
+    char all[2048];
+    list(&p, all, sizeof all);
+    ck_assert_msg(n >= 1, "schema check for the inbox found nothing wrong, but there is no inbox "
+                  "table %s", conf_env.inbox_relation);
+    ck_assert_msg(find(&p, conf_env.inbox_relation, NULL) != NULL,
+                  "no problem names the missing inbox table %s; reported: %s",
+                  conf_env.inbox_relation, all);
+    outbox_schema_opts_t o = {
+        .struct_size = sizeof o,
+        .relation = conf_env.relation,
+        .checkpoint_relation = conf_env.checkpoint_relation,
+        .flags = OUTBOX_SCHEMA_INBOX,
+        .inbox_relation = conf_env.inbox_relation,
+    };
+    conf_ok(s, outbox_store_schema_apply(s, &o));
+    /* What the outbox alone has (nothing, unless the driver under test
+     * leaves something out on purpose) is not the inbox's. */
+    problems_t base;
+    size_t n_base = check(s, 0, &base);
+    n = check(s, OUTBOX_SCHEMA_INBOX, &p);
+    for (size_t i = 0; i < p.n; i++) {
+        int known = 0;
+        for (size_t j = 0; j < base.n && !known; j++)
+            known = strcmp(p.text[i], base.text[j]) == 0;
+        ck_assert_msg(known, "after schema apply made the inbox, schema check for it reports "
+                      "\"%s\", which a check of the outbox alone does not", p.text[i]);
+    }
+    list(&p, all, sizeof all);
+    ck_assert_msg(n == n_base, "after schema apply made the inbox, schema check for it has %zu "
+                  "problems, %zu without it: %s", n, n_base, all);
+    /* The handle that applied it records at once: it looked again. */
+    int is_new = 0;
+    int rc = outbox_inbox_accept(s, NULL, "conf-consumer", "conf-event", &is_new);
+    ck_assert_msg(rc == OUTBOX_OK && is_new == 1,
+                  "after schema apply made the inbox, accepting an event on the same handle: %s, "
+                  "%s (%s; after applying, the handle reports OUTBOX_STORE_CAP_INBOX as a fresh "
+                  "open would)",
+                  outbox_strerror(rc), is_new ? "new" : "not new", outbox_store_message(s));
+    outbox_store_close(s);
+}
+END_TEST
+
 void conf_cases_schema(conf_cases_t *c)
 {
     conf_add(c, schema_check_names_missing, CONF_NEED_SCHEMA_CHECK | CONF_NEED_HLC, 0, 20);
@@ -185,4 +235,6 @@ void conf_cases_schema(conf_cases_t *c)
     conf_add(c, schema_check_clean,
              CONF_NEED_SCHEMA_CHECK | CONF_NEED_HLC | CONF_NEED_TRACEPARENT | CONF_NEED_CHECKPOINT,
              OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT, 20);
+    /* Made without the inbox, so that the case finds it missing. */
+    conf_add(c, schema_check_names_missing_inbox, CONF_NEED_SCHEMA_CHECK | CONF_NEED_INBOX, 0, 20);
 }

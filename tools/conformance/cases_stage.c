@@ -155,17 +155,9 @@ static void stage_native(int commit)
 {
     void *h = NULL;
     outbox_store_t *s = conf_open_raw(&h);
-    const outbox_store_vtable_t *vt = conf_env.driver->store;
-    ck_assert_msg(h != NULL, "internal: no driver handle");
-    outbox_diag_t d = {0};
-    void *native = NULL;
-    int rc = vt->native_begin(h, &native, &d);
-    ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)", outbox_strerror(rc),
-                  d.message);
+    void *native = conf_native_begin(h);
     ck_assert_uint_eq(conf_stage(s, native, ROUTE, 0, 3, NULL), 3);
-    rc = vt->native_end(h, native, commit, &d);
-    ck_assert_msg(rc == OUTBOX_OK, "native_end(%s): %s (%s)", commit ? "commit" : "rollback",
-                  outbox_strerror(rc), d.message);
+    conf_native_end(h, native, commit);
     size_t n = count_claimable(s, ROUTE);
     if (commit) {
         ck_assert_msg(n == 3, "after the native transaction committed, %zu of 3 rows are visible", n);
@@ -200,13 +192,10 @@ static void stage_refused_in_tx(int native_tx)
     const outbox_store_vtable_t *vt = conf_env.driver->store;
     outbox_diag_t d = {0};
     void *native = NULL;
-    if (native_tx) {
-        int rc = vt->native_begin(h, &native, &d);
-        ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
-                      outbox_strerror(rc), d.message);
-    } else {
+    if (native_tx)
+        native = conf_native_begin(h);
+    else
         conf_ok(s, outbox_store_begin(s));
-    }
     ck_assert_uint_eq(conf_stage(s, native, ROUTE, 0, 2, NULL), 2);
 
     static const char *const payloads[] = {"{\"text\":\"a\\u0000b\"}", "\"\\u0000\"", "{}"};
@@ -339,13 +328,10 @@ static void stage_fails_midway(int native_tx)
                   outbox_strerror(rc), staged, d.message);
 
     void *native = NULL;
-    if (native_tx) {
-        rc = vt->native_begin(h, &native, &d);
-        ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)",
-                      outbox_strerror(rc), d.message);
-    } else {
+    if (native_tx)
+        native = conf_native_begin(h);
+    else
         conf_ok(s, outbox_store_begin(s));
-    }
     /* The caller's own work in the transaction: events 1 and 2. */
     ck_assert_uint_eq(conf_stage(s, native, ROUTE, 1, 2, NULL), 2);
 

@@ -26,6 +26,7 @@ enum conf_need {
     CONF_NEED_ROUTES = 1u << 10,      /* the routes entry (ABI 1.3) */
     CONF_NEED_DEAD_LIST = 1u << 11,   /* the dead_list entry (ABI 1.3) */
     CONF_NEED_RENEW = 1u << 12,       /* the renew entry (ABI 1.5) */
+    CONF_NEED_INBOX = 1u << 13,       /* the inbox entries (ABI 1.7) and table after schema apply */
 };
 
 typedef struct conf_case {
@@ -35,7 +36,7 @@ typedef struct conf_case {
     double timeout_s;
 } conf_case_t;
 
-#define CONF_MAX_CASES 64
+#define CONF_MAX_CASES 128
 
 typedef struct conf_cases {
     conf_case_t v[CONF_MAX_CASES];
@@ -53,6 +54,7 @@ void conf_cases_concurrency(conf_cases_t *c);
 void conf_cases_checkpoint(conf_cases_t *c);
 void conf_cases_admin(conf_cases_t *c);
 void conf_cases_listing(conf_cases_t *c);
+void conf_cases_inbox(conf_cases_t *c);
 void conf_cases_schema(conf_cases_t *c);
 void conf_cases_sink(conf_cases_t *c);
 
@@ -76,6 +78,7 @@ typedef struct conf_env {
     const conf_case_t *current;          /* the case whose relation is set up */
     char relation[64];                   /* conf_<pid>_<n> */
     char checkpoint_relation[80];        /* conf_<pid>_<n>_ckpt */
+    char inbox_relation[80];             /* conf_<pid>_<n>_inbox */
     char setup_error[OUTBOX_MESSAGE_MAX]; /* non-empty: the relation could not be created */
     int unchecked_fd;                    /* where conf_unchecked() and conf_note() write, or -1 */
     double timeout_scale;                /* the run's timeout_scale, 1 when not given */
@@ -116,6 +119,11 @@ outbox_store_t *conf_open(void);
 /* The same, also returning the driver's own handle (for the optional
  * entries the application API does not wrap: native_begin/native_end). */
 outbox_store_t *conf_open_raw(void **driver_handle);
+/* The application's transaction through the driver's own handle h (from
+ * conf_open_raw): native_begin's native handle, and native_end committing
+ * or rolling it back; either fails the case when the driver refuses. */
+void *conf_native_begin(void *h);
+void conf_native_end(void *h, void *native, int commit);
 /* A handle for another thread: returns NULL and fills d instead of
  * failing the case (only the main thread may fail it). */
 outbox_store_t *conf_open_quiet(outbox_diag_t *d);

@@ -71,7 +71,7 @@ static int spy_register(const outbox_driver_t *drv, outbox_diag_t *d)
 /* ---------------------------------------------------------------- opens */
 
 static outbox_store_t *open_as(const char *driver, const char *relation, const char *ckpt,
-                               uint32_t flags, void **raw, outbox_diag_t *d)
+                               const char *inbox, uint32_t flags, void **raw, outbox_diag_t *d)
 {
     outbox_store_options_t o = {
         .struct_size = sizeof o,
@@ -79,6 +79,7 @@ static outbox_store_t *open_as(const char *driver, const char *relation, const c
         .checkpoint_relation = ckpt,
         .driver = driver,
         .flags = flags,
+        .inbox_relation = inbox,
     };
     outbox_store_t *s = NULL;
     spy_handle = NULL;
@@ -89,24 +90,42 @@ static outbox_store_t *open_as(const char *driver, const char *relation, const c
     return rc == OUTBOX_OK ? s : NULL;
 }
 
-static outbox_schema_opts_t schema_opts(const char *relation, const char *ckpt, uint32_t flags)
+static outbox_schema_opts_t schema_opts(const char *relation, const char *ckpt,
+                                        const char *inbox, uint32_t flags)
 {
     outbox_schema_opts_t o = {
         .struct_size = sizeof o,
         .relation = relation,
         .checkpoint_relation = ckpt,
         .flags = flags,
+        .inbox_relation = inbox,
     };
     return o;
 }
 
-static int create_relation(const char *driver, const char *relation, const char *ckpt,
-                           uint32_t flags, outbox_diag_t *d)
+/* The driver has the inbox entries (ABI 1.7); the core refuses
+ * OUTBOX_SCHEMA_INBOX to a driver without them, and an older driver was
+ * never told what the flag means. */
+static int driver_has_inbox(void)
 {
-    outbox_store_t *s = open_as(driver, relation, ckpt, OUTBOX_OPEN_SCHEMA_ONLY, NULL, d);
+    return CONF_VT_HAS(spy_real, inbox_accept) && CONF_VT_HAS(spy_real, inbox_purge) &&
+           CONF_VT_HAS(spy_real, inbox_stats);
+}
+
+/* Dropping takes the inbox too whenever the driver has one: a case may
+ * have made the inbox table itself (schema apply in the case). */
+static uint32_t drop_flags(uint32_t flags)
+{
+    return driver_has_inbox() ? flags | OUTBOX_SCHEMA_INBOX : flags;
+}
+
+static int create_relation(const char *driver, const char *relation, const char *ckpt,
+                           const char *inbox, uint32_t flags, outbox_diag_t *d)
+{
+    outbox_store_t *s = open_as(driver, relation, ckpt, inbox, OUTBOX_OPEN_SCHEMA_ONLY, NULL, d);
     if (s == NULL)
         return d->code ? d->code : OUTBOX_EPERMANENT;
-    outbox_schema_opts_t o = schema_opts(relation, ckpt, flags);
+    outbox_schema_opts_t o = schema_opts(relation, ckpt, inbox, flags);
     int rc = outbox_store_schema_apply(s, &o);
     if (rc != OUTBOX_OK)
         snprintf(d->message, sizeof d->message, "schema apply on %s: %s", relation,
@@ -116,23 +135,25 @@ static int create_relation(const char *driver, const char *relation, const char 
     return rc;
 }
 
-static int drop_relation(const char *relation, const char *ckpt, uint32_t flags, outbox_diag_t *d)
+static int drop_relation(const char *relation, const char *ckpt, const char *inbox, uint32_t flags,
+                         outbox_diag_t *d)
 {
     void *h = NULL;
-    outbox_store_t *s = open_as(SPY_NAME, relation, ckpt, OUTBOX_OPEN_SCHEMA_ONLY, &h, d);
+    outbox_store_t *s = open_as(SPY_NAME, relation, ckpt, inbox, OUTBOX_OPEN_SCHEMA_ONLY, &h, d);
     if (s == NULL)
         return d->code ? d->code : OUTBOX_EPERMANENT;
-    outbox_schema_opts_t o = schema_opts(relation, ckpt, flags);
+    outbox_schema_opts_t o = schema_opts(relation, ckpt, inbox, drop_flags(flags));
     int rc = spy_real->schema_drop(h, &o, d);
     outbox_store_close(s);
     return rc;
 }
 
 static void relation_names(const char *suffix, char *rel, size_t rel_size, char *ckpt,
-                           size_t ckpt_size)
+                           size_t ckpt_size, char *inbox, size_t inbox_size)
 {
     snprintf(rel, rel_size, "conf_%ld_%s", (long)getpid(), suffix);
     snprintf(ckpt, ckpt_size, "%s_ckpt", rel);
+    snprintf(inbox, inbox_size, "%s_inbox", rel);
 }
 
 /* --------------------------------------------------------------- probe */
@@ -141,15 +162,15 @@ static void relation_names(const char *suffix, char *rel, size_t rel_size, char 
  * name or path the user gave) and reads the handle's capabilities. */
 static int probe(const char *driver, uint32_t flags, uint32_t *caps, outbox_diag_t *d)
 {
-    char rel[64], ckpt[80];
-    relation_names("probe", rel, sizeof rel, ckpt, sizeof ckpt);
+    char rel[64], ckpt[80], inbox[80];
+    relation_names("probe", rel, sizeof rel, ckpt, sizeof ckpt, inbox, sizeof inbox);
     if (CONF_VT_HAS(spy_real, schema_drop)) {
         outbox_diag_t dd = {0};
-        drop_relation(rel, ckpt, flags, &dd);
+        drop_relation(rel, ckpt, inbox, flags, &dd);
     }
-    int rc = create_relation(driver, rel, ckpt, flags, d);
+    int rc = create_relation(driver, rel, ckpt, inbox, flags, d);
     if (rc == OUTBOX_OK) {
-        outbox_store_t *s = open_as(driver, rel, ckpt, 0, NULL, d);
+        outbox_store_t *s = open_as(driver, rel, ckpt, inbox, 0, NULL, d);
         if (s == NULL) {
             rc = d->code ? d->code : OUTBOX_EPERMANENT;
         } else {
@@ -159,7 +180,7 @@ static int probe(const char *driver, uint32_t flags, uint32_t *caps, outbox_diag
     }
     if (CONF_VT_HAS(spy_real, schema_drop)) {
         outbox_diag_t dd = {0};
-        drop_relation(rel, ckpt, flags, &dd);
+        drop_relation(rel, ckpt, inbox, flags, &dd);
     }
     return rc;
 }
@@ -273,7 +294,8 @@ int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
     conf_env.driver_arg = driver;
 
     /* The store must at least open for schema work and create a relation. */
-    outbox_store_t *s = open_as(driver, "conf_probe_open", NULL, OUTBOX_OPEN_SCHEMA_ONLY, NULL, d);
+    outbox_store_t *s = open_as(driver, "conf_probe_open", NULL, NULL, OUTBOX_OPEN_SCHEMA_ONLY,
+                                NULL, d);
     if (s == NULL) {
         char why[OUTBOX_MESSAGE_MAX];
         snprintf(why, sizeof why, "%s", d->message);
@@ -291,15 +313,17 @@ int conf_fixture_init(const char *driver, const char *uri, outbox_diag_t *d)
     }
 
     /* Every optional part at once; when the driver refuses that, learn
-     * which parts it can create one by one. */
-    const uint32_t all = OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT;
+     * which parts it can create one by one. The inbox only from a driver
+     * with its entries. */
+    const uint32_t last = driver_has_inbox() ? OUTBOX_SCHEMA_INBOX : OUTBOX_SCHEMA_CHECKPOINT;
+    const uint32_t all = (last << 1) - 1;
     uint32_t caps = 0;
     rc = probe(driver, all, &caps, d);
     if (rc != OUTBOX_OK) {
         rc = probe(driver, 0, &caps, d);
         if (rc != OUTBOX_OK)
             return rc;
-        for (uint32_t f = 1; f <= OUTBOX_SCHEMA_CHECKPOINT; f <<= 1) {
+        for (uint32_t f = 1; f <= last; f <<= 1) {
             uint32_t more = 0;
             outbox_diag_t dd = {0};
             if (probe(driver, f, &more, &dd) == OUTBOX_OK)
@@ -316,6 +340,12 @@ const char *conf_need_reason(unsigned needs)
 {
     const outbox_store_vtable_t *vt = conf_env.driver->store;
     uint32_t caps = conf_env.caps;
+    /* First: without the inbox, what else an inbox case needs is beside the point. */
+    if ((needs & CONF_NEED_INBOX) && !driver_has_inbox())
+        return "the driver has no inbox entries (ABI 1.7)";
+    if ((needs & CONF_NEED_INBOX) && !(caps & OUTBOX_STORE_CAP_INBOX))
+        return "schema apply with OUTBOX_SCHEMA_INBOX gives no inbox table (no "
+               "OUTBOX_STORE_CAP_INBOX)";
     if ((needs & CONF_NEED_TX) && !(caps & OUTBOX_STORE_CAP_TRANSACTIONS))
         return "the store has no transactions (no OUTBOX_STORE_CAP_TRANSACTIONS)";
     if ((needs & CONF_NEED_NATIVE) && !(caps & OUTBOX_STORE_CAP_NATIVE_TX))
@@ -377,7 +407,8 @@ void conf_fixture_setup(void)
     char suffix[32];
     snprintf(suffix, sizeof suffix, "%u", ++relation_seq);
     relation_names(suffix, conf_env.relation, sizeof conf_env.relation,
-                   conf_env.checkpoint_relation, sizeof conf_env.checkpoint_relation);
+                   conf_env.checkpoint_relation, sizeof conf_env.checkpoint_relation,
+                   conf_env.inbox_relation, sizeof conf_env.inbox_relation);
     if (conf_env.current == NULL) {
         snprintf(conf_env.setup_error, sizeof conf_env.setup_error,
                  "internal: more cases ran than were scheduled");
@@ -387,11 +418,11 @@ void conf_fixture_setup(void)
     /* A relation of that name can only be a leftover of an earlier process
      * with the same pid: start from nothing. */
     if (CONF_VT_HAS(spy_real, schema_drop))
-        drop_relation(conf_env.relation, conf_env.checkpoint_relation, OUTBOX_SCHEMA_HLC |
-                      OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT, &d);
+        drop_relation(conf_env.relation, conf_env.checkpoint_relation, conf_env.inbox_relation,
+                      OUTBOX_SCHEMA_HLC | OUTBOX_SCHEMA_TRACEPARENT | OUTBOX_SCHEMA_CHECKPOINT, &d);
     memset(&d, 0, sizeof d);
     if (create_relation(conf_env.driver_arg, conf_env.relation, conf_env.checkpoint_relation,
-                        conf_env.current->schema_flags, &d) != OUTBOX_OK)
+                        conf_env.inbox_relation, conf_env.current->schema_flags, &d) != OUTBOX_OK)
         snprintf(conf_env.setup_error, sizeof conf_env.setup_error, "%s", d.message);
 }
 
@@ -404,7 +435,7 @@ void conf_fixture_teardown(void)
         return;
     }
     outbox_diag_t d = {0};
-    if (drop_relation(conf_env.relation, conf_env.checkpoint_relation,
+    if (drop_relation(conf_env.relation, conf_env.checkpoint_relation, conf_env.inbox_relation,
                       conf_env.current->schema_flags, &d) != OUTBOX_OK) {
         printf("conformance: could not drop %s after %s: %s\n", conf_env.relation,
                conf_env.current->test->name, d.message);
@@ -430,8 +461,8 @@ static outbox_store_t *open_checked(const char *driver, void **driver_handle)
 {
     check_setup();
     outbox_diag_t d = {0};
-    outbox_store_t *s = open_as(driver, conf_env.relation, conf_env.checkpoint_relation, 0,
-                                driver_handle, &d);
+    outbox_store_t *s = open_as(driver, conf_env.relation, conf_env.checkpoint_relation,
+                                conf_env.inbox_relation, 0, driver_handle, &d);
     ck_assert_msg(s != NULL, "opening %s on %s: %s", conf_env.relation, conf_env.shown_uri,
                   d.message);
     return s;
@@ -447,10 +478,29 @@ outbox_store_t *conf_open(void)
     return open_checked(conf_env.driver_arg, NULL);
 }
 
+void *conf_native_begin(void *h)
+{
+    ck_assert_msg(h != NULL, "internal: no driver handle");
+    outbox_diag_t d = {0};
+    void *native = NULL;
+    int rc = conf_env.driver->store->native_begin(h, &native, &d);
+    ck_assert_msg(rc == OUTBOX_OK && native != NULL, "native_begin: %s (%s)", outbox_strerror(rc),
+                  d.message);
+    return native;
+}
+
+void conf_native_end(void *h, void *native, int commit)
+{
+    outbox_diag_t d = {0};
+    int rc = conf_env.driver->store->native_end(h, native, commit, &d);
+    ck_assert_msg(rc == OUTBOX_OK, "native_end(%s): %s (%s)", commit ? "commit" : "rollback",
+                  outbox_strerror(rc), d.message);
+}
+
 outbox_store_t *conf_open_quiet(outbox_diag_t *d)
 {
-    return open_as(conf_env.driver_arg, conf_env.relation, conf_env.checkpoint_relation, 0, NULL,
-                   d);
+    return open_as(conf_env.driver_arg, conf_env.relation, conf_env.checkpoint_relation,
+                   conf_env.inbox_relation, 0, NULL, d);
 }
 
 /* --------------------------------------------------------------- helpers */

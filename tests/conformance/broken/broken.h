@@ -21,6 +21,13 @@ void broken_wrap(outbox_driver_t *desc, outbox_store_vtable_t *vt, const char *n
 int broken_prepare(sqlite3 *db, const char *head, const outbox_kit_relname_t *rel, const char *tail,
                    sqlite3_stmt **st, outbox_diag_t *d);
 
+/* Runs one statement on the handle's inbox table rel: parts joined by the
+ * quoted relation (NULL-terminated), with ?1 consumer, ?2 event_id and ?3
+ * now bound where the statement has them. *out: 1 when it returned a row,
+ * else the rows it changed (0 for a query that returned none). */
+int broken_inbox_run(sqlite3 *db, const outbox_kit_relname_t *rel, const char *const *parts,
+                     const char *consumer, const char *event_id, int *out, outbox_diag_t *d);
+
 /* A claim written plainly: candidates in claim order (hlc order when asked),
  * each then set processing with the fence, attempts + 1, and read back.
  * Each flag keeps one part of the contract; a variant leaves one out. */

@@ -27,6 +27,37 @@ int broken_prepare(sqlite3 *db, const char *head, const outbox_kit_relname_t *re
     return outbox_sqlite_prepare_built(db, &b, st, d);
 }
 
+int broken_inbox_run(sqlite3 *db, const outbox_kit_relname_t *rel, const char *const *parts,
+                     const char *consumer, const char *event_id, int *out, outbox_diag_t *d)
+{
+    outbox_kit_buf_t b;
+    outbox_kit_buf_init(&b, outbox_sqlite_host);
+    outbox_kit_buf_puts(&b, parts[0]);
+    for (size_t i = 1; parts[i] != NULL; i++) {
+        outbox_kit_buf_relname(&b, rel, '"');
+        outbox_kit_buf_puts(&b, parts[i]);
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = outbox_sqlite_prepare_built(db, &b, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
+    int params = sqlite3_bind_parameter_count(st);
+    sqlite3_bind_text(st, 1, consumer, -1, SQLITE_STATIC);
+    if (params >= 2)
+        sqlite3_bind_text(st, 2, event_id, -1, SQLITE_STATIC);
+    if (params >= 3)
+        sqlite3_bind_int64(st, 3, outbox_sqlite_host->now_us());
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        *out = 1;
+    else if (src == SQLITE_DONE)
+        *out = sqlite3_stmt_readonly(st) ? 0 : sqlite3_changes(db);
+    else
+        rc = outbox_sqlite_dbfail(d, db, src, "broken inbox");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* "e before o" in claim order. */
 static void earlier(outbox_kit_buf_t *b, int hlc)
 {
