@@ -1479,10 +1479,6 @@ START_TEST(test_inbox_purge)
 }
 END_TEST
 
-    v->n++;
-    return v->n == v->stop_at ? 7 : 0;
-}
-
 START_TEST(test_inbox_stats)
 {
     outbox_store_t *s = fresh(OUTBOX_SCHEMA_INBOX);
