@@ -481,8 +481,38 @@ static int prepare_row(outbox_store_t *s, const route_cfg_t *rc, const char *rou
 
 enum { IDS_PER_ROW = 6 };
 
+/* The options of a stage call, checked: *when is all zero for none. */
+static int stage_when(outbox_store_t *s, const outbox_stage_options_t *opts,
+                      outbox_stage_options_t *when)
+{
+    *when = (outbox_stage_options_t){.struct_size = sizeof *when};
+    if (opts == NULL)
+        return OUTBOX_OK;
+    if (opts->struct_size < sizeof(uint32_t))
+        return fail(s, OUTBOX_EINVAL, "stage options: struct_size not set");
+    OUTBOX_STRUCT_READ(outbox_stage_options_t, when, opts, not_before);
+    OUTBOX_STRUCT_READ(outbox_stage_options_t, when, opts, delay_us);
+    if (when->not_before < 0)
+        return fail(s, OUTBOX_EINVAL, "stage options: not_before is negative");
+    if (when->delay_us < 0 || when->delay_us > OUTBOX_DURATION_MAX_US)
+        return fail(s, OUTBOX_EINVAL, "stage options: delay_us must be 0 to %lld",
+                    (long long)OUTBOX_DURATION_MAX_US);
+    if (when->not_before != 0 && when->delay_us != 0)
+        return fail(s, OUTBOX_EINVAL, "stage options: give not_before or delay_us, not both");
+    if ((when->not_before != 0 || when->delay_us != 0) && !(s->caps & OUTBOX_STORE_CAP_DELAYED))
+        return not_supported(s, "delayed events");
+    return OUTBOX_OK;
+}
+
 int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
                  const outbox_event_t *events, size_t n, size_t *staged)
+{
+    return outbox_store_stage_with(s, native_tx, route, events, n, NULL, staged);
+}
+
+int outbox_store_stage_with(outbox_store_t *s, void *native_tx, const char *route,
+                            const outbox_event_t *events, size_t n,
+                            const outbox_stage_options_t *opts, size_t *staged)
 {
     if (staged != NULL)
         *staged = 0;
@@ -491,6 +521,9 @@ int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
     outbox_diag_clear(&s->diag);
     int bad = text_check(s, NO_EVENT, "route", route, 255);
     if (bad != OUTBOX_OK)
+        return bad;
+    outbox_stage_options_t when;
+    if ((bad = stage_when(s, opts, &when)) != OUTBOX_OK)
         return bad;
     if (n == 0)
         return OUTBOX_OK;
@@ -514,6 +547,7 @@ int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
     int64_t max_hlc = 0;
     for (size_t i = 0; i < n && err == OUTBOX_OK; i++) {
         err = prepare_row(s, rc, route, &events[i], i, now, &rows[i], &ids[i * IDS_PER_ROW]);
+        rows[i].available_at = when.not_before;
         if (err == OUTBOX_OK && rows[i].hlc > max_hlc)
             max_hlc = rows[i].hlc;
     }
@@ -526,6 +560,7 @@ int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
             .in_own_tx = native_tx == NULL && s->in_tx,
             .checkpoint_node_key = advance ? rc->node_key : NULL,
             .max_hlc = advance ? max_hlc : 0,
+            .delay_us = when.delay_us,
         };
         size_t count = 0;
         err = driver_rc(s, s->vt->stage(s->h, &ctx, rows, n, &count, &s->diag), "stage");

@@ -20,7 +20,7 @@
  * without any schema; MongoDB sorts a missing hlc first. */
 #define MONGO_BASE_CAPS                                                                  \
     (OUTBOX_STORE_CAP_CONCURRENT | OUTBOX_STORE_CAP_TRACEPARENT |                        \
-     OUTBOX_STORE_CAP_HLC_NULLS_FIRST)
+     OUTBOX_STORE_CAP_HLC_NULLS_FIRST | OUTBOX_STORE_CAP_DELAYED)
 
 /* ------------------------------------------------------------ open/close */
 

@@ -48,9 +48,13 @@ static void put_str(bson_t *doc, const char *key, const char *v)
         bson_append_utf8(doc, key, -1, v, -1);
 }
 
-/* The document of one row. */
-static int build_doc(bson_t *doc, const outbox_row_t *r, size_t i, outbox_diag_t *d)
+/* The document of one row; available_at, when not 0, instead of the
+ * row's own. */
+static int build_doc(bson_t *doc, const outbox_row_t *r, size_t i, int64_t available_at,
+                     outbox_diag_t *d)
 {
+    if (available_at == 0)
+        available_at = r->available_at;
     bson_init(doc);
     bson_append_utf8(doc, MF_ID, -1, r->id, -1);
     bson_append_utf8(doc, MF_ROUTE, -1, r->route, -1);
@@ -71,8 +75,8 @@ static int build_doc(bson_t *doc, const outbox_row_t *r, size_t i, outbox_diag_t
     bson_append_utf8(doc, MF_STATUS, -1, "pending", -1);
     bson_append_date_time(doc, "created_at", -1, outbox_mongo_ms(r->created_at));
     bson_append_int32(doc, "attempts", -1, 0);
-    if (r->available_at)
-        bson_append_date_time(doc, "available_at", -1, outbox_mongo_ms(r->available_at));
+    if (available_at)
+        bson_append_date_time(doc, "available_at", -1, outbox_mongo_ms(available_at));
     else
         bson_append_null(doc, "available_at", -1);
     put_str(doc, "ordering_key", r->ordering_key);
@@ -193,7 +197,7 @@ static int insert_chunk(mongoc_collection_t *coll, mongoc_client_session_t *sess
 
 static int insert_rows(mongoc_collection_t *coll, mongoc_client_session_t *session,
                        const outbox_row_t *rows, size_t n, const unsigned char *skip,
-                       size_t *count, outbox_diag_t *d)
+                       int64_t available_at, size_t *count, outbox_diag_t *d)
 {
     bson_t docs[MONGO_STMT_MAX];
     const bson_t *ptrs[MONGO_STMT_MAX];
@@ -204,7 +208,7 @@ static int insert_rows(mongoc_collection_t *coll, mongoc_client_session_t *sessi
         for (; i < n && k < MONGO_STMT_MAX && rc == OUTBOX_OK; i++) {
             if (skip && skip[i])
                 continue;
-            rc = build_doc(&docs[k], &rows[i], i, d);
+            rc = build_doc(&docs[k], &rows[i], i, available_at, d);
             if (rc == OUTBOX_OK) {
                 ptrs[k] = &docs[k];
                 k++;
@@ -224,7 +228,7 @@ static int check_payloads(const outbox_row_t *rows, size_t n, outbox_diag_t *d)
 {
     for (size_t i = 0; i < n; i++) {
         bson_t doc;
-        int rc = build_doc(&doc, &rows[i], i, d);
+        int rc = build_doc(&doc, &rows[i], i, 0, d);
         if (rc != OUTBOX_OK)
             return rc;
         bson_destroy(&doc);
@@ -277,9 +281,12 @@ int outbox_mongo_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox
             rc = find_duplicates(coll, session, rows, n, skip, d);
         }
     }
+    /* A delay counts from the host's clock, the one claims compare with. */
+    int64_t delay = ctx && OUTBOX_STRUCT_HAS(outbox_stage_ctx_t, ctx, delay_us) ? ctx->delay_us : 0;
+    int64_t available_at = delay > 0 ? outbox_mongo_host->now_us() + delay : 0;
     size_t count = 0;
     if (rc == OUTBOX_OK)
-        rc = insert_rows(coll, session, rows, n, skip, &count, d);
+        rc = insert_rows(coll, session, rows, n, skip, available_at, &count, d);
     if (own) {
         if (rc == OUTBOX_OK) {
             bson_t reply;

@@ -13,7 +13,7 @@
 
 #define PG_BASE_CAPS                                                                         \
     (OUTBOX_STORE_CAP_TRANSACTIONS | OUTBOX_STORE_CAP_NATIVE_TX | OUTBOX_STORE_CAP_CONCURRENT | \
-     OUTBOX_STORE_CAP_WAIT)
+     OUTBOX_STORE_CAP_WAIT | OUTBOX_STORE_CAP_DELAYED)
 
 /* ------------------------------------------------------------ open/close */
 

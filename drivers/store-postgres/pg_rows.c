@@ -557,8 +557,26 @@ static int bad_uuid(outbox_diag_t *d, size_t i, const char *field, const char *v
     return outbox_pg_fail(d, OUTBOX_EINVAL, "row %zu: %s \"%.40s\" is not a UUID", i, field, v);
 }
 
-/* Fills h->params with one binary array per column. */
-static int stage_arrays(pg_handle_t *h, const outbox_row_t *rows, size_t n, outbox_diag_t *d)
+/* The server's clock, microseconds since the epoch: a delay counts from
+ * it, since claims compare available_at with it. */
+static int server_now(pg_handle_t *h, PGconn *app, int64_t *now, outbox_diag_t *d)
+{
+    static const char sql[] = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+    PGresult *res = NULL;
+    int rc = app ? OUTBOX_OK : outbox_pg_connected(h, d);
+    if (rc == OUTBOX_OK)
+        rc = outbox_pg_exec_on(app ? app : h->conn, sql, 0, NULL, NULL, NULL, 0, &res, d,
+                               "reading the server's clock");
+    if (rc == OUTBOX_OK)
+        *now = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return app ? rc : outbox_pg_tx_note(h, rc);
+}
+
+/* Fills h->params with one binary array per column; available_at, when
+ * not 0, is every row's instead of its own. */
+static int stage_arrays(pg_handle_t *h, const outbox_row_t *rows, size_t n, int64_t available_at,
+                        outbox_diag_t *d)
 {
     pg_array_t a[PG_STAGE_ARRAYS];
     static const uint32_t oids[] = {PG_OID_UUID, PG_OID_TEXT, PG_OID_UUID, PG_OID_TEXT,
@@ -581,7 +599,7 @@ static int stage_arrays(pg_handle_t *h, const outbox_row_t *rows, size_t n, outb
         outbox_pg_array_stamp(&a[8], r->occurred_at, 0);
         outbox_pg_array_jsonb(&a[9], r->payload, r->payload_len ? r->payload_len : strlen(r->payload));
         outbox_pg_array_stamp(&a[10], r->created_at, 0);
-        outbox_pg_array_stamp(&a[11], r->available_at, 1);
+        outbox_pg_array_stamp(&a[11], available_at ? available_at : r->available_at, 1);
         outbox_pg_array_text0(&a[12], r->ordering_key);
         outbox_pg_array_int8(&a[13], r->hlc, 1);
         outbox_pg_array_text0(&a[14], r->traceparent);
@@ -602,7 +620,15 @@ static uint64_t count_value(const PGresult *res, int col)
 static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
                       size_t n, size_t *count, outbox_diag_t *d)
 {
-    int rc = stage_arrays(h, rows, n, d);
+    PGconn *app = ctx ? ctx->native_tx : NULL;
+    int64_t delay = ctx && OUTBOX_STRUCT_HAS(outbox_stage_ctx_t, ctx, delay_us) ? ctx->delay_us : 0;
+    int64_t available_at = 0;
+    int rc = delay > 0 ? server_now(h, app, &available_at, d) : OUTBOX_OK;
+    if (rc != OUTBOX_OK)
+        return rc;
+    if (delay > 0)
+        available_at += delay;
+    rc = stage_arrays(h, rows, n, available_at, d);
     if (rc != OUTBOX_OK)
         return rc;
     const char *values[18];
@@ -635,7 +661,6 @@ static int stage_rows(pg_handle_t *h, const outbox_stage_ctx_t *ctx, const outbo
         formats[np++] = 0;
     }
     int slot = key ? PG_STAGE_CKPT : PG_STAGE;
-    PGconn *app = ctx ? ctx->native_tx : NULL;
     PGresult *res = NULL;
     if (app)
         rc = outbox_pg_exec_on(app, h->sql[slot], np, values, lengths, formats, 0, &res, d, "staging");

@@ -137,9 +137,10 @@ static void bind_stamp(sqlite3_stmt *st, int i, int64_t v)
         sqlite3_bind_null(st, i);
 }
 
-/* Inserts every row with st on db; *count = rows actually inserted. */
+/* Inserts every row with st on db; *count = rows actually inserted.
+ * available_at, when not 0, is every row's instead of its own. */
 static int insert_rows(sqlite3 *db, sqlite3_stmt *st, const outbox_row_t *rows, size_t n,
-                       size_t *count, outbox_diag_t *d)
+                       int64_t available_at, size_t *count, outbox_diag_t *d)
 {
     for (size_t i = 0; i < n; i++) {
         const outbox_row_t *r = &rows[i];
@@ -157,7 +158,7 @@ static int insert_rows(sqlite3 *db, sqlite3_stmt *st, const outbox_row_t *rows, 
         sqlite3_bind_text(st, 10, r->payload, r->payload_len ? (int)r->payload_len : -1,
                           SQLITE_STATIC);
         sqlite3_bind_int64(st, 11, r->created_at);
-        bind_stamp(st, 12, r->available_at);
+        bind_stamp(st, 12, available_at ? available_at : r->available_at);
         bind_text(st, 13, r->ordering_key);
         /* Parameters the statement lacks (no hlc / traceparent column) are
          * refused by check_rows before we get here; binding them is a no-op. */
@@ -221,8 +222,11 @@ static int stage_body(sq_handle_t *h, sqlite3 *db, const outbox_stage_ctx_t *ctx
     if (n)
         rc = native ? prepare_on(db, h->insert_sql, &ins, d)
                     : outbox_sqlite_stmt(h, SQ_INSERT, sql_insert, &ins, d);
+    /* A delay counts from the host's clock, the one claims compare with. */
+    int64_t delay = ctx && OUTBOX_STRUCT_HAS(outbox_stage_ctx_t, ctx, delay_us) ? ctx->delay_us : 0;
+    int64_t available_at = delay > 0 ? outbox_sqlite_host->now_us() + delay : 0;
     if (rc == OUTBOX_OK && n)
-        rc = insert_rows(db, ins, rows, n, count, d);
+        rc = insert_rows(db, ins, rows, n, available_at, count, d);
     const char *key = ctx ? ctx->checkpoint_node_key : NULL;
     if (rc == OUTBOX_OK && key) {
         rc = native ? prepare_on(db, h->ckpt_sql, &adv, d)

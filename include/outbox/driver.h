@@ -51,6 +51,11 @@
  *           and inbox_relation in outbox_store_open_t and
  *           outbox_schema_opts_t. Optional: an older host never calls
  *           them, so a store offering them need not claim 7.
+ *      1.8  delayed staging: OUTBOX_STORE_CAP_DELAYED and
+ *           outbox_stage_ctx_t.delay_us. A store that reports the
+ *           capability writes a staged row's available_at and honours
+ *           delay_us; the host stages delayed events only then, so a store
+ *           offering it need not claim 8.
  *
  * Structures
  *  - Versioned: they start with uint32_t struct_size and only ever grow at
@@ -109,7 +114,7 @@ extern "C" {
 #endif
 
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 7
+#define OUTBOX_ABI_MINOR 8
 
 #define OUTBOX_DRIVER_ENTRY_SYMBOL "outbox_driver_entry"
 
@@ -249,6 +254,11 @@ typedef struct outbox_row {
 /* The inbox table exists (ABI 1.7): inbox_accept, inbox_purge and
  * inbox_stats work on this handle. */
 #define OUTBOX_STORE_CAP_INBOX (1u << 8)
+/* Delayed staging (ABI 1.8): stage writes each row's available_at, and a
+ * ctx->delay_us above 0 holds every row of the call back until the
+ * store's clock at the write plus delay_us. Without it the host refuses
+ * to stage an event that is not to be published at once. */
+#define OUTBOX_STORE_CAP_DELAYED (1u << 9)
 
 /* Open flags. */
 #define OUTBOX_OPEN_SCHEMA_ONLY (1u << 0) /* connect only: no table detection (schema apply/check) */
@@ -302,6 +312,13 @@ typedef struct outbox_stage_ctx {
      * transaction (the host sets it only when staging inside a transaction). */
     const char *checkpoint_node_key;
     int64_t max_hlc;
+    /* ABI 1.8, only for a store with OUTBOX_STORE_CAP_DELAYED: when above 0,
+     * every row is claimable only from the store's clock (the one its
+     * claims compare available_at with: the database server's, or the
+     * host's now_us for a store without one) at the write plus delay_us;
+     * the rows' own available_at are then 0. At most
+     * OUTBOX_DURATION_MAX_US. */
+    int64_t delay_us;
 } outbox_stage_ctx_t;
 
 typedef struct outbox_claim_req {

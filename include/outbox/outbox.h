@@ -182,6 +182,31 @@ typedef struct outbox_event {
 OUTBOX_API int outbox_store_stage(outbox_store_t *s, void *native_tx, const char *route,
                                   const outbox_event_t *events, size_t n, size_t *staged);
 
+/* When the events of one outbox_store_stage_with() call may be published
+ * (1.8); versioned: set struct_size = sizeof(outbox_stage_options_t). At
+ * most one of the two; both 0 is outbox_store_stage(). */
+typedef struct outbox_stage_options {
+    uint32_t struct_size;
+    /* Not before this instant, microseconds since the epoch (an instant
+     * already past: at once). */
+    int64_t not_before;
+    /* Not before this long after staging, by the store's clock (the
+     * database server's, where the store compares times on the server),
+     * at most OUTBOX_DURATION_MAX_US. */
+    int64_t delay_us;
+} outbox_stage_options_t;
+
+/* outbox_store_stage() with options (NULL: none). A delayed event waits as
+ * pending until its time, and, like a retry waiting for its backoff, holds
+ * back the later events of its ordering key until it is published or
+ * dead: per-key order is kept. Errors as outbox_store_stage(), and
+ * OUTBOX_EINVAL (both not_before and delay_us, a negative one, a delay
+ * above the maximum), OUTBOX_ENOTSUP (a delay on a store driver without
+ * OUTBOX_STORE_CAP_DELAYED). */
+OUTBOX_API int outbox_store_stage_with(outbox_store_t *s, void *native_tx, const char *route,
+                                       const outbox_event_t *events, size_t n,
+                                       const outbox_stage_options_t *opts, size_t *staged);
+
 /* Counts of route's rows by status (route NULL: every route), into *out.
  * Errors: OUTBOX_ENOTSUP (the driver has no stats). */
 OUTBOX_API int outbox_store_stats(outbox_store_t *s, const char *route, outbox_stats_t *out);

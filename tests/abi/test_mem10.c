@@ -263,6 +263,29 @@ START_TEST(open_transaction_holds_its_event_keys)
 }
 END_TEST
 
+/* A 1.0 store never said it writes a staged row's available_at: a
+ * delayed event is refused rather than published at once. */
+START_TEST(delayed_staging_refused_for_abi_1_0)
+{
+    outbox_store_t *s = fresh("mem10:delay", 0);
+    outbox_event_t e = {.event_type = "abi10.test", .payload = "{}"};
+    outbox_stage_options_t later = {.struct_size = sizeof later, .delay_us = 60000000};
+    size_t n = 99;
+    ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &e, 1, &later, &n), OUTBOX_ENOTSUP);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_msg(strstr(outbox_store_message(s), "does not support delayed events"), "%s",
+                  outbox_store_message(s));
+    later = (outbox_stage_options_t){.struct_size = sizeof later, .not_before = 1};
+    ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &e, 1, &later, &n), OUTBOX_ENOTSUP);
+    ck_assert_uint_eq(stats(s, "r").pending, 0);
+    /* Options that delay nothing are staging as before. */
+    later = (outbox_stage_options_t){.struct_size = sizeof later};
+    ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &e, 1, &later, &n), OUTBOX_OK);
+    ck_assert_uint_eq(n, 1);
+    outbox_store_close(s);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -278,6 +301,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, purge_deletes_old_published_rows);
     tcase_add_test(tc, replay_all_and_traceparent);
     tcase_add_test(tc, open_transaction_holds_its_event_keys);
+    tcase_add_test(tc, delayed_staging_refused_for_abi_1_0);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_set_fork_status(sr, CK_FORK);

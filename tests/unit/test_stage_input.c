@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sqlite3.h>
+
 #include "outbox_int.h"
 
 static char dir[256];
@@ -159,6 +161,76 @@ START_TEST(valid_utf8_staged)
 }
 END_TEST
 
+/* Stage options: what is refused before anything is written, and where a
+ * delay or an instant lands (the SQLite store's clock is this process's). */
+START_TEST(stage_options_checked)
+{
+    outbox_event_t ev = {.event_type = "t", .payload = "{}"};
+    size_t staged = 99;
+    static const struct {
+        outbox_stage_options_t o;
+        const char *says;
+    } bad[] = {
+        {{.struct_size = 0}, "struct_size not set"},
+        {{.struct_size = sizeof(outbox_stage_options_t), .not_before = -1}, "not_before is negative"},
+        {{.struct_size = sizeof(outbox_stage_options_t), .delay_us = -1}, "delay_us must be 0 to"},
+        {{.struct_size = sizeof(outbox_stage_options_t), .delay_us = OUTBOX_DURATION_MAX_US + 1},
+         "delay_us must be 0 to"},
+        {{.struct_size = sizeof(outbox_stage_options_t), .not_before = 1, .delay_us = 1},
+         "not both"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &ev, 1, &bad[i].o, &staged),
+                         OUTBOX_EINVAL);
+        ck_assert_uint_eq(staged, 0);
+        ck_assert_msg(strstr(outbox_store_message(s), bad[i].says), "case %zu: %s", i,
+                      outbox_store_message(s));
+    }
+    ck_assert_uint_eq(rows_in_store(), 0);
+
+    int64_t before = outbox_now_us();
+    outbox_stage_options_t in_a_minute = {.struct_size = sizeof in_a_minute, .delay_us = 60000000};
+    ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &ev, 1, &in_a_minute, &staged), OUTBOX_OK);
+    int64_t after = outbox_now_us();
+    outbox_stage_options_t at = {.struct_size = sizeof at, .not_before = INT64_C(4102444800000000)};
+    ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &ev, 1, &at, &staged), OUTBOX_OK);
+    ck_assert_int_eq(outbox_store_stage_with(s, NULL, "r", &ev, 1, NULL, &staged), OUTBOX_OK);
+
+    /* Only the undelayed row is claimable. */
+    outbox_claim_req_t req = {.struct_size = sizeof req, .route = "r", .limit = 5,
+                              .lease_us = 1000000};
+    const outbox_row_t *rows;
+    size_t n;
+    outbox_fence_t fence;
+    ck_assert_int_eq(outbox_store_claim(s, &req, &rows, &n, &fence), OUTBOX_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(rows[0].available_at, 0);
+    outbox_stats_t st;
+    ck_assert_int_eq(outbox_store_stats(s, "r", &st), OUTBOX_OK);
+    ck_assert_uint_eq(st.pending, 2);
+
+    /* The rows as stored: the delay from the clock at staging, the instant as given. */
+    sqlite3 *db = NULL;
+    char path[300];
+    snprintf(path, sizeof path, "%s/t.db", dir);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT available_at FROM outbox WHERE available_at IS "
+                                            "NOT NULL ORDER BY available_at", -1, &q, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    int64_t delayed = sqlite3_column_int64(q, 0);
+    ck_assert_msg(delayed >= before + 60000000 && delayed <= after + 60000000,
+                  "a delay of 60 s gave available_at %lld, staged between %lld and %lld",
+                  (long long)delayed, (long long)before, (long long)after);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int64(q, 0), INT64_C(4102444800000000));
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("stage_input");
@@ -170,6 +242,7 @@ int main(void)
     tcase_add_loop_test(tc, node_key_not_utf8, 0, (int)N_BAD);
     tcase_add_test(tc, control_characters);
     tcase_add_test(tc, valid_utf8_staged);
+    tcase_add_test(tc, stage_options_checked);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);

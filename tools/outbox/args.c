@@ -176,6 +176,101 @@ bool cli_parse_duration(const char *opt, const char *text, bool allow_zero, int6
     return true;
 }
 
+/* n decimal digits at *p, advancing it; -1 when they are not there. */
+static int digits(const char **p, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++, (*p)++) {
+        if (**p < '0' || **p > '9')
+            return -1;
+        v = v * 10 + (**p - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar: whole
+ * 400-year eras of 146097 days, then days within the era counted from
+ * March, so the leap day falls at the end of its year. */
+static int64_t days_since_epoch(int y, int m, int d)
+{
+    int64_t yy = m <= 2 ? y - 1 : y;
+    int64_t era = yy / 400;
+    int64_t year_of_era = yy - era * 400;
+    int64_t day_of_year = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    int64_t day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    return era * 146097 + day_of_era - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : days[m - 1];
+}
+
+/* The fraction and offset after the seconds: *frac_us and *offset_s, or
+ * false. */
+static bool instant_tail(const char *p, int64_t *frac_us, int *offset_s)
+{
+    *frac_us = 0;
+    if (*p == '.') {
+        p++;
+        int n = 0;
+        for (; *p >= '0' && *p <= '9'; p++, n++)
+            if (n < 6)
+                *frac_us = *frac_us * 10 + (*p - '0');
+        if (n == 0 || n > 9)
+            return false;
+        for (; n < 6; n++)
+            *frac_us *= 10;
+    }
+    if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
+        *offset_s = 0;
+        return true;
+    }
+    if (*p != '+' && *p != '-')
+        return false;
+    int sign = *p++ == '-' ? -1 : 1;
+    int oh = digits(&p, 2);
+    int om = *p == ':' ? (p++, digits(&p, 2)) : -1;
+    if (oh < 0 || oh > 23 || om < 0 || om > 59 || *p != '\0')
+        return false;
+    *offset_s = sign * (oh * 3600 + om * 60);
+    return true;
+}
+
+bool cli_parse_instant(const char *opt, const char *text, int64_t *us)
+{
+    const char *p = text;
+    int y = digits(&p, 4), mo = *p == '-' ? (p++, digits(&p, 2)) : -1;
+    int d = *p == '-' ? (p++, digits(&p, 2)) : -1;
+    int ok = y >= 0 && mo >= 0 && d >= 0 && (*p == 'T' || *p == 't');
+    int h = ok ? (p++, digits(&p, 2)) : -1;
+    int mi = *p == ':' ? (p++, digits(&p, 2)) : -1;
+    int sec = *p == ':' ? (p++, digits(&p, 2)) : -1;
+    int64_t frac = 0;
+    int offset = 0;
+    ok = ok && h >= 0 && mi >= 0 && sec >= 0 && instant_tail(p, &frac, &offset);
+    if (!ok) {
+        cli_error("%s: \"%.60s\" is not an RFC 3339 time such as 2026-12-04T09:00:00Z (the "
+                  "offset, Z or +01:00, is required)",
+                  opt, text);
+        return false;
+    }
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 ||
+        mi > 59 || sec > 59) {
+        cli_error("%s: \"%.60s\" is not a valid time between 1970 and 9999", opt, text);
+        return false;
+    }
+    int64_t s = days_since_epoch(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset;
+    if (s < 0) {
+        cli_error("%s: \"%.60s\" is before 1970", opt, text);
+        return false;
+    }
+    *us = s * 1000000 + frac;
+    return true;
+}
+
 bool cli_nonempty(const char *cmd, const char *opt, const char *value)
 {
     if (value && value[0] == '\0') {

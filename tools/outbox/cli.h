@@ -80,6 +80,8 @@ enum cli_option_id {
     OPT_INBOX_RELATION,
     OPT_CONSUMER,
     OPT_OLDER_THAN,
+    OPT_DELAY,
+    OPT_AT,
 };
 
 typedef struct cli_option {
@@ -132,6 +134,10 @@ bool cli_parse_uint(const char *opt, const char *text, uint64_t min, uint64_t ma
 /* A duration with a unit ("500ms", "30s"), through the library's parser;
  * allow_zero refuses "0s" when false. */
 bool cli_parse_duration(const char *opt, const char *text, bool allow_zero, int64_t *us);
+/* An RFC 3339 instant with its offset ("2026-12-04T09:00:00Z",
+ * "2026-12-04T10:00:00.5+01:00"), into microseconds since the epoch; years
+ * 1970 to 9999. */
+bool cli_parse_instant(const char *opt, const char *text, int64_t *us);
 /* A non-empty value. */
 bool cli_nonempty(const char *cmd, const char *opt, const char *value);
 /* Prints "<cmd>: <opt> is required" when value is NULL. */

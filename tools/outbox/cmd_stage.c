@@ -28,6 +28,10 @@ static const char usage[] =
     "                    blank lines are skipped (not with --count)\n"
     "  --hlc             stamp each event with the hybrid logical clock\n"
     "  --traceparent TP  W3C trace context of every event (needs the traceparent column)\n"
+    "  --delay D         publish no event before D from now, by the store's clock (5m, 2h)\n"
+    "  --at TIME         publish no event before TIME, RFC 3339 with its offset\n"
+    "                    (2026-12-04T09:00:00Z); a delayed event holds back the later\n"
+    "                    events of its --key until it is published\n"
     "  --tenant-id UUID, --correlation-id UUID, --causation-id UUID, --execution-id UUID\n"
     "                    the CloudEvents extension ids of every event\n"
     "\n"
@@ -43,6 +47,8 @@ static const cli_option_t options[] = {
     {"payload", true, OPT_PAYLOAD},
     {"hlc", false, OPT_HLC},
     {"traceparent", true, OPT_EVENT_TRACEPARENT},
+    {"delay", true, OPT_DELAY},
+    {"at", true, OPT_AT},
     {"tenant-id", true, OPT_TENANT_ID},
     {"correlation-id", true, OPT_CORRELATION_ID},
     {"causation-id", true, OPT_CAUSATION_ID},
@@ -62,6 +68,7 @@ typedef struct stage_args {
     uint64_t count;
     bool count_given;
     bool hlc;
+    outbox_stage_options_t when; /* --delay or --at */
 } stage_args_t;
 
 /* The payloads to stage: one repeated count times, or one per stdin line. */
@@ -193,7 +200,7 @@ static int stage_all(outbox_store_t *s, const stage_args_t *a, const payloads_t 
             fill_event(&events[i], a, p, done + i);
         size_t n = 0;
         what = "stage";
-        rc = outbox_store_stage(s, NULL, a->route, events, m, &n);
+        rc = outbox_store_stage_with(s, NULL, a->route, events, m, &a->when, &n);
         *staged += n;
         done += m;
     }
@@ -255,7 +262,7 @@ static bool check_args(stage_args_t *a)
 
 int cli_cmd_stage(int argc, char **argv)
 {
-    stage_args_t a = {.count = 1};
+    stage_args_t a = {.count = 1, .when = {.struct_size = sizeof a.when}};
     cli_parser_t p;
     cli_parser_init(&p, "stage", usage, argc, argv);
     int id;
@@ -275,6 +282,18 @@ int cli_cmd_stage(int argc, char **argv)
             if (!cli_parse_uint("--count", p.value, 1, STAGE_MAX_COUNT, &a.count))
                 return CLI_EXIT_ERROR;
             a.count_given = true;
+            break;
+        case OPT_DELAY:
+            if (a.when.not_before != 0)
+                return cli_error("stage: give --delay or --at, not both");
+            if (!cli_parse_duration("--delay", p.value, false, &a.when.delay_us))
+                return CLI_EXIT_ERROR;
+            break;
+        case OPT_AT:
+            if (a.when.delay_us != 0)
+                return cli_error("stage: give --delay or --at, not both");
+            if (!cli_parse_instant("--at", p.value, &a.when.not_before))
+                return CLI_EXIT_ERROR;
             break;
         default: cli_store_option(&a.store, id, p.value); break;
         }
