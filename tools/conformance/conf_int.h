@@ -27,6 +27,7 @@ enum conf_need {
     CONF_NEED_DEAD_LIST = 1u << 11,   /* the dead_list entry (ABI 1.3) */
     CONF_NEED_RENEW = 1u << 12,       /* the renew entry (ABI 1.5) */
     CONF_NEED_INBOX = 1u << 13,       /* the inbox entries (ABI 1.7) and table after schema apply */
+    CONF_NEED_DELAYED = 1u << 14,     /* OUTBOX_STORE_CAP_DELAYED (ABI 1.8) */
 };
 
 typedef struct conf_case {
@@ -55,6 +56,7 @@ void conf_cases_checkpoint(conf_cases_t *c);
 void conf_cases_admin(conf_cases_t *c);
 void conf_cases_listing(conf_cases_t *c);
 void conf_cases_inbox(conf_cases_t *c);
+void conf_cases_delay(conf_cases_t *c);
 void conf_cases_schema(conf_cases_t *c);
 void conf_cases_sink(conf_cases_t *c);
 
@@ -151,6 +153,9 @@ unsigned long conf_event_n(const char *event_id);
  * case unless the call returns OUTBOX_OK. */
 size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigned long first,
                   size_t count, const char *key);
+/* The same with stage options (delayed events). */
+size_t conf_stage_with(outbox_store_t *s, const char *route, unsigned long first, size_t count,
+                       const char *key, const outbox_stage_options_t *when);
 
 /* A claimed row, copied out of the handle. */
 typedef struct conf_row {

@@ -21,6 +21,7 @@ static const conf_cases_t *cases_of(int kind)
         conf_cases_admin(&store_cases);
         conf_cases_listing(&store_cases);
         conf_cases_inbox(&store_cases);
+        conf_cases_delay(&store_cases);
         conf_cases_schema(&store_cases);
         conf_cases_sink(&sink_cases);
     }

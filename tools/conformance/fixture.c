@@ -380,6 +380,8 @@ const char *conf_need_reason(unsigned needs)
         return "the driver has no renew entry (ABI 1.5): its leases are never renewed";
     if ((needs & CONF_NEED_SCHEMA_CHECK) && !CONF_VT_HAS(vt, schema_check))
         return "the driver has no schema_check";
+    if ((needs & CONF_NEED_DELAYED) && !(caps & OUTBOX_STORE_CAP_DELAYED))
+        return "the store does not stage delayed events (no OUTBOX_STORE_CAP_DELAYED, ABI 1.8)";
     return NULL;
 }
 
@@ -554,8 +556,9 @@ unsigned long conf_row_n(const outbox_row_t *r)
     return n;
 }
 
-size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigned long first,
-                  size_t count, const char *key)
+static size_t stage_events(outbox_store_t *s, void *native_tx, const char *route,
+                           unsigned long first, size_t count, const char *key,
+                           const outbox_stage_options_t *when)
 {
     outbox_event_t *ev = calloc(count, sizeof *ev);
     char(*ids)[OUTBOX_UUID_STRLEN + 1] = calloc(count, sizeof *ids);
@@ -572,13 +575,25 @@ size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigne
         };
     }
     size_t staged = 0;
-    int rc = outbox_store_stage(s, native_tx, route, ev, count, &staged);
+    int rc = outbox_store_stage_with(s, native_tx, route, ev, count, when, &staged);
     free(ev);
     free(ids);
     free(payloads);
     ck_assert_msg(rc == OUTBOX_OK, "staging %zu events on %s: %s (%s)", count, route,
                   outbox_strerror(rc), outbox_store_message(s));
     return staged;
+}
+
+size_t conf_stage(outbox_store_t *s, void *native_tx, const char *route, unsigned long first,
+                  size_t count, const char *key)
+{
+    return stage_events(s, native_tx, route, first, count, key, NULL);
+}
+
+size_t conf_stage_with(outbox_store_t *s, const char *route, unsigned long first, size_t count,
+                       const char *key, const outbox_stage_options_t *when)
+{
+    return stage_events(s, NULL, route, first, count, key, when);
 }
 
 static void copy_text(char *dst, size_t size, const char *src, int *present)
