@@ -11,13 +11,25 @@
 #define INBOX_TEXT_MAX 200
 #define VT_HAS_(vt, e) OUTBOX_ENTRY_HAS(outbox_store_vtable_t, vt, e)
 
-/* The handle's parts once the driver has the entry and the table exists;
+enum inbox_entry { INBOX_ACCEPT, INBOX_PURGE, INBOX_STATS };
+
+static int has_entry(const outbox_store_vtable_t *vt, enum inbox_entry e)
+{
+    switch (e) {
+    case INBOX_ACCEPT: return VT_HAS_(vt, inbox_accept);
+    case INBOX_PURGE: return VT_HAS_(vt, inbox_purge);
+    case INBOX_STATS: return VT_HAS_(vt, inbox_stats);
+    }
+    return 0;
+}
+
+/* The handle's parts, once the driver has the entry and the table exists;
  * else the reason, set on the handle. */
-static int inbox_ready(outbox_store_t *s, outbox_store_parts_t *p, int has_entry)
+static int inbox_ready(outbox_store_t *s, outbox_store_parts_t *p, enum inbox_entry e)
 {
     outbox_store_parts(s, p);
     outbox_diag_clear(p->diag);
-    if (!has_entry)
+    if (!has_entry(p->vt, e))
         return outbox_diag_set(p->diag, OUTBOX_ENOTSUP,
                                "the %s store driver does not support the inbox", p->driver);
     if (!(p->caps & OUTBOX_STORE_CAP_INBOX))
@@ -53,8 +65,7 @@ int outbox_inbox_accept(outbox_store_t *s, void *native_tx, const char *consumer
     if (s == NULL || is_new == NULL)
         return OUTBOX_EINVAL;
     outbox_store_parts_t p;
-    outbox_store_parts(s, &p);
-    int rc = inbox_ready(s, &p, VT_HAS_(p.vt, inbox_accept));
+    int rc = inbox_ready(s, &p, INBOX_ACCEPT);
     if (rc == OUTBOX_OK)
         rc = text_ok(p.diag, "consumer", consumer);
     if (rc == OUTBOX_OK)
@@ -86,8 +97,7 @@ int outbox_inbox_purge(outbox_store_t *s, const char *consumer, int64_t received
     if (s == NULL)
         return OUTBOX_EINVAL;
     outbox_store_parts_t p;
-    outbox_store_parts(s, &p);
-    int rc = inbox_ready(s, &p, VT_HAS_(p.vt, inbox_purge));
+    int rc = inbox_ready(s, &p, INBOX_PURGE);
     if (rc == OUTBOX_OK && consumer != NULL)
         rc = text_ok(p.diag, "consumer", consumer);
     if (rc != OUTBOX_OK)
@@ -100,18 +110,34 @@ int outbox_inbox_purge(outbox_store_t *s, const char *consumer, int64_t received
     return rc;
 }
 
+/* The caller's callback, and whether its own return stopped the listing:
+ * that value comes back as it is, whatever its sign, and is no error. */
+typedef struct stats_call {
+    outbox_inbox_fn fn;
+    void *ctx;
+    int stopped;
+} stats_call_t;
+
+static int stats_row(void *ctx, const char *consumer, uint64_t records, int64_t oldest_us,
+                     int64_t newest_us)
+{
+    stats_call_t *c = ctx;
+    int rc = c->fn(c->ctx, consumer, records, oldest_us, newest_us);
+    c->stopped = rc != 0;
+    return rc;
+}
+
 int outbox_inbox_stats(outbox_store_t *s, const char *consumer, outbox_inbox_fn fn, void *ctx)
 {
     if (s == NULL || fn == NULL)
         return OUTBOX_EINVAL;
     outbox_store_parts_t p;
-    outbox_store_parts(s, &p);
-    int rc = inbox_ready(s, &p, VT_HAS_(p.vt, inbox_stats));
+    int rc = inbox_ready(s, &p, INBOX_STATS);
     if (rc == OUTBOX_OK && consumer != NULL)
         rc = text_ok(p.diag, "consumer", consumer);
     if (rc != OUTBOX_OK)
         return rc;
-    rc = p.vt->inbox_stats(p.h, consumer, fn, ctx, p.diag);
-    /* fn's own non-zero return comes back as it is, not as an error. */
-    return rc < 0 ? driver_said(p.diag, rc, "inbox stats") : rc;
+    stats_call_t call = {.fn = fn, .ctx = ctx};
+    rc = p.vt->inbox_stats(p.h, consumer, stats_row, &call, p.diag);
+    return call.stopped ? rc : driver_said(p.diag, rc, "inbox stats");
 }

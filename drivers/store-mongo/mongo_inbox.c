@@ -102,10 +102,11 @@ int outbox_mongo_inbox_accept(void *handle, const outbox_stage_ctx_t *ctx, const
                               const char *event_id, int *is_new, outbox_diag_t *d)
 {
     mongo_handle_t *h = handle;
+    if (is_new)
+        *is_new = 0;
     if (!consumer || !event_id || !is_new)
         return outbox_mongo_fail(d, OUTBOX_EINVAL,
                                  "inbox accept needs a consumer, an event id and an output");
-    *is_new = 0;
     if (!h->has_inbox)
         return inbox_missing(h, d);
     mongoc_client_session_t *session = NULL;

@@ -115,6 +115,10 @@ static void put_stamp(char out[8], int64_t us)
     outbox_pg_put_int8(out, v);
 }
 
+/* Records one purge statement deletes, committed on its own: a large purge
+ * never becomes one long transaction with a burst of WAL. */
+#define PG_INBOX_PURGE_BATCH 5000
+
 int outbox_pg_inbox_purge(void *handle, const char *consumer, int64_t before_us, uint64_t *count,
                           outbox_diag_t *d)
 {
@@ -126,21 +130,30 @@ int outbox_pg_inbox_purge(void *handle, const char *consumer, int64_t before_us,
     int rc = outbox_pg_no_open_tx(h, "inbox purge", d);
     if (rc != OUTBOX_OK)
         return rc;
+    /* The batch by the received_at index, deleted by ctid; each statement
+     * commits on its own, so an interrupted purge keeps what it did. */
     outbox_kit_buf_t b;
     outbox_kit_buf_init(&b, outbox_pg_host);
-    outbox_kit_buf_printf(&b, "DELETE FROM %s WHERE received_at < $1::timestamptz%s", h->inbox_sql,
-                          consumer ? " AND consumer = $2::text" : "");
+    outbox_kit_buf_printf(&b, "DELETE FROM %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s WHERE "
+                              "received_at < $1::timestamptz%s LIMIT %d))",
+                          h->inbox_sql, h->inbox_sql, consumer ? " AND consumer = $2::text" : "",
+                          PG_INBOX_PURGE_BATCH);
     char stamp[8];
     put_stamp(stamp, before_us);
     const char *values[2] = {stamp, consumer};
     int lengths[2] = {8, 0};
     int formats[2] = {1, 0};
-    PGresult *res = NULL;
-    rc = run(h, &b, consumer ? 2 : 1, values, lengths, formats, 0, &res, d,
-             "purging inbox records");
-    if (rc == OUTBOX_OK && count)
-        *count = strtoull(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
+    rc = b.failed ? outbox_pg_nomem(d) : outbox_pg_connected(h, d);
+    for (uint64_t n = PG_INBOX_PURGE_BATCH; rc == OUTBOX_OK && n == PG_INBOX_PURGE_BATCH;) {
+        PGresult *res = NULL;
+        rc = outbox_pg_exec_on(h->conn, b.data, consumer ? 2 : 1, values, lengths, formats, 0,
+                               &res, d, "purging inbox records");
+        n = rc == OUTBOX_OK ? strtoull(PQcmdTuples(res), NULL, 10) : 0;
+        if (count)
+            *count += n;
+        PQclear(res);
+    }
+    outbox_kit_buf_free(&b);
     return rc;
 }
 

@@ -11,23 +11,30 @@
 
 #include "sqlite_int.h"
 
-/* Statement text for table inbox: the insert, the purge, the stats. */
-static int prepare_accept(const sq_handle_t *h, sqlite3 *db, sqlite3_stmt **st, outbox_diag_t *d)
+static void sql_accept(const sq_handle_t *h, outbox_kit_buf_t *b)
 {
-    outbox_kit_buf_t b;
-    outbox_kit_buf_init(&b, outbox_sqlite_host);
-    outbox_kit_buf_puts(&b, "INSERT INTO ");
-    outbox_kit_buf_relname(&b, &h->inbox, '"');
-    outbox_kit_buf_puts(&b, " (consumer, event_id, received_at) VALUES (?1, ?2, ?3) "
-                            "ON CONFLICT (consumer, event_id) DO NOTHING");
-    return outbox_sqlite_prepare_built(db, &b, st, d);
+    outbox_kit_buf_puts(b, "INSERT INTO ");
+    outbox_kit_buf_relname(b, &h->inbox, '"');
+    outbox_kit_buf_puts(b, " (consumer, event_id, received_at) VALUES (?1, ?2, ?3) "
+                           "ON CONFLICT (consumer, event_id) DO NOTHING");
 }
 
-static int accept_on(const sq_handle_t *h, sqlite3 *db, const char *consumer,
-                     const char *event_id, int *is_new, outbox_diag_t *d)
+/* The accept on db: the handle's cached statement on its own connection,
+ * one prepared for the call on an application's. */
+static int accept_on(sq_handle_t *h, sqlite3 *db, const char *consumer, const char *event_id,
+                     int *is_new, outbox_diag_t *d)
 {
+    int own = db == h->db;
     sqlite3_stmt *st = NULL;
-    int rc = prepare_accept(h, db, &st, d);
+    int rc;
+    if (own) {
+        rc = outbox_sqlite_stmt(h, SQ_INBOX_ACCEPT, sql_accept, &st, d);
+    } else {
+        outbox_kit_buf_t b;
+        outbox_kit_buf_init(&b, outbox_sqlite_host);
+        sql_accept(h, &b);
+        rc = outbox_sqlite_prepare_built(db, &b, &st, d);
+    }
     if (rc != OUTBOX_OK)
         return rc;
     sqlite3_bind_text(st, 1, consumer, -1, SQLITE_STATIC);
@@ -38,7 +45,10 @@ static int accept_on(const sq_handle_t *h, sqlite3 *db, const char *consumer,
         *is_new = sqlite3_changes(db) > 0;
     else
         rc = outbox_sqlite_dbfail(d, db, src, "recording an event in the inbox");
-    sqlite3_finalize(st);
+    if (own)
+        sqlite3_reset(st);
+    else
+        sqlite3_finalize(st);
     return rc;
 }
 

@@ -77,6 +77,7 @@ enum sq_slot {
     SQ_RENEW,
     SQ_CKPT_ADVANCE,
     SQ_CKPT_RECOVER,
+    SQ_INBOX_ACCEPT,
     SQ_SLOT_COUNT
 };
 

@@ -1,6 +1,7 @@
 /* The C tests' collector for outbox_inbox_stats(): what it reported, row
  * by row, and a stop after stop_at rows (returning TH_INBOX_STOP) to test
- * that a callback's non-zero return ends the listing. Header only. */
+ * that a callback's non-zero return ends the listing and comes back as it
+ * is: negative, so it could pass for an error code. Header only. */
 #ifndef TH_INBOX_H
 #define TH_INBOX_H
 
@@ -8,7 +9,7 @@
 #include <stdio.h>
 
 #define TH_INBOX_ROWS 8
-#define TH_INBOX_STOP 42
+#define TH_INBOX_STOP (-42)
 
 typedef struct th_inbox_seen {
     int n, stop_at;

@@ -1475,6 +1475,14 @@ START_TEST(test_inbox_purge)
     ck_assert_int_eq(outbox_store_rollback(s), OUTBOX_OK);
     ck_assert_int_eq(outbox_inbox_purge(s, NULL, INT64_MAX, NULL), OUTBOX_OK);
     ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 0);
+    /* More than one batch: every old record goes, the recent ones stay. */
+    pgt_exec(db, "INSERT INTO %s.outbox_inbox (consumer, event_id, received_at) SELECT 'bulk', "
+                 "'b' || i, now() - interval '2 days' FROM generate_series(1, 12345) i", schema);
+    pgt_exec(db, "INSERT INTO %s.outbox_inbox (consumer, event_id) VALUES ('bulk', 'new1'), "
+                 "('bulk', 'new2')", schema);
+    ck_assert_int_eq(outbox_inbox_purge(s, "bulk", day_ago, &count), OUTBOX_OK);
+    ck_assert_uint_eq(count, 12345);
+    ck_assert_int_eq(pgt_int(db, "SELECT count(*) FROM %s.outbox_inbox", schema), 2);
     outbox_store_close(s);
 }
 END_TEST
@@ -1524,6 +1532,8 @@ START_TEST(test_inbox_stats)
     v.stop_at = 2;
     ck_assert_int_eq(outbox_inbox_stats(s, NULL, th_inbox_collect, &v), TH_INBOX_STOP);
     ck_assert_int_eq(v.n, 2);
+    /* The callback's value is no error of the store's. */
+    ck_assert_str_eq(outbox_store_message(s), "");
     outbox_store_close(s);
 }
 END_TEST
