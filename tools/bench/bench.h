@@ -76,6 +76,9 @@ double bench_loadavg(void);
 long bench_peak_rss_kb(void);
 /* Writes s as a JSON string literal, quotes included, into out. */
 void bench_json_str(char *out, size_t size, const char *s);
+/* uri fit to print (outbox_uri_mask: passwords as ***), in a buffer of the
+ * calling thread's that the next call reuses. */
+const char *bench_uri_shown(const char *uri);
 /* Fills buf with a JSON payload of about 200 bytes for event seq;
  * returns its length. buf holds at least BENCH_PAYLOAD_MAX bytes. */
 #define BENCH_PAYLOAD_MAX 320

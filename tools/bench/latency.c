@@ -288,7 +288,7 @@ static int produce_all(const bench_opts_t *o, lat_state_t *st, int64_t *t_end, c
     for (long i = 0; rc == 0 && i < np; i++) {
         outbox_diag_t d;
         if (outbox_store_open(o->store, &so, &p[i].store, &d) != OUTBOX_OK) {
-            snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+            snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
             rc = BENCH_EXIT_FAIL;
         }
     }
@@ -328,7 +328,7 @@ static int warm_up(const bench_opts_t *o, lat_state_t *st, char *err, size_t err
     outbox_store_t *s = NULL;
     outbox_diag_t d;
     if (outbox_store_open(o->store, &so, &s, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
         return BENCH_EXIT_FAIL;
     }
     char payload[BENCH_PAYLOAD_MAX];
@@ -364,7 +364,7 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
     outbox_diag_t d;
     int rc = 0;
     if (outbox_store_open(o->store, &so, &rstore, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
         rc = BENCH_EXIT_FAIL;
     }
     if (rc == 0 && outbox_sink_open(lat_wrapped ? "benchlatwrap:" : "benchlat:", NULL, &sink,
@@ -453,7 +453,7 @@ int bench_latency(const bench_opts_t *o)
     int has_dest = 0;
     if (o->sink) {
         if (outbox_sink_open(o->sink, NULL, &ctl, &d) != OUTBOX_OK) {
-            bench_err("cannot open sink %s: %s", o->sink, d.message);
+            bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
             return BENCH_EXIT_USAGE;
         }
         const outbox_sink_vtable_t *kvt = outbox_sink_driver(ctl)->sink;

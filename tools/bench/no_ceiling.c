@@ -69,7 +69,7 @@ static int open_relation(const bench_opts_t *o, outbox_store_t **admin, int *cre
     *created = 0;
     int rc = open_store(o, OUTBOX_OPEN_SCHEMA_ONLY, &probe, &d);
     if (rc != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
         return exit_for(rc);
     }
     const outbox_driver_t *drv = outbox_store_driver(probe);
@@ -109,8 +109,8 @@ static int open_relation(const bench_opts_t *o, outbox_store_t **admin, int *cre
     }
     outbox_store_close(probe);
     if (rc != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open relation %s of store %s: %s", o->relation, o->store,
-                 d.message);
+        snprintf(err, errlen, "cannot open relation %s of store %s: %s", o->relation,
+                 bench_uri_shown(o->store), d.message);
         return rc == OUTBOX_ESCHEMA ? BENCH_EXIT_USAGE : exit_for(rc);
     }
     return 0;
@@ -224,7 +224,7 @@ int bench_throughput_no_ceiling(const bench_opts_t *o)
     outbox_sink_t *probe = NULL;
     outbox_diag_t d;
     if (outbox_sink_open(o->sink, NULL, &probe, &d) != OUTBOX_OK) {
-        bench_err("cannot open sink %s: %s", o->sink, d.message);
+        bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
         return BENCH_EXIT_USAGE;
     }
     outbox_sink_close(probe);

@@ -260,6 +260,19 @@ with tempfile.TemporaryDirectory() as tmp:
         con.close()
         check(cols == ["x"], "the foreign table is unchanged, got columns %r" % cols)
 
+# A store or sink that cannot be opened is never shown with its password.
+with tempfile.TemporaryDirectory() as tmp:
+    ok_store = "sqlite://" + os.path.join(tmp, "pw.db")
+    for args, what in [(["--store", "postgresql://u:S3cretPW@127.0.0.1:1/x", "--no-ceiling",
+                         "--quick"], "store"),
+                       (["--store", "postgresql://u:S3cretPW@127.0.0.1:1/x", "--quick"], "store"),
+                       (["--store", ok_store, "--sink", "redis://u:S3cretPW@127.0.0.1:1/s",
+                         "--no-ceiling", "--quick"], "sink")]:
+        rc, out, err = run(args)
+        check(rc != 0 and err.count("\n") == 1 and "S3cretPW" not in out + err,
+              "an unreachable %s with a password: one line, no password (rc %d, %r)"
+              % (what, rc, err))
+
 # The PostgreSQL ceiling's script in the repo is what the bench runs.
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres_ceiling.sql")
 rc, out, err = run(["--pgbench-script"])

@@ -237,7 +237,7 @@ int bench_sustain(const bench_opts_t *o)
     }
     outbox_diag_t d;
     if (rc == 0 && outbox_store_open(o->store, &so, &prod.store, &d) != OUTBOX_OK) {
-        snprintf(err, sizeof err, "cannot open store %s: %s", o->store, d.message);
+        snprintf(err, sizeof err, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
         rc = BENCH_EXIT_FAIL;
     }
     outbox_relay_config_t cfg;
@@ -251,10 +251,10 @@ int bench_sustain(const bench_opts_t *o)
         w[i].o = o;
         w[i].sh = &sh;
         if (outbox_store_open(o->store, &so, &w[i].store, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "cannot open store %s: %s", o->store, d.message);
+            snprintf(err, sizeof err, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
             rc = BENCH_EXIT_FAIL;
         } else if (outbox_sink_open(o->sink, NULL, &w[i].sink, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "cannot open sink %s: %s", o->sink, d.message);
+            snprintf(err, sizeof err, "cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
             rc = BENCH_EXIT_USAGE;
         } else if (outbox_relay_new(w[i].store, w[i].sink, &cfg, &w[i].relay, &d) != OUTBOX_OK) {
             snprintf(err, sizeof err, "relay: %s", d.message);
@@ -274,7 +274,7 @@ int bench_sustain(const bench_opts_t *o)
     }
     if (rc == 0 && o->purge_after_us > 0) {
         if (outbox_store_open(o->store, &so, &purger.store, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "cannot open store %s: %s", o->store, d.message);
+            snprintf(err, sizeof err, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
             rc = BENCH_EXIT_FAIL;
         } else if (pthread_create(&purge_tid, NULL, purge_main, &purger) != 0) {
             snprintf(err, sizeof err, "cannot start the purger thread");

@@ -34,7 +34,7 @@ int bench_schema_apply(const char *store_uri, const char *relation, char *err, s
     outbox_store_t *s = NULL;
     outbox_diag_t d;
     if (outbox_store_open(store_uri, &so, &s, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", store_uri, d.message);
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(store_uri), d.message);
         return BENCH_EXIT_FAIL;
     }
     outbox_schema_opts_t opts = {.struct_size = sizeof opts, .relation = relation};
@@ -55,7 +55,7 @@ int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char 
     outbox_store_t *s = NULL;
     outbox_diag_t d;
     if (outbox_store_open(o->store, &so, &s, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
         return BENCH_EXIT_FAIL;
     }
     const outbox_store_vtable_t *vt = outbox_store_driver(s)->store;
@@ -241,11 +241,11 @@ static int rworkers_open(const bench_opts_t *o, const char *relation, const char
         w[i].published = published;
         w[i].gate = gate;
         if (outbox_store_open(o->store, &so, &w[i].store, &d) != OUTBOX_OK) {
-            snprintf(err, errlen, "cannot open store %s: %s", o->store, d.message);
+            snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
             return BENCH_EXIT_FAIL;
         }
         if (outbox_sink_open(o->sink, NULL, &w[i].sink, &d) != OUTBOX_OK) {
-            snprintf(err, errlen, "cannot open sink %s: %s", o->sink, d.message);
+            snprintf(err, errlen, "cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
             return BENCH_EXIT_USAGE;
         }
         /* A fresh destination of a real broker's (see round_destinations). */
@@ -589,7 +589,7 @@ int bench_throughput(const bench_opts_t *o)
     sink_side_t ss = {0};
     outbox_diag_t d;
     if (outbox_sink_open(o->sink, NULL, &ss.ctl, &d) != OUTBOX_OK) {
-        bench_err("cannot open sink %s: %s", o->sink, d.message);
+        bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
         return BENCH_EXIT_USAGE;
     }
     {

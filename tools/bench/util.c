@@ -260,3 +260,9 @@ void bench_missing_entries(const outbox_driver_t *drv, char *out, size_t size)
     out[w++] = ']';
     out[w] = '\0';
 }
+
+const char *bench_uri_shown(const char *uri)
+{
+    static _Thread_local char buf[512];
+    return outbox_uri_mask(uri ? uri : "", buf, sizeof buf);
+}
