@@ -69,13 +69,18 @@ void outbox_relay_log_start(const outbox_relay_t *r)
 void outbox_relay_log_stop(const outbox_relay_t *r, const char *why)
 {
     const outbox_relay_counters_t *c = &r->counters;
+    /* Rows whose lease ran out under this relay: another relay may have
+     * published them too. */
+    char lost[48] = "";
+    if (c->fence_lost)
+        snprintf(lost, sizeof lost, ", fence lost %llu", (unsigned long long)c->fence_lost);
     outbox_log(OUTBOX_LOG_INFO,
                "relay %s: stopped (%s): claimed %llu, published %llu, retried %llu, dead %llu, "
-               "released %llu, leases renewed %llu",
+               "released %llu, leases renewed %llu%s",
                r->route, why, (unsigned long long)c->claimed, (unsigned long long)c->published,
                (unsigned long long)c->retried, (unsigned long long)c->dead,
                (unsigned long long)c->released,
-               (unsigned long long)(r->renewer ? outbox_renewer_count(r->renewer) : 0));
+               (unsigned long long)(r->renewer ? outbox_renewer_count(r->renewer) : 0), lost);
 }
 
 static size_t count_kind(const batch_t *b, int kind)

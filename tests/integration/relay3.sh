@@ -53,7 +53,13 @@ for p in $PIDS; do
     [ "$RC" = 0 ] || fail "relay $p exited $RC on SIGTERM"
 done
 
-analyze "serials:$COUNT" "$OUT" 0
+# A relay whose lease ran out before it could renew it (a machine so loaded
+# that a renewal came late) may have published rows another relay then took
+# again: those, and only those, may arrive twice. The relays say how many.
+lost=$(cat "$TMP"/relay*.log | sed -n 's/.*stopped ([^)]*):.*, fence lost \([0-9]*\)$/\1/p' |
+    awk '{ n += $1 } END { print n + 0 }')
+[ "$lost" = 0 ] || echo "note: the relays lost the lease of $lost rows (late renewals): that many may repeat"
+analyze "serials:$COUNT" "$OUT" "$lost"
 busy=$(cat "$TMP"/relay*.log | sed -n 's/.*stopped ([^)]*): claimed [0-9]*, published \([0-9]*\),.*/\1/p' | awk '$1 > 0' | wc -l)
 [ "$busy" -ge 2 ] && pass "$busy relays published" || fail "only $busy relay(s) published: $(cat "$TMP"/relay*.log)"
 if [ "$KIND" = postgres ]; then
