@@ -47,8 +47,8 @@ broker:*)
     uri=$PRIV_URI$query
     set -- "$@" --broker-stop "'$SERVICES/$name.sh' stop '$PRIV_DIR' >/dev/null" \
         --broker-start "'$SERVICES/$name.sh' start '$PRIV_DIR' >/dev/null" \
-        --broker-pause "kill -STOP \"\$(cat '$PRIV_DIR/pid')\"" \
-        --broker-resume "kill -CONT \"\$(cat '$PRIV_DIR/pid')\""
+        --broker-pause "'$HARNESS_DIR/freeze.sh' stop \"\$(cat '$PRIV_DIR/pid')\"" \
+        --broker-resume "'$HARNESS_DIR/freeze.sh' cont \"\$(cat '$PRIV_DIR/pid')\""
     ;;
 *)
     echo "run_battery.sh: unknown store $store" >&2
