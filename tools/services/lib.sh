@@ -57,3 +57,29 @@ stop_with() {
     done
     die "$server_name $pid did not exit within 30 s of SIG$1"
 }
+
+# built_server_main CMD: the commands of a script whose server is built
+# from source (FerretDB, toxiproxy, Jaeger), with the script's build, start,
+# running, print_env and usage: build (prints the binary), start (builds
+# first), env, stop, kill, status.
+built_server_main() {
+    case $1 in
+    build)
+        build
+        echo "$bin"
+        ;;
+    start)
+        build
+        start
+        ;;
+    env)
+        running || die "no server running in $dir"
+        dir=$(cd "$dir" && pwd)
+        print_env
+        ;;
+    stop) stop_with TERM ;;
+    kill) stop_with KILL ;;
+    status) running ;;
+    *) usage ;;
+    esac
+}

@@ -136,30 +136,4 @@ start() {
     die "toxiproxy did not answer on $port within 30 s"
 }
 
-case $cmd in
-build)
-    build
-    echo "$bin"
-    ;;
-start)
-    build
-    start
-    ;;
-env)
-    running || die "no server running in $dir"
-    dir=$(cd "$dir" && pwd)
-    print_env
-    ;;
-stop)
-    stop_with TERM
-    ;;
-kill)
-    stop_with KILL
-    ;;
-status)
-    running
-    ;;
-*)
-    usage
-    ;;
-esac
+built_server_main "$cmd"
