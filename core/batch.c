@@ -30,6 +30,7 @@ static void free_arrays(batch_t *b)
     free(b->results);
     free(b->wave_idx);
     free(b->errors);
+    free(b->trace_rows);
     free(b->own);
     b->items = NULL;
     b->ids = NULL;
@@ -45,6 +46,7 @@ static void free_arrays(batch_t *b)
     b->results = NULL;
     b->wave_idx = NULL;
     b->errors = NULL;
+    b->trace_rows = NULL;
     b->own = NULL;
     b->cap = 0;
 }
@@ -69,8 +71,10 @@ static int grow(batch_t *b, size_t n)
     b->wave_idx = calloc(n, sizeof *b->wave_idx);
     b->errors = calloc(n, sizeof *b->errors);
     b->own = calloc(n, sizeof *b->own);
+    b->trace_rows = b->want_trace ? calloc(n, sizeof *b->trace_rows) : NULL;
     if (!(b->items && b->ids && b->msgs && b->ce && b->group && b->slots && b->blocked && b->next &&
-          b->last && b->round && b->wave_msgs && b->results && b->wave_idx && b->errors && b->own)) {
+          b->last && b->round && b->wave_msgs && b->results && b->wave_idx && b->errors && b->own &&
+          (b->trace_rows || !b->want_trace))) {
         free_arrays(b);
         return OUTBOX_ENOMEM;
     }
@@ -91,6 +95,7 @@ int outbox_batch_fit(batch_t *b)
     b->published_at = 0;
     b->down = 0;
     b->skipped = 0;
+    b->traced = 0;
     return OUTBOX_OK;
 }
 

@@ -31,8 +31,10 @@ typedef struct batch {
     outbox_publish_result_t *results;
     size_t *wave_idx;
     char **errors; /* messages kept for the settle call */
+    const outbox_row_t **trace_rows; /* with a tracer only: the rows handed to the sink */
     size_t cap;    /* rows every array above holds */
     size_t presize; /* rows to make room for at the first growth (0: the claim's) */
+    int want_trace; /* the relay has a tracer: grow trace_rows with the rest */
     /* Copies of the rows and their strings (outbox_batch_own). */
     outbox_row_t *own;
     char *arena;
@@ -45,6 +47,12 @@ typedef struct batch {
     int in_flight;        /* 1: claimed and not yet settled (a pipelined run) */
     int down;             /* 1: the sink looked down (the breaker released it) */
     int skipped;          /* 1: released unpublished: the sink was down or a stop came */
+    /* The tracer's view of the batch while it is published (relay_trace.c). */
+    int traced;           /* 1: begin() took the batch: end() is due */
+    outbox_relay_span_t span;
+    void *span_handle;
+    char span_tp[OUTBOX_TRACEPARENT_LEN + 1];
+    char span_error[OUTBOX_MESSAGE_MAX];
 } batch_t;
 
 /* Ready the batch for the b->n rows just claimed: its arrays grown if

@@ -36,6 +36,41 @@ void outbox_ce_build(const outbox_row_t *row, const char *source, const char *ke
     }
 }
 
+void outbox_ce_set_traceparent(outbox_ce_headers_t *h, const char *traceparent)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->headers[i].name, "traceparent") == 0) {
+            h->headers[i].value = traceparent;
+            return;
+        }
+    add(h, "traceparent", traceparent);
+}
+
+/* Lower-case hex digits only, as version 00 requires. */
+static int hex_run(const char *p, size_t n, int *all_zero)
+{
+    *all_zero = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+        *all_zero &= p[i] == '0';
+    }
+    return 1;
+}
+
+int outbox_traceparent_valid(const char *t)
+{
+    int zero;
+    if (t == NULL || strlen(t) != OUTBOX_TRACEPARENT_LEN || strncmp(t, "00-", 3) != 0 || t[35] != '-' ||
+        t[52] != '-')
+        return 0;
+    if (!hex_run(t + 3, 32, &zero) || zero) /* an all-zero trace id is invalid */
+        return 0;
+    if (!hex_run(t + 36, 16, &zero) || zero) /* so is an all-zero parent id */
+        return 0;
+    return hex_run(t + 53, 2, &zero);
+}
+
 char *outbox_template_expand(const char *tmpl, const char *route)
 {
     static const char mark[] = "{route}";

@@ -134,6 +134,12 @@ typedef struct outbox_ce_headers {
 
 void outbox_ce_build(const outbox_row_t *row, const char *source, const char *key,
                      outbox_ce_headers_t *out);
+/* Point the traceparent header at traceparent (borrowed), adding it when
+ * the row had none. */
+void outbox_ce_set_traceparent(outbox_ce_headers_t *h, const char *traceparent);
+/* 1 when t is W3C trace context of version 00 with a non-zero trace id and
+ * parent id (what a tracer may hand the relay to propagate). */
+int outbox_traceparent_valid(const char *t);
 
 /* Replace every "{route}" in template; malloc'd, NULL on ENOMEM. */
 char *outbox_template_expand(const char *tmpl, const char *route);

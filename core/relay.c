@@ -43,6 +43,20 @@ static void start_renewer(outbox_relay_t *r)
         r->cfg.lease_us = r->renewer ? OUTBOX_RELAY_LEASE_RENEWED_US : OUTBOX_RELAY_LEASE_US;
 }
 
+/* The caller's tracer, as far as its struct_size covers it, into *out. */
+static int read_tracer(const outbox_relay_tracer_t *t, outbox_relay_tracer_t *out, outbox_diag_t *d)
+{
+    if (t->struct_size < sizeof(uint32_t))
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: the tracer's struct_size is not set");
+    out->struct_size = sizeof *out;
+    OUTBOX_STRUCT_READ(outbox_relay_tracer_t, out, t, begin);
+    OUTBOX_STRUCT_READ(outbox_relay_tracer_t, out, t, end);
+    OUTBOX_STRUCT_READ(outbox_relay_tracer_t, out, t, ctx);
+    if (out->begin == NULL || out->end == NULL)
+        return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: a tracer needs both begin and end");
+    return OUTBOX_OK;
+}
+
 int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_relay_config_t *cfg,
                      outbox_relay_t **out, outbox_diag_t *d)
 {
@@ -72,6 +86,7 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, observe_ctx);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, no_lease_renewal);
     OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, pipeline);
+    OUTBOX_STRUCT_READ(outbox_relay_config_t, &c, cfg, tracer);
     cfg = &c;
     if (cfg->route == NULL || cfg->route[0] == '\0')
         return outbox_diag_set(d, OUTBOX_EINVAL, "relay config: route is required");
@@ -113,12 +128,18 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
     if (cfg->hlc_order && !(outbox_store_capabilities(store) & OUTBOX_STORE_CAP_HLC))
         return outbox_diag_set(d, OUTBOX_ENOTSUP, "hlc ordering needs the hlc column on %s",
                                outbox_store_relation(store));
+    outbox_relay_tracer_t tracer = {0};
+    if (cfg->tracer != NULL && read_tracer(cfg->tracer, &tracer, d) != OUTBOX_OK)
+        return OUTBOX_EINVAL;
     outbox_relay_t *r = calloc(1, sizeof *r);
     if (r == NULL)
         return outbox_diag_set(d, OUTBOX_ENOMEM, "out of memory");
     r->store = store;
     r->sink = sink;
     r->cfg = *cfg;
+    r->tracer = tracer;
+    const outbox_driver_t *sink_drv = outbox_sink_driver(sink);
+    r->sink_name = sink_drv != NULL && sink_drv->name != NULL ? sink_drv->name : "";
     r->route = strdup(cfg->route);
     r->source = outbox_template_expand(cfg->source ? cfg->source : "/outbox/{route}", cfg->route);
     r->destination = outbox_template_expand(cfg->destination ? cfg->destination : "{route}", cfg->route);
@@ -137,8 +158,10 @@ int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink, const outbox_re
      * short claims (keys held by batches in flight) followed by a full one
      * do not allocate again in the steady state; a very large batch grows
      * to the claims it gets. */
-    for (size_t i = 0; i < cfg->pipeline; i++)
+    for (size_t i = 0; i < cfg->pipeline; i++) {
         r->batches[i].presize = cfg->batch <= RELAY_PRESIZE_MAX ? cfg->batch : 0;
+        r->batches[i].want_trace = tracer.begin != NULL;
+    }
     start_renewer(r);
     *out = r;
     return OUTBOX_OK;

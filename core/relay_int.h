@@ -2,8 +2,9 @@
  * constants, and the functions one of them calls in another. Calls go
  * downward only: relay_run.c (the loops) -> relay_stages.c (claim,
  * publish, settle; the step) -> relay_publish.c (one batch to the sink)
- * -> relay_report.c (logs, errors, the observer); relay.c (a relay's
- * config, creation and end) calls none of them. */
+ * -> relay_trace.c (the tracer's begin and end around it) and
+ * relay_report.c (logs, errors, the observer); relay.c (a relay's config,
+ * creation and end) calls none of them. */
 #ifndef OUTBOX_RELAY_INT_H
 #define OUTBOX_RELAY_INT_H
 
@@ -44,6 +45,10 @@ struct outbox_relay {
     outbox_diag_t diag;
     int64_t *lag_us; /* cfg.batch entries, only with an observer */
     outbox_renewer_t *renewer; /* NULL: leases are not renewed */
+    /* The config's tracer, copied (begin NULL: none), and the sink's
+     * driver name it is told. */
+    outbox_relay_tracer_t tracer;
+    const char *sink_name;
     /* cfg.pipeline batches, kept from batch to batch; a step uses the first. */
     batch_t *batches;
     size_t *free_slots; /* the pipelined run's batches not in flight */
@@ -70,6 +75,11 @@ void outbox_relay_log_batch(const outbox_relay_t *r, size_t claimed,
 void outbox_relay_log_store_failure(const outbox_relay_t *r, int errors, int64_t pause_us);
 void outbox_relay_observe_step(outbox_relay_t *r, outbox_relay_observation_t *o,
                                const outbox_relay_counters_t *before, int rc);
+
+/* relay_trace.c: only called when the relay has a tracer. */
+void outbox_relay_trace_begin(outbox_relay_t *r, batch_t *b);
+void outbox_relay_trace_results(batch_t *b, const outbox_publish_result_t *res, size_t m);
+void outbox_relay_trace_end(outbox_relay_t *r, batch_t *b, int down);
 
 /* relay_publish.c */
 void outbox_relay_batch_prepare(outbox_relay_t *r, batch_t *b);

@@ -154,6 +154,8 @@ static void take_result(outbox_relay_t *r, batch_t *b, size_t i, const outbox_pu
 static int publish_wave(outbox_relay_t *r, batch_t *b, size_t m)
 {
     outbox_sink_publish(r->sink, b->wave_msgs, m, b->results);
+    if (b->traced)
+        outbox_relay_trace_results(b, b->results, m);
     size_t retry = 0;
     for (size_t k = 0; k < m; k++)
         retry += b->results[k].status == OUTBOX_PUBLISH_RETRY;
@@ -227,11 +229,16 @@ static int publish_rounds(outbox_relay_t *r, batch_t *b)
 }
 
 /* Publish the batch; 1 when the sink looked down. What was not published
- * is released. */
+ * is released. A tracer sees it begin before the first call, with its
+ * messages still undecided, and end after the last. */
 int outbox_relay_publish_batch(outbox_relay_t *r, batch_t *b)
 {
+    if (r->tracer.begin != NULL && !atomic_load(&r->stop))
+        outbox_relay_trace_begin(r, b);
     int down = outbox_sink_capabilities(r->sink) & OUTBOX_SINK_CAP_ORDERED ? publish_ordered(r, b)
                                                                             : publish_rounds(r, b);
+    if (b->traced)
+        outbox_relay_trace_end(r, b, down);
     outbox_relay_release_undecided(b);
     return down;
 }

@@ -51,6 +51,10 @@ OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libcurl4-openssl-dev libssl-de
 # MongoDB: libmongoc for the store driver; its test server, FerretDB, is
 # built from source by tools/services/ferretdb.sh with the Go toolchain.
 OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES libmongoc-dev"
+# Tracing: the span exporter posts with libcurl (above); its test collector,
+# Jaeger, is built from source by tools/services/jaeger.sh with the Go
+# toolchain, and curl reads Jaeger's query API.
+OUTBOX_SERVICE_PACKAGES="$OUTBOX_SERVICE_PACKAGES curl"
 # RabbitMQ: the C client (librabbitmq) for the AMQP sink, Debian's
 # rabbitmq-server for tools/services/rabbitmq.sh, and amqp-tools
 # (amqp-consume, amqp-declare-queue) for reading back by hand; openssl makes

@@ -63,6 +63,7 @@ OUTBOX_API int outbox_store_wait_for(outbox_store_t *s, const char *route, int64
 typedef struct outbox_relay outbox_relay_t;
 
 struct outbox_relay_observation;
+struct outbox_relay_tracer;
 
 typedef struct outbox_relay_config {
     uint32_t struct_size;     /* sizeof(outbox_relay_config_t) */
@@ -106,6 +107,10 @@ typedef struct outbox_relay_config {
      * keeps the pipeline short). outbox_relay_step() always works on one
      * batch. */
     size_t pipeline;
+    /* Tracer (NULL = none: nothing is measured for it and every message
+     * carries its row's own traceparent). Copied by outbox_relay_new(); its
+     * ctx must outlive the relay. See outbox_relay_tracer_t. */
+    const struct outbox_relay_tracer *tracer;
 } outbox_relay_config_t;
 
 /* The default leases (outbox_relay_config_t.lease_us = 0). */
@@ -137,6 +142,69 @@ typedef struct outbox_relay_observation {
     size_t n_lag;
 } outbox_relay_observation_t;
 
+/* ------------------------------------------------------------ tracing
+ *
+ * A tracer sees each batch the relay publishes: begin() right before the
+ * batch's first publish call, end() after its last, both on the thread
+ * that publishes (the relay's own, or the publishing thread of a
+ * pipelined run). begin() may give the batch a W3C traceparent, the
+ * context of a "publish" span the tracer records: every message of the
+ * batch then carries it as its traceparent header instead of its row's
+ * own, so consumers continue the publish span's trace; the rows' own
+ * contexts are the tracer's to keep as span links. Relays on several
+ * threads call one tracer concurrently. The relay allocates nothing for
+ * a tracer per batch; a tracer should not block (export elsewhere). */
+
+/* The length of a W3C traceparent of version 00, "00-<32 hex>-<16 hex>-<2 hex>". */
+#define OUTBOX_TRACEPARENT_LEN 55
+
+/* One batch as a tracer sees it. Valid only during the call (copy what you
+ * keep); the same struct is passed to begin() and then to end(), which
+ * finds the members marked "end" filled in. */
+typedef struct outbox_relay_span {
+    uint32_t struct_size;    /* sizeof(outbox_relay_span_t) of the library */
+    const char *route;
+    const char *destination; /* the route's destination, its template expanded */
+    const char *sink;        /* the sink driver's name: "kafka", "amqp", "file", ... */
+    /* The messages the batch hands to the sink (rows dead-lettered before
+     * publishing are not among them): rows[0..n_messages), in claim
+     * order. rows[i]->traceparent is the row's own trace context (NULL:
+     * none), rows[i]->event_id its event. */
+    size_t n_messages;
+    const outbox_row_t *const *rows;
+    /* end: the wall clock, microseconds since the epoch, at begin() and
+     * after the last publish call. */
+    int64_t start_us, end_us;
+    /* end: what the sink said of each message (they add up to n_messages):
+     * OK, RETRY (every message of a call the breaker took for an outage
+     * included), REJECT, DEFER; unsent were never handed to the sink (held
+     * back behind a failed row of their key, released after an outage or
+     * at a stop). */
+    uint64_t ok, retried, rejected, deferred, unsent;
+    int outage;              /* end: 1 when the breaker released the batch (the sink looked down) */
+    /* end: the sink's reason for the first message that was not OK; ""
+     * when every one was. */
+    const char *error;
+    /* end: what begin() wrote into traceparent ("" when nothing). */
+    const char *traceparent;
+} outbox_relay_span_t;
+
+typedef struct outbox_relay_tracer {
+    uint32_t struct_size; /* sizeof(outbox_relay_tracer_t) */
+    /* Whether to trace this batch: non-zero to have end() called for it,
+     * 0 to leave it alone (end() is not called and the messages keep their
+     * rows' traceparents). To have the messages carry the publish span's
+     * context, write it into traceparent (OUTBOX_TRACEPARENT_LEN characters
+     * and a NUL); leave traceparent[0] NUL to keep the rows' own. The relay
+     * checks the form and ignores one that is not W3C trace context of
+     * version 00. *span (NULL on entry) is handed back to end(). */
+    int (*begin)(void *ctx, const outbox_relay_span_t *s, char traceparent[OUTBOX_TRACEPARENT_LEN + 1],
+                 void **span);
+    /* The batch's publish is over; s has its end members. */
+    void (*end)(void *ctx, const outbox_relay_span_t *s, void *span);
+    void *ctx;
+} outbox_relay_tracer_t;
+
 /* The largest batch a relay claims at once (outbox_relay_config_t.batch). */
 #define OUTBOX_RELAY_BATCH_MAX 100000
 /* The most batches a relay keeps in flight (outbox_relay_config_t.pipeline),
@@ -156,7 +224,8 @@ typedef struct outbox_relay_counters {
  * batch outside 1..OUTBOX_RELAY_BATCH_MAX, pipeline outside
  * 1..OUTBOX_RELAY_PIPELINE_MAX, max_attempts below 1, a negative
  * lease, a poll not above 0, a duration above OUTBOX_DURATION_MAX_US, backoff
- * cap below base), OUTBOX_ENOTSUP (hlc_order without the hlc column). d (may
+ * cap below base, a tracer without its struct_size, begin or end),
+ * OUTBOX_ENOTSUP (hlc_order without the hlc column). d (may
  * be NULL) says why. With lease renewal, it opens the store's second handle
  * here; if that fails, the relay runs without renewal and logs why. */
 OUTBOX_API int outbox_relay_new(outbox_store_t *store, outbox_sink_t *sink,

@@ -208,6 +208,6 @@ bad 4 'metrics: stats_interval must be longer than 0' "$S" "$K" "$R" 'metrics: {
 bad 4 'metrics: unknown key "interval"' "$S" "$K" "$R" 'metrics: {listen: "h:1", interval: 1s}'
 bad 4 'metrics: listen is required' "$S" "$K" "$R" 'metrics: {}'
 bad 4 'metrics must be a mapping' "$S" "$K" "$R" 'metrics: [a]'
-bad 1 'unknown key "metric" .*metrics\)' 'metric: {}' "$S" "$K" "$R"
+bad 1 'unknown key "metric" .*metrics, tracing\)' 'metric: {}' "$S" "$K" "$R"
 
 finish

@@ -133,9 +133,32 @@ static void teardown(void)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* Relay every staged event through sink_uri with the given pipeline; the
- * steps after the first `warm` full ones allocate nothing. */
-static void steady(const char *sink_uri, size_t pipeline)
+/* A tracer that allocates nothing: every batch traced, its messages
+ * given one fixed traceparent. The relay's side of the hook must not
+ * allocate either. */
+static atomic_int spans_ended;
+
+static int fixed_begin(void *ctx, const outbox_relay_span_t *s, char tp[OUTBOX_TRACEPARENT_LEN + 1],
+                       void **span)
+{
+    (void)ctx, (void)s, (void)span;
+    memcpy(tp, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", OUTBOX_TRACEPARENT_LEN + 1);
+    return 1;
+}
+
+static void count_end(void *ctx, const outbox_relay_span_t *s, void *span)
+{
+    (void)ctx, (void)s, (void)span;
+    atomic_fetch_add(&spans_ended, 1);
+}
+
+static const outbox_relay_tracer_t fixed_tracer = {
+    .struct_size = sizeof fixed_tracer, .begin = fixed_begin, .end = count_end};
+
+/* Relay every staged event through sink_uri with the given pipeline (and
+ * the tracer above when traced); the steps after the first `warm` full
+ * ones allocate nothing. */
+static void steady_run(const char *sink_uri, size_t pipeline, int traced)
 {
     outbox_diag_t d = {0};
     outbox_sink_t *sink = NULL;
@@ -149,6 +172,8 @@ static void steady(const char *sink_uri, size_t pipeline)
     cfg.until_idle = 1;
     cfg.observe = count_step;
     cfg.observe_ctx = &seen;
+    cfg.tracer = traced ? &fixed_tracer : NULL;
+    atomic_store(&spans_ended, 0);
     outbox_relay_t *r = NULL;
     ck_assert_msg(outbox_relay_new(store, sink, &cfg, &r, &d) == OUTBOX_OK, "%s", d.message);
     memset(&seen, 0, sizeof seen);
@@ -161,6 +186,10 @@ static void steady(const char *sink_uri, size_t pipeline)
 
     const test_sink_log_t *log = NULL;
     ck_assert_uint_eq(test_sink_delivered(&log), EVENTS);
+    if (traced) {
+        ck_assert_int_ge(atomic_load(&spans_ended), EVENTS / BATCH);
+        ck_assert_str_eq(log[EVENTS - 1].traceparent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    }
     /* The second half of the run's full steps: by then every batch slot
      * has held a full batch (the first claims of a pipelined relay can be
      * short, their keys held by the batches in flight) and every array
@@ -182,6 +211,23 @@ static void steady(const char *sink_uri, size_t pipeline)
                   "%zu allocations in steps %zu to %zu (pipeline %zu, %s)",
                   seen.allocs[last] - seen.allocs[from], from + 1, last, pipeline, sink_uri);
 }
+
+static void steady(const char *sink_uri, size_t pipeline)
+{
+    steady_run(sink_uri, pipeline, 0);
+}
+
+START_TEST(steady_traced)
+{
+    steady_run("test:x", 1, 1);
+}
+END_TEST
+
+START_TEST(steady_traced_pipelined)
+{
+    steady_run("testordered:x", 4, 1);
+}
+END_TEST
 
 START_TEST(steady_unordered_sink)
 {
@@ -217,6 +263,8 @@ int main(void)
     tcase_add_test(tc, steady_ordered_sink);
     tcase_add_test(tc, steady_unordered_sink_pipelined);
     tcase_add_test(tc, steady_ordered_sink_pipelined);
+    tcase_add_test(tc, steady_traced);
+    tcase_add_test(tc, steady_traced_pipelined);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

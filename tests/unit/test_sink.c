@@ -76,6 +76,10 @@ static int publish_common(const outbox_message_t *msgs, size_t n, outbox_publish
             snprintf(l->event_id, sizeof l->event_id, "%s", msgs[i].event_id);
             snprintf(l->key, sizeof l->key, "%s", msgs[i].key);
             l->call = call;
+            l->traceparent[0] = '\0';
+            for (size_t h = 0; h < msgs[i].n_headers; h++)
+                if (strcmp(msgs[i].headers[h].name, "traceparent") == 0)
+                    snprintf(l->traceparent, sizeof l->traceparent, "%s", msgs[i].headers[h].value);
         }
     }
     if (after_hook != NULL)

@@ -16,6 +16,7 @@ typedef struct test_sink_log {
     char event_id[OUTBOX_UUID_STRLEN + 1];
     char key[64];
     int call;
+    char traceparent[64]; /* the message's traceparent header; "" when none */
 } test_sink_log_t;
 
 void test_sink_register(void);

@@ -56,6 +56,7 @@ typedef struct bench_opts {
     int pg_autovacuum;     /* sustained mode: apply the recommended per-table autovacuum */
     int64_t purge_after_us; /* sustained mode: purge rows published longer ago (0: never) */
     const char *metrics_listen; /* --metrics: the relays run with outbox relay's metrics */
+    const char *otlp_endpoint;  /* --otlp-endpoint: every batch traced, spans sent there */
 } bench_opts_t;
 
 /* ------------------------------------------------------------- util.c */

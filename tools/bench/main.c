@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "metrics.h"
+#include "otlp.h"
 
 static const char usage_text[] =
     "usage: outbox-bench --store URI [options]\n"
@@ -56,6 +57,9 @@ static const char usage_text[] =
     "  --metrics HOST:PORT the relays run with outbox relay --metrics-listen's metrics:\n"
     "                     the observer, its aggregation, the HTTP server on HOST:PORT and\n"
     "                     the stats poll; compare a run's ratio with and without it\n"
+    "  --otlp-endpoint URL the relays trace every batch, as outbox relay --otlp-endpoint\n"
+    "                     at --trace-sample 1, and send the spans to URL; compare a run's\n"
+    "                     rate with and without it\n"
     "\n"
     "Throughput without a ceiling, for any store driver: stage the backlog on a fresh\n"
     "route, drain it with --workers relays, check that every row was published once,\n"
@@ -131,6 +135,7 @@ enum {
     OPT_NO_CEILING,
     OPT_TABLE,
     OPT_METRICS,
+    OPT_OTLP_ENDPOINT,
     OPT_HELP,
 };
 
@@ -160,6 +165,7 @@ static const struct option options[] = {
     {"no-ceiling", no_argument, NULL, OPT_NO_CEILING},
     {"table", required_argument, NULL, OPT_TABLE},
     {"metrics", required_argument, NULL, OPT_METRICS},
+    {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -362,6 +368,18 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             o->metrics_listen = optarg;
             break;
         }
+        case OPT_OTLP_ENDPOINT: {
+            char why[600];
+#ifdef OUTBOX_HAVE_TRACING
+            if (otlp_endpoint_check(optarg, why, sizeof why) != 0)
+                rc = bad("--otlp-endpoint: %s", why);
+#else
+            snprintf(why, sizeof why, "built without libcurl");
+            rc = bad("--otlp-endpoint: this outbox-bench cannot export spans (%s)", why);
+#endif
+            o->otlp_endpoint = optarg;
+            break;
+        }
         case OPT_HELP: fputs(usage_text, stdout); exit(0);
         case ':':
             rc = bad("%s needs a value", argv[optind - 1]);
@@ -422,6 +440,8 @@ static int parse(int argc, char **argv, bench_opts_t *o)
                    o->relation);
     if (o->metrics_listen && (o->latency || o->sustain))
         return bad("--metrics belongs to throughput mode");
+    if (o->otlp_endpoint && (o->latency || o->sustain))
+        return bad("--otlp-endpoint belongs to throughput mode");
     if (seen_sustain_opt && !o->sustain)
         return bad("--interval, --events-per-round, --pg-autovacuum and --purge-after belong to "
                    "--sustain mode");

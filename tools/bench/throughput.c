@@ -21,6 +21,7 @@
 
 #include "bench.h"
 #include "metrics.h"
+#include "otlp.h"
 
 /* Staging: events per outbox_store_stage() call and per transaction. */
 #define STAGE_CHUNK 1000
@@ -216,7 +217,8 @@ static int warm_sink(outbox_sink_t *k, const char *destination, char *err, size_
 /* Opens each worker's store, sink and relay. */
 static int rworkers_open(const bench_opts_t *o, const char *relation, const char *route,
                          rworker_t *w, atomic_long *published, bench_gate_t *gate,
-                         cli_metrics_t *metrics, char *err, size_t errlen)
+                         cli_metrics_t *metrics, const outbox_relay_tracer_t *tracer, char *err,
+                         size_t errlen)
 {
     outbox_store_options_t so = {
         .struct_size = sizeof so, .relation = relation, .driver = o->driver};
@@ -234,6 +236,7 @@ static int rworkers_open(const bench_opts_t *o, const char *relation, const char
         cfg.observe = cli_metrics_observe;
         cfg.observe_ctx = cli_metrics_route_ctx(metrics, 0);
     }
+    cfg.tracer = tracer;
     for (long i = 0; i < o->workers; i++) {
         outbox_diag_t d;
         w[i].events = o->events;
@@ -286,8 +289,22 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
             rc = BENCH_EXIT_USAGE;
         }
     }
+    /* --otlp-endpoint: what outbox relay --otlp-endpoint adds, every batch
+     * traced; the export thread's last POST is outside the clock. */
+    otlp_exporter_t *exporter = NULL;
+#ifdef OUTBOX_HAVE_TRACING
+    if (rc == 0 && o->otlp_endpoint) {
+        otlp_options_t eo = {.endpoint = o->otlp_endpoint, .sample = 1, .service_name = "outbox-bench"};
+        char why[600];
+        if (otlp_start(&eo, &exporter, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--otlp-endpoint: %s", why);
+            rc = BENCH_EXIT_USAGE;
+        }
+    }
+#endif
     if (rc == 0)
-        rc = rworkers_open(o, relation, route, w, &published, &gate, metrics, err, errlen);
+        rc = rworkers_open(o, relation, route, w, &published, &gate, metrics,
+                           exporter ? otlp_tracer(exporter) : NULL, err, errlen);
     long started = 0;
     for (long i = 0; rc == 0 && i < o->workers; i++) {
         if (pthread_create(&tid[i], NULL, rworker_main, &w[i]) != 0) {
@@ -321,6 +338,17 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
     bench_gate_destroy(&gate);
     rworkers_free(w, o->workers);
     cli_metrics_stop(metrics);
+#ifdef OUTBOX_HAVE_TRACING
+    if (exporter != NULL) {
+        otlp_counters_t c;
+        otlp_stop(exporter, &c);
+        fprintf(stderr, "outbox-bench: tracing: %llu spans exported, %llu dropped (queue full %llu, "
+                        "export failed %llu)\n",
+                (unsigned long long)c.exported,
+                (unsigned long long)(c.dropped_queue + c.dropped_export + c.dropped_rejected),
+                (unsigned long long)c.dropped_queue, (unsigned long long)c.dropped_export);
+    }
+#endif
     free(tid);
     return rc;
 }

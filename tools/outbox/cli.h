@@ -82,6 +82,9 @@ enum cli_option_id {
     OPT_OLDER_THAN,
     OPT_DELAY,
     OPT_AT,
+    OPT_OTLP_ENDPOINT,
+    OPT_TRACE_SAMPLE,
+    OPT_TRACE_SERVICE_NAME,
 };
 
 typedef struct cli_option {

@@ -121,6 +121,12 @@ int cli_cmd_config(int argc, char **argv)
                c.stores[r->store].name, store, c.sinks[r->sink].name, sink, r->relay.batch, pipe,
                r->workers, r->workers == 1 ? "" : "s", keep);
     }
+    if (c.tracing_endpoint) {
+        char shown[512];
+        outbox_uri_mask(c.tracing_endpoint, shown, sizeof shown);
+        printf("tracing: spans to %s (OTLP/HTTP) as service %s, %g of the batches\n", shown,
+               c.tracing_service_name ? c.tracing_service_name : "outbox-relay", c.tracing_sample);
+    }
     printf("%s: %zu store%s, %zu sink%s, %zu route%s: ok\n", c.path, c.n_stores,
            c.n_stores == 1 ? "" : "s", c.n_sinks, c.n_sinks == 1 ? "" : "s", c.n_routes,
            c.n_routes == 1 ? "" : "s");

@@ -13,11 +13,13 @@
 #include "cli.h"
 #include "config.h"
 #include "metrics.h"
+#include "status_dead.h"
+#include "tracing.h"
 
 static const char usage[] =
     "usage: outbox relay --store URI --route R --sink URI [OPTIONS]\n"
     "       outbox relay --config FILE [--until-idle] [--quiet] [--metrics-listen HOST:PORT]\n"
-    "                    [--log-format F] [--log-file FILE]\n"
+    "                    [--log-format F] [--log-file FILE] [--otlp-endpoint URL]\n"
     "\n"
     "Publishes the route's events to the sink until SIGINT/SIGTERM (then\n"
     "releases what it holds and exits 0), or with --until-idle until nothing\n"
@@ -55,6 +57,10 @@ static const char usage[] =
     "                          serve them over HTTPS with this certificate and key (PEM)\n"
     "  --metrics-user NAME     ask for HTTP basic authentication (all but /healthz); the\n"
     "                          password comes from OUTBOX_METRICS_PASSWORD\n"
+    "  --otlp-endpoint URL     export a span per published batch to this OpenTelemetry\n"
+    "                          collector (OTLP/HTTP, JSON; POST URL/v1/traces)\n"
+    "  --trace-sample R        share of batches traced, 0 to 1 (default 1)\n"
+    "  --trace-service-name S  the spans' service.name (default outbox-relay)\n"
     "\n"
     "Durations take a unit: 250us, 500ms, 30s, 5m, 2h, 7d.\n"
     "Drivers on the driver path serve their URIs too; `outbox drivers` lists them.\n";
@@ -85,6 +91,9 @@ static const cli_option_t options[] = {
     {"metrics-tls-cert", true, OPT_METRICS_TLS_CERT},
     {"metrics-tls-key", true, OPT_METRICS_TLS_KEY},
     {"metrics-user", true, OPT_METRICS_USER},
+    {"otlp-endpoint", true, OPT_OTLP_ENDPOINT},
+    {"trace-sample", true, OPT_TRACE_SAMPLE},
+    {"trace-service-name", true, OPT_TRACE_SERVICE_NAME},
     {NULL, false, 0},
 };
 
@@ -101,6 +110,7 @@ typedef struct relay_args {
     int64_t retention_us;      /* from the config file: 0 = no purge */
     int64_t purge_interval_us;
     cli_metrics_opts_t metrics; /* the --metrics-* flags, or the file's metrics: */
+    cli_tracing_opts_t tracing; /* the tracing flags, or the file's tracing: */
 } relay_args_t;
 
 typedef struct worker {
@@ -198,8 +208,13 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
     uint64_t n;
     if (id != OPT_CONFIG && id != OPT_QUIET && id != OPT_UNTIL_IDLE && id != OPT_LOG_FORMAT &&
         id != OPT_LOG_FILE && id != OPT_METRICS_LISTEN && id != OPT_METRICS_TLS_CERT &&
-        id != OPT_METRICS_TLS_KEY && id != OPT_METRICS_USER)
+        id != OPT_METRICS_TLS_KEY && id != OPT_METRICS_USER && id != OPT_OTLP_ENDPOINT &&
+        id != OPT_TRACE_SAMPLE && id != OPT_TRACE_SERVICE_NAME)
         a->route_flags = true;
+    bool tracing_flag = false;
+    bool tracing_ok = cli_tracing_option(&a->tracing, id, v, &tracing_flag);
+    if (tracing_flag)
+        return tracing_ok;
     switch (id) {
     case OPT_LOG_FORMAT:
         if (!cli_log_set_format(v)) {
@@ -603,12 +618,25 @@ static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **
     for (size_t r = 0; r < n_routes; r++)
         mr[r] = (cli_metrics_route_t){.route = routes[r].cfg.route, .store_uri = routes[r].store.uri,
                                       .relation = routes[r].store.relation, .poll_us = routes[r].cfg.poll_us};
+    routes[0].metrics.pages = &cli_dead_pages;
     int ex = cli_metrics_start(&routes[0].metrics, mr, n_routes, m);
     free(mr);
     for (size_t r = 0; r < n_routes && ex == CLI_EXIT_OK; r++) {
         routes[r].cfg.observe = cli_metrics_observe;
         routes[r].cfg.observe_ctx = cli_metrics_route_ctx(*m, r);
     }
+    return ex;
+}
+
+/* With tracing on (routes[0] says), starts the span exporter and gives
+ * every route's relays its tracer, and metrics its counters. */
+static int tracing_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t *metrics,
+                         cli_tracing_t **t)
+{
+    int ex = cli_tracing_start(&routes[0].tracing, t);
+    for (size_t r = 0; r < n_routes && ex == CLI_EXIT_OK; r++)
+        routes[r].cfg.tracer = cli_tracing_tracer(*t);
+    cli_tracing_metrics(*t, metrics);
     return ex;
 }
 
@@ -619,12 +647,19 @@ static int run(relay_args_t *routes, size_t n_routes)
     int mex = metrics_begin(routes, n_routes, &metrics);
     if (mex != CLI_EXIT_OK)
         return mex;
+    cli_tracing_t *tracing = NULL;
+    mex = tracing_begin(routes, n_routes, metrics, &tracing);
+    if (mex != CLI_EXIT_OK) {
+        cli_metrics_stop(metrics);
+        return mex;
+    }
     size_t total = 0;
     for (size_t r = 0; r < n_routes; r++)
         total += routes[r].workers;
     worker_t *ws = calloc(total, sizeof *ws);
     if (!ws) {
         cli_metrics_stop(metrics);
+        cli_tracing_stop(tracing, false);
         return cli_error("relay: out of memory");
     }
     for (size_t r = 0, at = 0; r < n_routes; r++)
@@ -644,7 +679,9 @@ static int run(relay_args_t *routes, size_t n_routes)
     if (ex == CLI_EXIT_OK)
         ex = pex;
 
+    bool ran = ex == CLI_EXIT_OK;
     if (ex == CLI_EXIT_OK) {
+        cli_tracing_log_start(tracing);
         for (size_t r = 0, at = 0; r < n_routes; at += routes[r].workers, r++)
             log_start(&ws[at], &routes[r]);
         atomic_store(&workers_done, 0);
@@ -679,6 +716,8 @@ static int run(relay_args_t *routes, size_t n_routes)
     for (size_t i = 0; i < total; i++)
         worker_close(&ws[i]);
     free(ws);
+    /* After the relays: the spans of their last batches are queued. */
+    cli_tracing_stop(tracing, ran);
     return ex;
 }
 
@@ -698,6 +737,8 @@ static int run_config(const relay_args_t *flags)
         cli_note_secrets(c.stores[i].uri);
     for (size_t i = 0; i < c.n_sinks; i++)
         cli_note_secrets(c.sinks[i].uri);
+    if (c.tracing_endpoint)
+        cli_note_secrets(c.tracing_endpoint);
     for (size_t r = 0; r < c.n_routes; r++) {
         const cli_config_route_t *cr = &c.routes[r];
         relay_args_t *a = &routes[r];
@@ -707,6 +748,14 @@ static int run_config(const relay_args_t *flags)
         a->cfg = cr->relay;
         a->cfg.struct_size = sizeof a->cfg;
         a->cfg.until_idle = flags->cfg.until_idle;
+        /* The flags over the file, each on its own. */
+        const cli_tracing_opts_t *ft = &flags->tracing;
+        a->tracing = (cli_tracing_opts_t){
+            .endpoint = ft->endpoint ? ft->endpoint : c.tracing_endpoint,
+            .sample = ft->sample_given ? ft->sample : c.tracing_sample,
+            .sample_given = ft->sample_given || c.tracing_sample_given,
+            .service_name = ft->service_name ? ft->service_name : c.tracing_service_name,
+        };
         a->workers = cr->workers;
         a->quiet = flags->quiet;
         a->config = flags->config;
@@ -723,7 +772,7 @@ static int run_config(const relay_args_t *flags)
             .password = fm->password ? fm->password : c.metrics_password,
         };
     }
-    int ex = run(routes, c.n_routes);
+    int ex = cli_tracing_check(&routes[0].tracing) ? run(routes, c.n_routes) : CLI_EXIT_ERROR;
     free(routes);
     cli_config_free(&c);
     return ex;
@@ -732,7 +781,7 @@ static int run_config(const relay_args_t *flags)
 int cli_cmd_relay(int argc, char **argv)
 {
     install_signal_handlers();
-    relay_args_t a = {.workers = 1};
+    relay_args_t a = {.workers = 1, .tracing = CLI_TRACING_OPTS_INIT};
     outbox_relay_config_init(&a.cfg);
     a.cfg.struct_size = sizeof a.cfg;
     cli_parser_t p;
@@ -749,13 +798,16 @@ int cli_cmd_relay(int argc, char **argv)
         return CLI_EXIT_ERROR;
     if (a.config && a.route_flags)
         return cli_error("relay: --config FILE takes the routes, stores and sinks from the "
-                         "file; give only --until-idle, --quiet, --metrics-*, --log-format and "
-                         "--log-file with it");
+                         "file; give only --until-idle, --quiet, --metrics-*, --log-format, "
+                         "--log-file, --otlp-endpoint and --trace-* with it");
     /* The endpoint's password only from the environment: an argument
      * would show in ps. */
     a.metrics.password = getenv("OUTBOX_METRICS_PASSWORD");
     cli_note_secret(a.metrics.password);
     if (!a.config && !check_args(&a))
+        return CLI_EXIT_ERROR;
+    /* With --config, the file's tracing: may name the endpoint. */
+    if (!a.config && !cli_tracing_check(&a.tracing))
         return CLI_EXIT_ERROR;
     /* Opened before any connection, so a bad path fails before the start. */
     if (a.log_file && !cli_log_open_file(a.log_file))

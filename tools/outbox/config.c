@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "config.h"
 #include "metrics.h"
+#include "otlp.h"
 
 typedef struct ctx {
     const char *path;
@@ -524,11 +525,60 @@ static int read_metrics(ctx_t *x, yaml_node_t *v)
     return rc;
 }
 
+/* ------------------------------------------------------------ tracing */
+
+static int tracing_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+    (void)arg;
+    cli_config_t *c = x->c;
+    char why[600];
+    if (strcmp(key, "otlp_endpoint") == 0) {
+        int rc = get_string(x, v, "tracing: otlp_endpoint", &c->tracing_endpoint);
+        if (rc == OUTBOX_OK) {
+            cli_note_secrets(c->tracing_endpoint);
+            if (otlp_endpoint_check(c->tracing_endpoint, why, sizeof why) != 0)
+                rc = problem(x, v, "tracing: otlp_endpoint %s", why);
+        }
+        return rc;
+    }
+    if (strcmp(key, "sample") == 0) {
+        char *text = expand(x, v, "tracing: sample");
+        if (!text)
+            return OUTBOX_EINVAL;
+        int rc = otlp_sample_parse(text, &c->tracing_sample, why, sizeof why) == 0
+                     ? OUTBOX_OK
+                     : problem(x, v, "tracing: sample %s", why);
+        c->tracing_sample_given = rc == OUTBOX_OK;
+        free(text);
+        return rc;
+    }
+    if (strcmp(key, "service_name") == 0) {
+        int rc = get_string(x, v, "tracing: service_name", &c->tracing_service_name);
+        if (rc == OUTBOX_OK && otlp_service_name_check(c->tracing_service_name, why, sizeof why) != 0)
+            rc = problem(x, v, "tracing: service_name: %s", why);
+        return rc;
+    }
+    return problem(x, k, "tracing: unknown key \"%s\" (otlp_endpoint, sample, service_name)", key);
+}
+
+static int read_tracing(ctx_t *x, yaml_node_t *v)
+{
+    if (!want_mapping(x, v, "tracing"))
+        return OUTBOX_EINVAL;
+    int rc = each_pair(x, v, tracing_key, NULL);
+    if (rc == OUTBOX_OK && x->c->tracing_endpoint == NULL)
+        rc = problem(x, v, "tracing: otlp_endpoint is required (the collector's OTLP/HTTP URL, such as "
+                           "http://127.0.0.1:4318)");
+    return rc;
+}
+
 static int top_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
 {
     (void)arg;
     if (strcmp(key, "metrics") == 0)
         return read_metrics(x, v);
+    if (strcmp(key, "tracing") == 0)
+        return read_tracing(x, v);
     if (strcmp(key, "node_key") == 0)
         return get_string(x, v, "node_key", &x->c->node_key);
     if (strcmp(key, "checkpoint_table") == 0) {
@@ -541,7 +591,8 @@ static int top_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v, vo
     if (strcmp(key, "stores") == 0 || strcmp(key, "sinks") == 0 || strcmp(key, "routes") == 0)
         return OUTBOX_OK; /* read in order below */
     return problem(x, k,
-                   "unknown key \"%s\" (node_key, checkpoint_table, stores, sinks, routes, metrics)", key);
+                   "unknown key \"%s\" (node_key, checkpoint_table, stores, sinks, routes, metrics, "
+                   "tracing)", key);
 }
 
 /* The value of a top-level section, or NULL. */
@@ -602,6 +653,8 @@ void cli_config_free(cli_config_t *c)
     free(c->metrics_tls_key);
     free(c->metrics_user);
     free(c->metrics_password);
+    free(c->tracing_endpoint);
+    free(c->tracing_service_name);
     free(c->path);
     memset(c, 0, sizeof *c);
 }
@@ -609,6 +662,7 @@ void cli_config_free(cli_config_t *c)
 int cli_config_load(const char *path, cli_config_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    out->tracing_sample = 1.0;
     ctx_t x = {.path = path, .c = out, .err = err, .errlen = errlen};
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -67,6 +67,12 @@ typedef struct cli_config {
     char *metrics_listen;
     int64_t metrics_stats_interval_us;
     char *metrics_tls_cert, *metrics_tls_key, *metrics_user, *metrics_password;
+    /* tracing: {otlp_endpoint: URL, sample: 0..1, service_name: NAME}
+     * (otlp_endpoint NULL: none; sample 1 unless given) */
+    char *tracing_endpoint;
+    double tracing_sample;
+    int tracing_sample_given;
+    char *tracing_service_name;
 } cli_config_t;
 
 /* Reads and checks path. On failure returns OUTBOX_EINVAL (or OUTBOX_ENOMEM)

@@ -66,6 +66,11 @@ struct cli_metrics {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
+    const cli_metrics_pages_t *pages; /* under /routes/; NULL: none */
+    void *pages_ctx;
+    /* Under mu: the span exporter's counters (NULL: no tracing). */
+    void (*tracing_read)(void *ctx, cli_metrics_tracing_t *out);
+    void *tracing_ctx;
 };
 
 static int64_t mono_us(void)
@@ -423,6 +428,41 @@ static double rate_last_minute(const route_metrics_t *rm, int64_t now)
     return (double)sum / RING;
 }
 
+/* The span exporter's counters: process-wide, so without a route label. */
+static void emit_tracing(FILE *f, cli_metrics_t *m)
+{
+    pthread_mutex_lock(&m->mu);
+    void (*read)(void *, cli_metrics_tracing_t *) = m->tracing_read;
+    void *ctx = m->tracing_ctx;
+    pthread_mutex_unlock(&m->mu);
+    if (read == NULL)
+        return;
+    cli_metrics_tracing_t t;
+    read(ctx, &t);
+    fprintf(f, "# HELP outbox_trace_spans_exported_total Publish spans the collector accepted.\n"
+               "# TYPE outbox_trace_spans_exported_total counter\n"
+               "outbox_trace_spans_exported_total %llu\n", (unsigned long long)t.exported);
+    fprintf(f, "# HELP outbox_trace_spans_dropped_total Publish spans dropped: the export queue was full, "
+               "their POST failed, or the collector rejected them.\n"
+               "# TYPE outbox_trace_spans_dropped_total counter\n"
+               "outbox_trace_spans_dropped_total{reason=\"queue_full\"} %llu\n"
+               "outbox_trace_spans_dropped_total{reason=\"export_failed\"} %llu\n"
+               "outbox_trace_spans_dropped_total{reason=\"rejected\"} %llu\n",
+            (unsigned long long)t.dropped_queue, (unsigned long long)t.dropped_export,
+            (unsigned long long)t.dropped_rejected);
+    fprintf(f, "# HELP outbox_trace_export_failures_total POSTs of spans to the collector that failed.\n"
+               "# TYPE outbox_trace_export_failures_total counter\n"
+               "outbox_trace_export_failures_total %llu\n", (unsigned long long)t.export_failures);
+}
+
+void cli_metrics_set_tracing(cli_metrics_t *m, void (*read)(void *ctx, cli_metrics_tracing_t *out), void *ctx)
+{
+    pthread_mutex_lock(&m->mu);
+    m->tracing_read = read;
+    m->tracing_ctx = ctx;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static char *render(cli_metrics_t *m, const char *url, unsigned *status, const char **type, size_t *len)
 {
     int64_t now = mono_us();
@@ -492,6 +532,7 @@ static char *render(cli_metrics_t *m, const char *url, unsigned *status, const c
         emit_gauge_head(f, "outbox_route_ready", "1 when the route passes the /readyz checks.");
         for (size_t r = 0; r < m->n; r++)
             emit_series(f, "outbox_route_ready", snap[r].cfg.route, ready[r]);
+        emit_tracing(f, m);
     } else if (strcmp(url, "/") == 0) {
         *type = "text/html; charset=utf-8";
         fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
@@ -500,7 +541,8 @@ static char *render(cli_metrics_t *m, const char *url, unsigned *status, const c
               "td,th{border:1px solid #999;padding:4px 8px;text-align:left}</style></head>\n"
               "<body><h1>outbox relay</h1>\n<table id=\"routes\">\n<tr><th>route</th><th>ready</th>"
               "<th>pending</th><th>dead</th><th>published/s (1 min)</th><th>last lag (s)</th>"
-              "<th>breaker</th><th>last error</th></tr>\n", f);
+              "<th>breaker</th><th>last error</th>", f);
+        fputs(m->pages ? "<th>dead letters</th></tr>\n" : "</tr>\n", f);
         for (size_t r = 0; r < m->n; r++) {
             const route_metrics_t *s = &snap[r];
             char pending[32] = "?", dead[32] = "?", lag[32] = "-";
@@ -520,6 +562,11 @@ static char *render(cli_metrics_t *m, const char *url, unsigned *status, const c
                     ready[r] ? "yes" : "no", pending, dead, rate_last_minute(s, now), lag,
                     s->breaker_open ? "open" : "closed");
             html_escape(f, ready[r] ? s->last_error : why[r]);
+            if (m->pages) {
+                fputs("</td><td class=\"deadlink\"><a href=\"", f);
+                m->pages->put_path(f, s->cfg.route);
+                fputs("\">list</a>", f);
+            }
             fputs("</td></tr>\n", f);
         }
         fputs("</table>\n<p>pending and dead: the last stats poll; last lag: commit-to-publish of the "
@@ -586,6 +633,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     cli_metrics_t *m = cls;
     if (!allowed(m, conn, url))
         return refuse(conn);
+    if (m->pages && strncmp(url, "/routes/", 8) == 0)
+        return (enum MHD_Result)m->pages->handle(m->pages_ctx, conn, url, method, upload, upload_size,
+                                                 state);
     unsigned status;
     const char *type;
     size_t len = 0;
@@ -708,16 +758,36 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     cli_log(OUTBOX_LOG_DEBUG, "metrics: %s", line);
 }
 
-/* The daemon, over TLS when m has a certificate. */
+/* The end of a request: what the pages kept for it is freed. */
+static void request_completed(void *cls, struct MHD_Connection *conn, void **state,
+                              enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    (void)toe;
+    cli_metrics_t *m = cls;
+    if (*state != NULL && m->pages)
+        m->pages->completed(state);
+}
+
+/* Connections served at once; each has a thread of its own. */
+#define METRICS_CONNECTIONS_MAX 32u
+
+/* The daemon, over TLS when m has a certificate. A thread per connection,
+ * so a dead-letter page waiting on a slow store never holds up /healthz
+ * or a scrape of /metrics. */
 static struct MHD_Daemon *start_daemon(cli_metrics_t *m, int fd)
 {
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_ERROR_LOG;
     if (m->tls_cert == NULL)
         return MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                NULL, MHD_OPTION_END);
+                                NULL, MHD_OPTION_NOTIFY_COMPLETED, request_completed, m,
+                                MHD_OPTION_CONNECTION_LIMIT, METRICS_CONNECTIONS_MAX, MHD_OPTION_END);
     return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_NOTIFY_COMPLETED, request_completed, m,
+                            MHD_OPTION_CONNECTION_LIMIT, METRICS_CONNECTIONS_MAX,
                             MHD_OPTION_HTTPS_MEM_CERT, m->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, m->tls_key,
                             MHD_OPTION_END);
 }
@@ -768,6 +838,12 @@ int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *ro
         rs[i].last_lag_s = -1;
         pthread_mutex_init(&rs[i].mu, NULL);
     }
+    if (o->pages != NULL && (m->pages_ctx = o->pages->open(routes, n, m->tls_cert != NULL, m->user)) == NULL) {
+        close(fd);
+        cli_metrics_stop(m);
+        return cli_error("relay: out of memory");
+    }
+    m->pages = o->pages;
     m->daemon = start_daemon(m, fd);
     if (m->daemon == NULL) {
         close(fd);
@@ -794,6 +870,8 @@ void cli_metrics_stop(cli_metrics_t *m)
         return;
     if (m->daemon)
         MHD_stop_daemon(m->daemon);
+    if (m->pages)
+        m->pages->close(m->pages_ctx);
     pthread_mutex_lock(&m->mu);
     m->stopping = true;
     pthread_cond_broadcast(&m->cv);
