@@ -260,9 +260,14 @@ long long cli_pending_age_s(const outbox_stats_t *st);
 void cli_routes_print_text(const cli_routes_t *r);
 /* "routes":[{...},...] (a member of an object the caller opens and closes). */
 void cli_routes_print_json(const cli_routes_t *r);
-/* Text from a store on one terminal line: control bytes and backslashes
- * escaped. */
+/* Text from a store on one terminal line: control bytes (C0, DEL, C1) and
+ * backslashes escaped (\n, \t, \r, \\, \xNN). */
 void cli_put_printable(FILE *f, const char *s);
+/* The same as HTML text or an attribute value (<, >, &, " and ' as
+ * entities), so a page shows what `outbox dead list` shows; NULL: nothing. */
+void cli_put_printable_html(FILE *f, const char *s);
+/* us since the epoch as RFC 3339 UTC with microseconds. */
+void cli_rfc3339(int64_t us, char out[40]);
 /* s as a JSON string (null for NULL). */
 void cli_put_json_string(FILE *f, const char *s);
 

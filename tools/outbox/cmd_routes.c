@@ -94,11 +94,27 @@ long long cli_pending_age_s(const outbox_stats_t *st)
 /* Text of a store, fit for one terminal line: control bytes (C0, DEL, C1)
  * and backslashes escaped, so nothing a row holds can end a line or move
  * the cursor. */
-void cli_put_printable(FILE *f, const char *s)
+/* The HTML entity for c, or NULL when c stands as it is. */
+static const char *html_entity(unsigned char c)
+{
+    switch (c) {
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '&': return "&amp;";
+    case '"': return "&quot;";
+    case '\'': return "&#39;";
+    default: return NULL;
+    }
+}
+
+static void put_text(FILE *f, const char *s, bool html)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (; *p; p++) {
-        if (*p == '\\')
+        const char *entity = html ? html_entity(*p) : NULL;
+        if (entity)
+            fputs(entity, f);
+        else if (*p == '\\')
             fputs("\\\\", f);
         else if (*p == '\n')
             fputs("\\n", f);
@@ -114,6 +130,17 @@ void cli_put_printable(FILE *f, const char *s)
         } else
             fputc(*p, f);
     }
+}
+
+void cli_put_printable(FILE *f, const char *s)
+{
+    put_text(f, s, false);
+}
+
+void cli_put_printable_html(FILE *f, const char *s)
+{
+    if (s != NULL)
+        put_text(f, s, true);
 }
 
 void cli_put_json_string(FILE *f, const char *s)
@@ -214,7 +241,7 @@ typedef struct dead_out {
     FILE *f; /* the page, shown only once the listing succeeded */
 } dead_out_t;
 
-static void rfc3339(int64_t us, char out[40])
+void cli_rfc3339(int64_t us, char out[40])
 {
     time_t secs = (time_t)(us / 1000000);
     long frac = (long)(us % 1000000);
@@ -236,7 +263,7 @@ static int print_dead(void *ctx, const outbox_row_t *row)
 {
     dead_out_t *o = ctx;
     char at[40];
-    rfc3339(row->created_at, at);
+    cli_rfc3339(row->created_at, at);
     if (o->json) {
         fputs(o->n ? ",{\"id\":" : "{\"id\":", o->f);
         cli_put_json_string(o->f, row->id);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "cli.h"
 #include "csrf.h"
@@ -106,32 +105,6 @@ static void pages_completed(void **state)
 
 /* --------------------------------------------------------------- text */
 
-/* s as HTML text or attribute value, with control bytes and backslashes
- * shown as the CLI shows them (\n, \t, \r, \\, \xNN): an error text never
- * moves anything on the page and reads the same as in `outbox dead list`. */
-static void put_html(FILE *f, const char *s)
-{
-    for (; s != NULL && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                fprintf(f, "\\x%02x", c);
-            else
-                fputc(c, f);
-        }
-    }
-}
-
 /* s percent-encoded: only unreserved characters stay (so the result is
  * also safe in an HTML attribute). */
 static void put_pct(FILE *f, const char *s)
@@ -151,24 +124,6 @@ static void put_path(FILE *f, const char *route)
     fputs("/routes/", f);
     put_pct(f, route);
     fputs("/dead", f);
-}
-
-static void rfc3339(int64_t us, char out[40])
-{
-    time_t secs = (time_t)(us / 1000000);
-    long frac = (long)(us % 1000000);
-    if (frac < 0) {
-        frac += 1000000;
-        secs--;
-    }
-    struct tm tm;
-    if (gmtime_r(&secs, &tm) == NULL) {
-        snprintf(out, 40, "%lld", (long long)us);
-        return;
-    }
-    char day[32];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, 40, "%s.%06ldZ", day, frac);
 }
 
 static int hexval(char c)
@@ -367,29 +322,29 @@ static int put_row(void *ctx, const outbox_row_t *row)
     rows_ctx_t *o = ctx;
     FILE *f = o->f;
     char at[40];
-    rfc3339(row->created_at, at);
+    cli_rfc3339(row->created_at, at);
     fputs("<tr class=\"dead\" data-event-id=\"", f);
-    put_html(f, row->event_id);
+    cli_put_printable_html(f, row->event_id);
     fputs("\"><td class=\"event-id\">", f);
-    put_html(f, row->event_id);
+    cli_put_printable_html(f, row->event_id);
     fputs("</td><td class=\"type\">", f);
-    put_html(f, row->event_type);
+    cli_put_printable_html(f, row->event_type);
     if (row->ordering_key != NULL) {
         fputs("</td><td class=\"key\">", f);
-        put_html(f, row->ordering_key);
+        cli_put_printable_html(f, row->ordering_key);
     } else {
         fputs("</td><td class=\"key nokey\">-", f);
     }
     fprintf(f, "</td><td class=\"attempts\">%d</td><td class=\"time\">%s</td><td class=\"error\">",
             (int)row->attempts, at);
-    put_html(f, row->last_error);
+    cli_put_printable_html(f, row->last_error);
     fputs("</td>", f);
     if (o->token != NULL) {
         fputs("<td class=\"action\"><form method=\"post\" action=\"", f);
         put_path(f, o->route);
         fprintf(f, "/replay\"><input type=\"hidden\" name=\"csrf\" value=\"%s\">"
                    "<input type=\"hidden\" name=\"event_id\" value=\"", o->token);
-        put_html(f, row->event_id);
+        cli_put_printable_html(f, row->event_id);
         fputs("\"><button type=\"submit\" class=\"replay\">replay</button></form></td>", f);
     }
     fputs("</tr>\n", f);
@@ -484,19 +439,19 @@ static enum MHD_Result page(cli_dead_pages_t *d, struct MHD_Connection *conn, si
         return MHD_NO;
     }
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dead letters: ", f);
-    put_html(f, dr->cfg.route);
+    cli_put_printable_html(f, dr->cfg.route);
     fputs(" - outbox relay</title><style>body{font-family:sans-serif}table{border-collapse:collapse}"
           "td,th{border:1px solid #999;padding:4px 8px;text-align:left;vertical-align:top}"
           "td.error{font-family:monospace;white-space:pre-wrap;word-break:break-all}"
           "td.nokey{color:#888}#done{background:#dfd;padding:4px}#readonly{color:#555}"
           "form{margin:0}</style></head>\n<body><p><a href=\"/\">status page</a></p>\n"
           "<h1>dead letters of route <span id=\"route\">", f);
-    put_html(f, dr->cfg.route);
+    cli_put_printable_html(f, dr->cfg.route);
     fprintf(f, "</span></h1>\n<p id=\"count\">%llu dead event%s</p>\n", (unsigned long long)dead,
             dead == 1 ? "" : "s");
     if (done != NULL && done_ok(done)) {
         fputs("<p id=\"done\">", f);
-        put_html(f, done);
+        cli_put_printable_html(f, done);
         fputs("</p>\n", f);
     }
     if (restarted)
