@@ -14,6 +14,7 @@
 
 #include "outbox_int.h"
 #include "test_sink.h"
+#include "test_store.h"
 
 static atomic_size_t allocs;
 static atomic_int counting; /* 1 while the relay runs */
@@ -92,16 +93,8 @@ static void count_step(void *ctx, const outbox_relay_observation_t *o)
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/outbox-alloc-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(uri, sizeof uri, "sqlite://%s/t.db", dir);
+    test_store_make("alloc", dir, uri, 0);
     outbox_diag_t d = {0};
-    outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
-    outbox_store_t *s = NULL;
-    ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
-    outbox_schema_opts_t so = {.struct_size = sizeof so};
-    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
-    outbox_store_close(s);
     ck_assert_msg(outbox_store_open(uri, NULL, &store, &d) == OUTBOX_OK, "%s", d.message);
     test_sink_register();
     test_sink_reset(NULL);
@@ -127,10 +120,7 @@ static void teardown(void)
 {
     outbox_store_close(store);
     store = NULL;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    test_store_remove(dir);
 }
 
 /* A tracer that allocates nothing: every batch traced, its messages

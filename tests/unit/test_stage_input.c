@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "outbox_int.h"
+#include "test_store.h"
 
 static char dir[256];
 static char uri[600];
@@ -19,24 +20,16 @@ static outbox_store_t *s;
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/outbox-stage-input-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(uri, sizeof uri, "sqlite://%s/t.db", dir);
+    test_store_make("stage-input", dir, uri, OUTBOX_SCHEMA_CHECKPOINT);
     outbox_diag_t d = {0};
-    outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
-    ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
-    outbox_schema_opts_t so = {.struct_size = sizeof so, .flags = OUTBOX_SCHEMA_CHECKPOINT};
-    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
+    ck_assert_msg(outbox_store_open(uri, NULL, &s, &d) == OUTBOX_OK, "%s", d.message);
 }
 
 static void teardown(void)
 {
     outbox_store_close(s);
     s = NULL;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    test_store_remove(dir);
 }
 
 static size_t rows_in_store(void)

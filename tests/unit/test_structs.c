@@ -11,32 +11,21 @@
 
 #include "outbox_int.h"
 #include "test_sink.h"
+#include "test_store.h"
 
 static char dir[256];
 static char uri[600];
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/outbox-structs-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(uri, sizeof uri, "sqlite://%s/t.db", dir);
-    outbox_diag_t d = {0};
-    outbox_store_options_t o = {.struct_size = sizeof o, .flags = OUTBOX_OPEN_SCHEMA_ONLY};
-    outbox_store_t *s = NULL;
-    ck_assert_msg(outbox_store_open(uri, &o, &s, &d) == OUTBOX_OK, "%s", d.message);
-    outbox_schema_opts_t so = {.struct_size = sizeof so};
-    ck_assert_msg(outbox_store_schema_apply(s, &so) == OUTBOX_OK, "%s", outbox_store_message(s));
-    outbox_store_close(s);
+    test_store_make("structs", dir, uri, 0);
     test_sink_register();
     test_sink_reset(NULL);
 }
 
 static void teardown(void)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    test_store_remove(dir);
 }
 
 /* A heap copy of exactly size bytes of *full, so that ASan reports any
