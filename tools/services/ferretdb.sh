@@ -66,14 +66,7 @@ die() {
 . "$(dirname "$0")/lib.sh"
 server_name=ferretdb
 
-usage() {
-    echo "usage: $0 start|env|stop|kill|status DIR, or $0 build" >&2
-    exit 2
-}
-
-{ [ $# -eq 2 ] && [ "$1" != build ]; } || { [ $# -eq 1 ] && [ "$1" = build ]; } || usage
-cmd=$1
-dir=${2:-}
+built_server_args "$@"
 
 build() {
     if [ -x "$bin" ] && [ -e "$bin.patched" ] && "$bin" --version 2>/dev/null | grep "$version" >/dev/null; then

@@ -55,14 +55,7 @@ die() {
 . "$(dirname "$0")/lib.sh"
 server_name=jaeger
 
-usage() {
-    echo "usage: $0 start|env|stop|kill|status DIR, or $0 build" >&2
-    exit 2
-}
-
-{ [ $# -eq 2 ] && [ "$1" != build ]; } || { [ $# -eq 1 ] && [ "$1" = build ]; } || usage
-cmd=$1
-dir=${2:-}
+built_server_args "$@"
 
 built() {
     [ -x "$bin" ] && "$bin" version 2>/dev/null | grep -qF "\"gitVersion\":\"$version\""

@@ -58,9 +58,22 @@ stop_with() {
     die "$server_name $pid did not exit within 30 s of SIG$1"
 }
 
-# built_server_main CMD: the commands of a script whose server is built
-# from source (FerretDB, toxiproxy, Jaeger), with the script's build, start,
-# running, print_env and usage: build (prints the binary), start (builds
+built_server_usage() {
+    echo "usage: $0 start|env|stop|kill|status DIR, or $0 build" >&2
+    exit 2
+}
+
+# built_server_args ARGS...: cmd and dir of a script whose server is built
+# from source (FerretDB, toxiproxy, Jaeger): "build", or a command and DIR.
+built_server_args() {
+    { [ $# -eq 2 ] && [ "$1" != build ]; } || { [ $# -eq 1 ] && [ "$1" = build ]; } ||
+        built_server_usage
+    cmd=$1
+    dir=${2:-}
+}
+
+# built_server_main CMD: the commands of such a script, with its build,
+# start, running and print_env: build (prints the binary), start (builds
 # first), env, stop, kill, status.
 built_server_main() {
     case $1 in
@@ -80,6 +93,6 @@ built_server_main() {
     stop) stop_with TERM ;;
     kill) stop_with KILL ;;
     status) running ;;
-    *) usage ;;
+    *) built_server_usage ;;
     esac
 }

@@ -44,14 +44,7 @@ die() {
 . "$(dirname "$0")/lib.sh"
 server_name=toxiproxy
 
-usage() {
-    echo "usage: $0 start|env|stop|kill|status DIR, or $0 build" >&2
-    exit 2
-}
-
-{ [ $# -eq 2 ] && [ "$1" != build ]; } || { [ $# -eq 1 ] && [ "$1" = build ]; } || usage
-cmd=$1
-dir=${2:-}
+built_server_args "$@"
 
 build() {
     if [ -x "$bin" ] && "$bin" -version 2>/dev/null | grep -qF "version ${version#v}"; then
