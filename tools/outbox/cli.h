@@ -204,6 +204,8 @@ void cli_notify_watchdog(void);
  * token=, ... parameters, in a URI or a key=value string), so that no line
  * the tool prints shows them: each becomes "***". */
 void cli_note_secrets(const char *uri);
+/* The value of one hexadecimal digit (either case), or -1. */
+int cli_hex_digit(char c);
 /* A secret given on its own (a password from the environment or a file):
  * masked like those of the URIs. */
 void cli_note_secret(const char *secret);

@@ -33,7 +33,7 @@ static void add_secret(const char *s, size_t len)
         secrets[n_secrets++] = copy;
 }
 
-static int hex_value(char c)
+int cli_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -54,8 +54,8 @@ static void add_secret_forms(const char *s, size_t len)
         return;
     size_t w = 0;
     for (size_t i = 0; i < len; i++) {
-        if (s[i] == '%' && i + 2 < len && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-            plain[w++] = (char)(hex_value(s[i + 1]) << 4 | hex_value(s[i + 2]));
+        if (s[i] == '%' && i + 2 < len && cli_hex_digit(s[i + 1]) >= 0 && cli_hex_digit(s[i + 2]) >= 0) {
+            plain[w++] = (char)(cli_hex_digit(s[i + 1]) << 4 | cli_hex_digit(s[i + 2]));
             i += 2;
         } else {
             plain[w++] = s[i];

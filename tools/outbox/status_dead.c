@@ -126,17 +126,6 @@ static void put_path(FILE *f, const char *route)
     fputs("/dead", f);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes one application/x-www-form-urlencoded component [s, end) into
  * out; false when it does not fit, is malformed or holds a NUL. */
 static bool form_decode(const char *s, const char *end, char *out, size_t size)
@@ -149,7 +138,7 @@ static bool form_decode(const char *s, const char *end, char *out, size_t size)
         } else if (c == '%') {
             if (end - s < 3)
                 return false;
-            int hi = hexval(s[1]), lo = hexval(s[2]);
+            int hi = cli_hex_digit(s[1]), lo = cli_hex_digit(s[2]);
             if (hi < 0 || lo < 0)
                 return false;
             c = hi * 16 + lo;
