@@ -331,8 +331,6 @@ int bench_schema_apply(const char *store_uri, const char *relation, char *err, s
  * 1,000 is its own. */
 int bench_stage_backlog(const bench_opts_t *o, const char *relation, const char *route,
                         double *seconds, char *err, size_t errlen);
-/* The last error of the metrics module (metrics_shim.c), for --metrics. */
-extern char bench_metrics_error[1024];
 int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *route,
                       bench_drain_t *out, char *err, size_t errlen);
 

@@ -284,8 +284,9 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
         cli_metrics_route_t mr = {.route = route, .store_uri = o->store, .relation = relation,
                                   .poll_us = o->poll_us};
         cli_metrics_opts_t mo = {.listen = o->metrics_listen, .stats_interval_us = 5000000};
-        if (cli_metrics_start(&mo, &mr, 1, &metrics) != 0) {
-            snprintf(err, errlen, "--metrics: %s", bench_metrics_error);
+        char why[600];
+        if (cli_metrics_start(&mo, &mr, 1, &metrics, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--metrics: %s", why);
             rc = BENCH_EXIT_USAGE;
         }
     }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "config.h"
 #include "metrics.h"
 #include "status_dead.h"
@@ -402,13 +403,6 @@ typedef struct purger {
     atomic_bool stop;
 } purger_t;
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void nap_us(int64_t us)
 {
     struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
@@ -432,11 +426,11 @@ static void *purger_main(void *arg)
 {
     purger_t *p = arg;
     while (!atomic_load(&p->stop)) {
-        int64_t now = mono_us();
+        int64_t now = tool_mono_us();
         for (size_t i = 0; i < p->n && !atomic_load(&p->stop); i++)
             if (p->stores[i] && now >= p->due_us[i]) {
                 purge_route(p, i);
-                p->due_us[i] = mono_us() + p->routes[i].purge_interval_us;
+                p->due_us[i] = tool_mono_us() + p->routes[i].purge_interval_us;
             }
         nap_us(100000);
     }
@@ -522,9 +516,9 @@ static void supervise(size_t started)
             stopping = true;
             cli_notify_stopping();
         }
-        if (watchdog_us > 0 && mono_us() >= pet_at) {
+        if (watchdog_us > 0 && tool_mono_us() >= pet_at) {
             cli_notify_watchdog();
-            pet_at = mono_us() + watchdog_us / 2;
+            pet_at = tool_mono_us() + watchdog_us / 2;
         }
         nap_us(50000);
     }
@@ -607,6 +601,12 @@ static int open_route(worker_t *ws, const relay_args_t *a, bool first)
 
 /* With metrics on (routes[0] says), binds and starts serving before any
  * route opens, and gives every route's relays the observer. */
+/* The metrics server's own lines, in the relay's log. */
+static void metrics_log(int level, const char *line)
+{
+    cli_log(level, "%s", line);
+}
+
 static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **m)
 {
     *m = NULL;
@@ -619,7 +619,11 @@ static int metrics_begin(relay_args_t *routes, size_t n_routes, cli_metrics_t **
         mr[r] = (cli_metrics_route_t){.route = routes[r].cfg.route, .store_uri = routes[r].store.uri,
                                       .relation = routes[r].store.relation, .poll_us = routes[r].cfg.poll_us};
     routes[0].metrics.pages = &cli_dead_pages;
-    int ex = cli_metrics_start(&routes[0].metrics, mr, n_routes, m);
+    routes[0].metrics.log = metrics_log;
+    char err[600];
+    int ex = cli_metrics_start(&routes[0].metrics, mr, n_routes, m, err, sizeof err) == 0
+                 ? CLI_EXIT_OK
+                 : cli_error("relay: %s", err);
     free(mr);
     for (size_t r = 0; r < n_routes && ex == CLI_EXIT_OK; r++) {
         routes[r].cfg.observe = cli_metrics_observe;

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "clock.h"
 #include "csrf.h"
 
 /* The tokens remembered: a browser that has not been back for this long,
@@ -26,13 +27,6 @@ struct cli_csrf {
     token_t tokens[N_TOKENS];
     size_t next; /* the slot the next token takes: the oldest */
 };
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 cli_csrf_t *cli_csrf_new(void)
 {
@@ -101,7 +95,7 @@ static int random_bytes(unsigned char *buf, size_t n)
 
 int cli_csrf_token(cli_csrf_t *c, const char *cookie, char out[CLI_CSRF_TOKEN_LEN + 1], bool *fresh)
 {
-    int64_t now = mono_us();
+    int64_t now = tool_mono_us();
     *fresh = false;
     pthread_mutex_lock(&c->mu);
     if (well_formed(cookie) && issued(c, cookie, now)) {
@@ -136,7 +130,7 @@ bool cli_csrf_valid(cli_csrf_t *c, const char *cookie, const char *field)
         return false;
     bool same = same_token(cookie, field);
     pthread_mutex_lock(&c->mu);
-    bool ours = issued(c, cookie, mono_us());
+    bool ours = issued(c, cookie, tool_mono_us());
     pthread_mutex_unlock(&c->mu);
     return same && ours;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "otlp_int.h"
 
 #define TIMEOUT_DEFAULT_US 2000000
@@ -102,13 +103,6 @@ static void post(otlp_exporter_t *e, CURL *c, struct curl_slist *headers, const 
 
 /* ---------------------------------------------------------- thread */
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void wait_until(otlp_exporter_t *e, int64_t until_us)
 {
     struct timespec ts = {.tv_sec = (time_t)(until_us / 1000000), .tv_nsec = (long)(until_us % 1000000) * 1000};
@@ -149,8 +143,8 @@ static void *export_main(void *arg)
     otlp_buf_t body = {0};
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        int64_t due = mono_us() + e->interval_us;
-        while (!e->stopping && e->n_ready < OTLP_POST_EARLY && mono_us() < due)
+        int64_t due = tool_mono_us() + e->interval_us;
+        while (!e->stopping && e->n_ready < OTLP_POST_EARLY && tool_mono_us() < due)
             wait_until(e, due);
         bool last = e->stopping;
         /* At the stop, one more pass over what is queued: every POST is

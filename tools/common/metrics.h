@@ -1,4 +1,5 @@
-/* outbox relay's metrics: the relays' observations aggregated per route,
+/* outbox relay's metrics (outbox-bench --metrics runs the same module): the
+ * relays' observations aggregated per route,
  * a stats poller on store handles of its own, and an HTTP server with
  * /metrics (Prometheus text format), /healthz, /readyz and a status page. */
 #ifndef OUTBOX_CLI_METRICS_H
@@ -55,16 +56,19 @@ typedef struct cli_metrics_opts {
      * without a user is ignored). */
     const char *user, *password;
     const cli_metrics_pages_t *pages; /* NULL: none (/routes/ is a 404) */
+    /* Where libmicrohttpd's own messages go, one line each at level
+     * OUTBOX_LOG_DEBUG (any client can cause them); NULL: dropped. */
+    void (*log)(int level, const char *line);
 } cli_metrics_opts_t;
 
 /* Checks what o names (the files readable, pairs complete) without
  * starting anything; a one-line reason in err on failure. */
 int cli_metrics_opts_check(const cli_metrics_opts_t *o, char *err, size_t size);
 
-/* Binds o->listen and starts serving and polling; on failure prints a
- * one-line error and returns the CLI exit status (*out NULL). */
+/* Binds o->listen and starts serving and polling: 0, or -1 with *out NULL
+ * and a one-line reason in err (no program name; the caller says whose). */
 int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *routes, size_t n,
-                      cli_metrics_t **out);
+                      cli_metrics_t **out, char *err, size_t errlen);
 /* The observe_ctx for route i (its observer is cli_metrics_observe). */
 void *cli_metrics_route_ctx(cli_metrics_t *m, size_t i);
 void cli_metrics_observe(void *ctx, const outbox_relay_observation_t *o);

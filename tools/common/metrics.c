@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "clock.h"
 #include "metrics.h"
 
 #define N_DUR_BUCKETS 14
@@ -71,21 +71,8 @@ struct cli_metrics {
     /* Under mu: the span exporter's counters (NULL: no tracing). */
     void (*tracing_read)(void *ctx, cli_metrics_tracing_t *out);
     void *tracing_ctx;
+    void (*log)(int level, const char *line); /* NULL: libmicrohttpd's lines dropped */
 };
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void histo_add(histo_t *h, const double *le, size_t n_le, double v)
 {
@@ -192,7 +179,7 @@ static int bind_listen(const char *where, char *err, size_t size)
 void cli_metrics_observe(void *ctx, const outbox_relay_observation_t *o)
 {
     route_metrics_t *rm = ctx;
-    int64_t now = o->ok && o->claim_us >= 0 ? mono_us() : 0;
+    int64_t now = o->ok && o->claim_us >= 0 ? tool_mono_us() : 0;
     pthread_mutex_lock(&rm->mu);
     rm->claimed += o->claimed;
     rm->published += o->published;
@@ -208,7 +195,7 @@ void cli_metrics_observe(void *ctx, const outbox_relay_observation_t *o)
     if (o->publish_us >= 0)
         rm->breaker_open = o->breaker_open;
     if (o->claim_us >= 0 && (o->ok || o->settle_us >= 0))
-        rm->last_claim_ok_us = now ? now : mono_us();
+        rm->last_claim_ok_us = now ? now : tool_mono_us();
     if (o->claim_us >= 0)
         histo_add(&rm->claim, dur_le, N_DUR_BUCKETS, (double)o->claim_us / 1e6);
     if (o->publish_us >= 0)
@@ -221,7 +208,7 @@ void cli_metrics_observe(void *ctx, const outbox_relay_observation_t *o)
         rm->last_lag_s = s;
     }
     if (o->published > 0) {
-        int64_t sec = (now ? now : mono_us()) / 1000000;
+        int64_t sec = (now ? now : tool_mono_us()) / 1000000;
         size_t slot = (size_t)(sec % RING);
         if (rm->ring_sec[slot] != sec) {
             rm->ring_sec[slot] = sec;
@@ -270,7 +257,7 @@ static void *poller_main(void *arg)
                     stores[i] = NULL;
                 }
             }
-            int64_t now = mono_us(), wall = wall_us();
+            int64_t now = tool_mono_us(), wall = tool_wall_us();
             pthread_mutex_lock(&rm->mu);
             rm->stats_ok = rc == OUTBOX_OK;
             if (rc == OUTBOX_OK) {
@@ -465,7 +452,7 @@ void cli_metrics_set_tracing(cli_metrics_t *m, void (*read)(void *ctx, cli_metri
 
 static char *render(cli_metrics_t *m, const char *url, unsigned *status, const char **type, size_t *len)
 {
-    int64_t now = mono_us();
+    int64_t now = tool_mono_us();
     char(*why)[OUTBOX_MESSAGE_MAX + 64] = calloc(m->n, sizeof *why);
     int *ready = calloc(m->n, sizeof *ready);
     route_metrics_t *snap = why && ready ? snapshot(m, now, why, ready) : NULL;
@@ -751,11 +738,14 @@ static void free_metrics(cli_metrics_t *m)
  * any client can cause them. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    cli_metrics_t *m = cls;
+    if (m->log == NULL)
+        return;
     char line[512];
-    vsnprintf(line, sizeof line, fmt, ap);
+    int w = snprintf(line, sizeof line, "metrics: ");
+    vsnprintf(line + w, sizeof line - (size_t)w, fmt, ap);
     line[strcspn(line, "\r\n")] = '\0';
-    cli_log(OUTBOX_LOG_DEBUG, "metrics: %s", line);
+    m->log(OUTBOX_LOG_DEBUG, line);
 }
 
 /* The end of a request: what the pages kept for it is freed. */
@@ -782,47 +772,60 @@ static struct MHD_Daemon *start_daemon(cli_metrics_t *m, int fd)
     if (m->tls_cert == NULL)
         return MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                NULL, MHD_OPTION_NOTIFY_COMPLETED, request_completed, m,
+                                m, MHD_OPTION_NOTIFY_COMPLETED, request_completed, m,
                                 MHD_OPTION_CONNECTION_LIMIT, METRICS_CONNECTIONS_MAX, MHD_OPTION_END);
     return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
                             MHD_OPTION_NOTIFY_COMPLETED, request_completed, m,
                             MHD_OPTION_CONNECTION_LIMIT, METRICS_CONNECTIONS_MAX,
                             MHD_OPTION_HTTPS_MEM_CERT, m->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, m->tls_key,
                             MHD_OPTION_END);
 }
 
+/* Fills err (when there is room) and returns -1. */
+static int start_fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int start_fail(char *err, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (size > 0)
+        vsnprintf(err, size, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *routes, size_t n,
-                      cli_metrics_t **out)
+                      cli_metrics_t **out, char *errbuf, size_t errlen)
 {
     *out = NULL;
     char err[512];
     if (cli_metrics_opts_check(o, err, sizeof err) != 0)
-        return cli_error("relay: metrics: %s", err);
+        return start_fail(errbuf, errlen, "metrics: %s", err);
     if (o->tls_cert != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-        return cli_error("relay: metrics: this libmicrohttpd was built without TLS");
+        return start_fail(errbuf, errlen, "metrics: this libmicrohttpd was built without TLS");
     cli_metrics_t *m = calloc(1, sizeof *m);
     route_metrics_t *rs = calloc(n, sizeof *rs);
     if (m == NULL || rs == NULL) {
         free(m);
         free(rs);
-        return cli_error("relay: out of memory");
+        return start_fail(errbuf, errlen, "out of memory");
     }
     m->routes = rs;
+    m->log = o->log;
     if (o->tls_cert != NULL && ((m->tls_cert = read_pem(o->tls_cert, err, sizeof err)) == NULL ||
                                 (m->tls_key = read_pem(o->tls_key, err, sizeof err)) == NULL)) {
         free_metrics(m);
-        return cli_error("relay: metrics: %s", err);
+        return start_fail(errbuf, errlen, "metrics: %s", err);
     }
     if (o->user != NULL && ((m->user = strdup(o->user)) == NULL ||
                             (m->password = strdup(o->password)) == NULL)) {
         free_metrics(m);
-        return cli_error("relay: out of memory");
+        return start_fail(errbuf, errlen, "out of memory");
     }
     int fd = bind_listen(o->listen, err, sizeof err);
     if (fd < 0) {
         free_metrics(m);
-        return cli_error("relay: metrics listen %s", err);
+        return start_fail(errbuf, errlen, "metrics listen %s", err);
     }
     m->n = n;
     m->interval_us = o->stats_interval_us > 0 ? o->stats_interval_us : 5000000;
@@ -841,7 +844,7 @@ int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *ro
     if (o->pages != NULL && (m->pages_ctx = o->pages->open(routes, n, m->tls_cert != NULL, m->user)) == NULL) {
         close(fd);
         cli_metrics_stop(m);
-        return cli_error("relay: out of memory");
+        return start_fail(errbuf, errlen, "out of memory");
     }
     m->pages = o->pages;
     m->daemon = start_daemon(m, fd);
@@ -849,19 +852,19 @@ int cli_metrics_start(const cli_metrics_opts_t *o, const cli_metrics_route_t *ro
         close(fd);
         bool tls = m->tls_cert != NULL;
         cli_metrics_stop(m);
-        return tls ? cli_error("relay: metrics: cannot start the HTTPS server on %s: the "
-                               "certificate or the key was refused (do they belong together?)",
+        return tls ? start_fail(errbuf, errlen, "metrics: cannot start the HTTPS server on %s: the "
+                                          "certificate or the key was refused (do they belong together?)",
                                o->listen)
-                   : cli_error("relay: metrics: cannot start the HTTP server on %s", o->listen);
+                   : start_fail(errbuf, errlen, "metrics: cannot start the HTTP server on %s", o->listen);
     }
     int e = pthread_create(&m->poller, NULL, poller_main, m);
     if (e != 0) {
         cli_metrics_stop(m);
-        return cli_error("relay: metrics: cannot start the stats poller: %s", strerror(e));
+        return start_fail(errbuf, errlen, "metrics: cannot start the stats poller: %s", strerror(e));
     }
     m->poller_started = true;
     *out = m;
-    return CLI_EXIT_OK;
+    return 0;
 }
 
 void cli_metrics_stop(cli_metrics_t *m)
