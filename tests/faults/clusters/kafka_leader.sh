@@ -18,9 +18,8 @@
 # A fault counts as caught when the relays were publishing in the moment
 # before it, with a backlog left, and it held rows: a leader kill, rows of
 # the keys of its partitions, committed before it, still unpublished 2 s
-# later (before any new leader can be elected); a relay kill, rows claimed
-# before it still in processing 1 s later (the killed relay's: the live one
-# renews its own). Faults go on, up to three times as many, until each kind was
+# later (before any new leader can be elected); a relay kill, rows the
+# killed relay held (see kill_relay). Faults go on, up to three times as many, until each kind was
 # caught at least once. Then, once the trickle stops and everything drains:
 # every row published, none pending, processing or dead; the topic read
 # back with confluent-kafka has every event, each key in staging order by
@@ -140,8 +139,26 @@ held_keys() {
        AND status <> 'published' AND ordering_key IN (${1:-NULL})"
 }
 
+# kill_relay: a relay that holds rows gets SIGKILL. No column says which
+# relay claimed a row, so each candidate (the first one at random) is
+# frozen (SIGSTOP) for 1.2 s: the live relay renews each of its leases
+# every third of LEASE (0.67 s), so the rows in processing whose lease was
+# last taken before the freeze are the frozen relay's. A relay found
+# holding some is killed while still frozen (VICTIM_HELD of them); one
+# holding none is let go and the other tried.
 kill_relay() {
-    VICTIM=$((1 + RANDOM % RELAYS))
+    local first=$((1 + RANDOM % RELAYS)) i t0
+    VICTIM_HELD=0
+    for i in $(seq 0 $((RELAYS - 1))); do
+        VICTIM=$(( (first - 1 + i) % RELAYS + 1 ))
+        t0=$(now_ms)
+        "$HARNESS_DIR/freeze.sh" stop "${RELAY[$VICTIM]}" || fail "relay $VICTIM could not be frozen"
+        sleep 1.2
+        VICTIM_HELD=$(q "SELECT count(*) FROM $REL WHERE status = 'processing'
+                         AND processing_at < to_timestamp($t0 / 1000.0)")
+        [ "$VICTIM_HELD" -gt 0 ] && break
+        "$HARNESS_DIR/freeze.sh" cont "${RELAY[$VICTIM]}"
+    done
     fault relay "relay$VICTIM"
     kill9 "${RELAY[$VICTIM]}"
 }
@@ -186,14 +203,10 @@ while :; do
         [ "$BUSY" = 1 ] && [ "$held" -gt 0 ] && caught_l=$((caught_l + 1))
     else
         busy_then kill_relay
-        t=$FAULT_AT
-        sleep 1
-        held=$(q "SELECT count(*) FROM $REL WHERE status = 'processing'
-                  AND processing_at < to_timestamp($t / 1000.0)")
-        echo "relay kill $((done_r + 1)): relay $VICTIM, busy before $BUSY, its rows in processing 1 s after $held"
+        echo "relay kill $((done_r + 1)): relay $VICTIM, busy before $BUSY, rows it held when killed $VICTIM_HELD"
         relay "$VICTIM"
         done_r=$((done_r + 1))
-        [ "$BUSY" = 1 ] && [ "$held" -gt 0 ] && caught_r=$((caught_r + 1))
+        [ "$BUSY" = 1 ] && [ "$VICTIM_HELD" -gt 0 ] && caught_r=$((caught_r + 1))
     fi
 done
 [ $caught_l -gt 0 ] && pass "$caught_l of $done_l leader kills caught the relays publishing and held the rows of its keys" ||
