@@ -245,6 +245,11 @@ const outbox_driver_t *outbox_store_driver(const outbox_store_t *s)
     return s ? s->drv : NULL;
 }
 
+void *outbox_store_driver_handle(const outbox_store_t *s)
+{
+    return s ? s->h : NULL;
+}
+
 const char *outbox_store_relation(const outbox_store_t *s)
 {
     return s->relation;

@@ -2,6 +2,8 @@
  *
  * The files are floors, and a file calls only the floors below its own:
  *
+ *   6  ceiling.c         the benchmark ceiling (outbox/ceiling.h), built into
+ *                        outbox-bench only, never into the module
  *   5  sqlite.c          the descriptor and vtable: open/close, capabilities,
  *                        begin/commit/rollback, native handles, init
  *   4  sqlite_rows.c     stage, claim, settle, the clock checkpoint
@@ -270,6 +272,28 @@ SQ_HIDDEN int outbox_sqlite_refresh(sq_handle_t *h, outbox_diag_t *d);
  * columns keep_row reads; keep_row copies the row st is on into the arena. */
 SQ_HIDDEN void outbox_sqlite_add_returning(const sq_handle_t *h, outbox_kit_buf_t *b);
 SQ_HIDDEN int outbox_sqlite_keep_row(sq_handle_t *h, sqlite3_stmt *st, outbox_diag_t *d);
+
+/* The relay's hot path as statements, shared by claim and settle and by
+ * the driver's benchmark ceiling (ceiling.c), which drives them bare.
+ * Each runs inside the relay transaction the caller began
+ * (outbox_sqlite_tx_begin_relay):
+ *  - fence_stamp: the fence a claim of route at now writes: now, unless a
+ *    row of the route already holds a stamp >= now (same microsecond,
+ *    lease 0, a clock that stepped back), then one past it, so no two live
+ *    claims share a fence;
+ *  - claim_stmt: the cached claim statement bound for req at now with
+ *    fence stamp; stepping it returns the claimed rows (add_returning's
+ *    columns, id first);
+ *  - settle_stmt: the cached fenced UPDATE for it, bound; stepping it once
+ *    settles the row, sqlite3_changes() says whether it still held the
+ *    fence. */
+SQ_HIDDEN int outbox_sqlite_fence_stamp(sq_handle_t *h, const char *route, int64_t now,
+                                        int64_t *stamp, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_claim_stmt(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
+                                       int64_t stamp, sqlite3_stmt **out, outbox_diag_t *d);
+SQ_HIDDEN int outbox_sqlite_settle_stmt(sq_handle_t *h, int64_t fence, int64_t now,
+                                        const outbox_settle_item_t *it, sqlite3_stmt **out,
+                                        outbox_diag_t *d);
 
 SQ_HIDDEN int outbox_sqlite_stage(void *handle, const outbox_stage_ctx_t *ctx,
                                   const outbox_row_t *rows, size_t n, size_t *staged,

@@ -417,11 +417,8 @@ static void sql_max_processing(const sq_handle_t *h, outbox_kit_buf_t *b)
     outbox_kit_buf_puts(b, " WHERE outbox_route = ?1 AND status = 'processing'");
 }
 
-/* The fence this claim writes: now, unless a row of the route already
- * holds a stamp >= now (same microsecond, lease 0, or a clock that stepped
- * back), in which case one past it, so no two live claims share a fence. */
-static int fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *stamp,
-                       outbox_diag_t *d)
+int outbox_sqlite_fence_stamp(sq_handle_t *h, const char *route, int64_t now, int64_t *stamp,
+                              outbox_diag_t *d)
 {
     sqlite3_stmt *st;
     int rc = outbox_sqlite_stmt(h, SQ_MAX_PROCESSING, sql_max_processing, &st, d);
@@ -509,9 +506,8 @@ static int cmp_hlc(const void *a, const void *b)
     return cmp_created(a, b);
 }
 
-/* Runs the claim statement inside the open transaction and keeps its rows. */
-static int claim_rows(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now, int64_t stamp,
-                      outbox_diag_t *d)
+int outbox_sqlite_claim_stmt(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now,
+                             int64_t stamp, sqlite3_stmt **out, outbox_diag_t *d)
 {
     sqlite3_stmt *st;
     int rc = req->hlc_order ? outbox_sqlite_stmt(h, SQ_CLAIM_HLC, sql_claim_hlc, &st, d)
@@ -526,6 +522,18 @@ static int claim_rows(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now
     sqlite3_bind_int64(st, 3, cut);
     sqlite3_bind_int64(st, 4, limit);
     sqlite3_bind_int64(st, 5, stamp);
+    *out = st;
+    return OUTBOX_OK;
+}
+
+/* Runs the claim statement inside the open transaction and keeps its rows. */
+static int claim_rows(sq_handle_t *h, const outbox_claim_req_t *req, int64_t now, int64_t stamp,
+                      outbox_diag_t *d)
+{
+    sqlite3_stmt *st;
+    int rc = outbox_sqlite_claim_stmt(h, req, now, stamp, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         rc = outbox_sqlite_keep_row(h, st, d);
@@ -556,7 +564,7 @@ int outbox_sqlite_claim(void *handle, const outbox_claim_req_t *req, const outbo
         rc = outbox_sqlite_tx_begin_relay(h, d);
         if (rc != OUTBOX_OK)
             return rc;
-        rc = fence_stamp(h, req->route, now, &stamp, d);
+        rc = outbox_sqlite_fence_stamp(h, req->route, now, &stamp, d);
         if (rc == OUTBOX_OK)
             rc = claim_rows(h, req, now, stamp, d);
         if (rc == OUTBOX_OK) {
@@ -622,8 +630,8 @@ static void sql_set_release(const sq_handle_t *h, outbox_kit_buf_t *b)
                         "processing_at = NULL, available_at = coalesce(?3, available_at)");
 }
 
-static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_item_t *it,
-                      outbox_diag_t *d)
+int outbox_sqlite_settle_stmt(sq_handle_t *h, int64_t fence, int64_t now,
+                              const outbox_settle_item_t *it, sqlite3_stmt **out, outbox_diag_t *d)
 {
     sqlite3_stmt *st;
     int rc;
@@ -651,6 +659,17 @@ static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_
         bind_stamp(st, 3, it->available_at);
     if (it->kind == OUTBOX_SETTLE_RESCHEDULE || it->kind == OUTBOX_SETTLE_DEAD)
         bind_text(st, 4, it->error);
+    *out = st;
+    return OUTBOX_OK;
+}
+
+static int settle_one(sq_handle_t *h, int64_t fence, int64_t now, outbox_settle_item_t *it,
+                      outbox_diag_t *d)
+{
+    sqlite3_stmt *st;
+    int rc = outbox_sqlite_settle_stmt(h, fence, now, it, &st, d);
+    if (rc != OUTBOX_OK)
+        return rc;
     rc = outbox_sqlite_run(h, st, d, "settling");
     if (rc == OUTBOX_OK)
         it->applied = sqlite3_changes(h->db) > 0;
@@ -710,7 +729,7 @@ int outbox_sqlite_renew(void *handle, const outbox_renew_req_t *req, outbox_fenc
     if (rc != OUTBOX_OK)
         return rc;
     int64_t stamp = 0;
-    rc = fence_stamp(h, req->route, outbox_sqlite_host->now_us(), &stamp, d);
+    rc = outbox_sqlite_fence_stamp(h, req->route, outbox_sqlite_host->now_us(), &stamp, d);
     sqlite3_stmt *st = NULL;
     if (rc == OUTBOX_OK)
         rc = outbox_sqlite_stmt(h, SQ_RENEW, sql_renew, &st, d);

@@ -124,6 +124,12 @@ OUTBOX_API const char *outbox_store_message(const outbox_store_t *s);
 OUTBOX_API uint32_t outbox_store_capabilities(const outbox_store_t *s);
 /* The driver behind the handle; NULL for NULL. */
 OUTBOX_API const outbox_driver_t *outbox_store_driver(const outbox_store_t *s);
+/* The driver's own handle behind s, what its open returned: for code built
+ * together with that driver and knowing its layout (the driver's benchmark
+ * ceiling, its tests). Compare outbox_store_driver(s) with the driver you
+ * were built with first; any other use breaks with the next driver
+ * release. NULL for NULL. */
+OUTBOX_API void *outbox_store_driver_handle(const outbox_store_t *s);
 
 /* Per-route settings for staging. */
 typedef struct outbox_route_config {

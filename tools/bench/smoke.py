@@ -42,8 +42,10 @@ with tempfile.TemporaryDirectory() as tmp:
         check(row.get("events_per_s", 0) > 0, "events_per_s > 0")
         check(row.get("ceiling_events_per_s", 0) > 0, "ceiling_events_per_s > 0")
         check(row.get("sink") == "null:", "default sink is null:")
-        check(row.get("sql_verified") is True,
-              "the ceiling's SQL is the SQL the driver runs (sql_verified)")
+        # The SQLite ceiling is built from the driver's own statements; the
+        # unit test ceiling_sqlite checks them, so nothing is traced here.
+        check("sql_verified" in row and row["sql_verified"] is None,
+              "sqlite: sql_verified present and null (the ceiling is the driver's own)")
         check((row.get("reference_events_per_s") or 0) > 0 and
               (row.get("reference_ratio") or 0) > 0,
               "sqlite runs the reference claim+mark (positive rate and ratio)")

@@ -873,7 +873,8 @@ int bench_throughput(const bench_opts_t *o)
                cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), ceiling_text, n,
                ratios_text, rates, ccpu_text, has_ceiling ? cpu_ratio_text : "null",
                stage_s > 0 ? (double)o->events / stage_s : 0, reference,
-               has_ceiling ? (verified ? "true" : "false") : "null", missing, bench_loadavg(),
+               has_ceiling && o->backend->trace_check ? (verified ? "true" : "false") : "null",
+               missing, bench_loadavg(),
                table_names[o->table], two_text, sink_text, pipeline);
         fflush(stdout);
     } else {

@@ -1,0 +1,95 @@
+/* outbox/ceiling.h: a store driver's benchmark ceiling, for outbox-bench.
+ *
+ * A ceiling is what the driver's claim and mark-published cost by
+ * themselves: the driver's own statements, run by a bare loop that does
+ * nothing else (no relay, no sink, no copy of the rows), so that
+ * outbox-bench can say which share of it the relay reaches. It lives beside
+ * its driver (drivers/store-NAME/ceiling.c), is compiled with the driver's
+ * own sources (-DOUTBOX_DRIVER_STATIC) into outbox-bench only, and builds
+ * its statements with the driver's own functions: a change to the driver's
+ * SQL is a change to its ceiling. The bench registers the driver it was
+ * built with (outbox_driver_register), so the relay it measures runs the
+ * same code.
+ *
+ * The bench owns the threads and the clock: each worker is opened (and its
+ * statements prepared) before the clock starts, then steps until the
+ * backlog is published.
+ *
+ * Part of the source tree, not of the installed SDK: a driver kept
+ * elsewhere is measured with outbox-bench --driver PATH --no-ceiling.
+ *
+ * Every int entry returns 0, or OUTBOX_CEILING_FAIL / OUTBOX_CEILING_USAGE
+ * (bad input: a table the bench did not create, a URI the ceiling cannot
+ * serve) with one line in err, no program name. */
+#ifndef OUTBOX_CEILING_H
+#define OUTBOX_CEILING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox/outbox.h"
+
+enum { OUTBOX_CEILING_FAIL = 1, OUTBOX_CEILING_USAGE = 2 };
+
+/* What one worker drains. */
+typedef struct outbox_ceiling_job {
+    uint32_t struct_size; /* sizeof(outbox_ceiling_job_t) */
+    const char *relation; /* the copy of the backlog this drain empties */
+    const char *route;
+    long batch;
+    int64_t lease_us; /* the relay's lease: the claim's takeover cut */
+    int reference;    /* 1: the plain reference claim + mark, not the driver's */
+} outbox_ceiling_job_t;
+
+/* One row of a backlog, in claim order, as the store hands it back. */
+typedef struct outbox_ceiling_row {
+    const char *event_id;
+    const char *ordering_key; /* NULL: none */
+    int64_t occurred_us;      /* microseconds since the epoch */
+    const char *payload;
+    size_t payload_len;
+} outbox_ceiling_row_t;
+
+typedef struct outbox_store_ceiling {
+    uint32_t struct_size; /* sizeof(outbox_store_ceiling_t) */
+    const char *name;     /* the driver's name */
+    /* The driver the ceiling was compiled with (its OUTBOX_DRIVER_STATIC
+     * entry), for outbox_driver_register. */
+    const outbox_driver_t *(*driver)(void);
+    /* 1 when the ceiling runs in the bench's process, so its CPU time
+     * compares with the relay's. */
+    int in_process;
+
+    /* The bench's own connection, for everything around the drains. The
+     * bench drops and recreates its relations, so claim_relation records
+     * each one it creates and refuses an existing table it did not create;
+     * drop_relation drops one of its own and forgets it. */
+    int (*open)(const char *uri, void **db, char *err, size_t errlen);
+    void (*close)(void *db);
+    int (*claim_relation)(void *db, const char *relation, char *err, size_t errlen);
+    int (*drop_relation)(void *db, const char *relation, char *err, size_t errlen);
+    /* Copies every row of from into the empty table to. */
+    int (*copy)(void *db, const char *from, const char *to, char *err, size_t errlen);
+    /* Rows of relation whose status is status. */
+    int (*count)(void *db, const char *relation, const char *status, long *count, char *err,
+                 size_t errlen);
+    /* The same quiet state before every drain of relation (SQLite: an empty
+     * WAL); relation NULL: the whole store, after the run. */
+    int (*quiesce)(void *db, const char *relation, char *err, size_t errlen);
+    /* Every row of relation in claim order, to fn (which returns 0, or
+     * non-zero to stop: then this returns OUTBOX_CEILING_FAIL). */
+    int (*messages)(void *db, const char *relation,
+                    int (*fn)(void *ctx, const outbox_ceiling_row_t *row), void *ctx, char *err,
+                    size_t errlen);
+
+    /* A worker: a connection of its own with its statements ready. */
+    int (*worker_open)(void *db, const outbox_ceiling_job_t *job, void **worker, char *err,
+                       size_t errlen);
+    /* One claim of job->batch rows and one mark of those rows published, as
+     * the driver runs them; *published the rows marked (0: nothing was
+     * claimable just now). */
+    int (*worker_step)(void *worker, long *published, char *err, size_t errlen);
+    void (*worker_close)(void *worker);
+} outbox_store_ceiling_t;
+
+#endif
