@@ -103,20 +103,21 @@ static void rel_sql(const char *relation, char *out, size_t size)
         snprintf(out, size, "\"%s\"", relation);
 }
 
-/* One row of one integer from sql with relation bound as ?1 (and its
- * schema as ?2 when split is set). */
-static int query_int(sqlite3 *db, const char *sql, const char *relation, int split, int64_t *v,
+/* Runs sql with arg bound as ?1 (with split, arg is a relation: its table
+ * as ?1, its schema as ?2), and reads the first column of its row, 0 when
+ * it returns none. */
+static int query_int(sqlite3 *db, const char *sql, const char *arg, int split, int64_t *v,
                      const char *what, char *err, size_t errlen)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
         return fail_db(db, what, err, errlen);
-    const char *dot = split ? strchr(relation, '.') : NULL;
+    const char *dot = split ? strchr(arg, '.') : NULL;
     if (dot) {
         sqlite3_bind_text(st, 1, dot + 1, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, relation, (int)(dot - relation), SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, arg, (int)(dot - arg), SQLITE_STATIC);
     } else {
-        sqlite3_bind_text(st, 1, relation, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     }
     int rc = sqlite3_step(st);
     *v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
