@@ -333,16 +333,17 @@ int bench_sustain(const bench_opts_t *o)
             double ratio = first.published_per_s > 0
                                ? last.published_per_s / first.published_per_s
                                : 0;
-            char store[1024];
+            char store[1024], sink[1024];
             bench_json_str(store, sizeof store, o->store);
-            printf("{\"mode\":\"sustain\",\"summary\":true,\"store\":%s,\"sink\":\"%s\","
+            bench_json_str(sink, sizeof sink, o->sink);
+            printf("{\"mode\":\"sustain\",\"summary\":true,\"store\":%s,\"sink\":%s,"
                    "\"duration_s\":%.0f,\"interval_s\":%.0f,\"intervals\":%d,\"rate\":%.0f,"
                    "\"events_per_round\":%ld,\"keys\":%ld,\"batch\":%ld,\"workers\":%ld,"
                    "\"pg_autovacuum\":%s,\"purge_after_s\":%.3f,\"first_events_per_s\":%.0f,"
                    "\"last_events_per_s\":%.0f,\"ratio\":%.3f,\"within_10pct\":%s,"
                    "\"staged\":%ld,\"published\":%ld,\"pending\":%ld,\"cpu_s\":%.2f,"
                    "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-                   store, o->sink, (double)o->duration_us / 1e6, (double)o->interval_us / 1e6,
+                   store, sink, (double)o->duration_us / 1e6, (double)o->interval_us / 1e6,
                    nint, o->rate > 0 ? o->rate : 0, o->events_per_round, o->keys, o->batch,
                    o->workers, o->pg_autovacuum ? "true" : "false",
                    (double)o->purge_after_us / 1e6, first.published_per_s,
