@@ -90,6 +90,38 @@ int bench_register_ok_sink(char *err, size_t errlen);
 /* Prints "outbox-bench: <message>" on stderr. */
 void bench_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ------------------------------------------------------------- json.c */
+
+/* One JSON line, built in memory member by member and printed whole by
+ * bench_json_print. Each call writes one member: its key (none for the
+ * line's own object) and its value, numbers with the decimals given. */
+typedef struct bench_json {
+    char *buf;
+    size_t len, cap;
+    int comma;  /* a member is already in the innermost object */
+    int failed; /* out of memory: nothing will be printed */
+} bench_json_t;
+
+void bench_json_open(bench_json_t *j, const char *key); /* '{'; key NULL for the line */
+void bench_json_close(bench_json_t *j);                 /* '}' */
+void bench_json_num(bench_json_t *j, const char *key, double v, int decimals);
+void bench_json_int(bench_json_t *j, const char *key, long v);
+void bench_json_null(bench_json_t *j, const char *key);
+void bench_json_bool(bench_json_t *j, const char *key, int v);
+/* s as a JSON string (bench_json_str: at most about 1000 bytes of it). */
+void bench_json_text(bench_json_t *j, const char *key, const char *s);
+/* json as it is: text that already is a JSON value. */
+void bench_json_raw(bench_json_t *j, const char *key, const char *json);
+/* An array of the n numbers of v. */
+void bench_json_nums(bench_json_t *j, const char *key, const double *v, long n, int decimals);
+/* The value when present, else null. */
+void bench_json_num_or_null(bench_json_t *j, const char *key, int present, double v, int decimals);
+void bench_json_nums_or_null(bench_json_t *j, const char *key, int present, const double *v,
+                             long n, int decimals);
+/* Prints the line and a newline on stdout, flushes it, and frees the
+ * buffer; -1 (nothing printed) when memory ran out while building it. */
+int bench_json_print(bench_json_t *j);
+
 /* A starting gate: worker threads get ready (connect, prepare), then the
  * main thread opens the gate and starts the clock. */
 typedef struct bench_gate {

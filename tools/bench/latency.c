@@ -434,6 +434,37 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
     return rc;
 }
 
+/* The run's line: the schedule, what the producers achieved, and the
+ * commit-to-publish percentiles of lat_us[0..m), sorted. */
+static int print_line(const bench_opts_t *o, lat_state_t *st, const int64_t *lat_us, long m,
+                      double achieved, double cpu_s)
+{
+    bench_json_t j = {0};
+    bench_json_open(&j, NULL);
+    bench_json_text(&j, "mode", "latency");
+    bench_json_text(&j, "store", o->store);
+    /* Without --sink the in-process recording sink. */
+    bench_json_text(&j, "sink", o->sink ? o->sink : "in-process");
+    bench_json_int(&j, "events", st->n);
+    bench_json_int(&j, "keys", o->keys);
+    bench_json_int(&j, "batch", o->batch);
+    bench_json_int(&j, "producers", o->producers);
+    bench_json_num(&j, "rate", o->rate, 0);
+    bench_json_num(&j, "achieved_rate", achieved, 0);
+    bench_json_num(&j, "duration_s", (double)o->duration_us / 1e6, 3);
+    bench_json_num(&j, "poll_ms", (double)o->poll_us / 1000.0, 3);
+    bench_json_num(&j, "p50_ms", pct_ms(lat_us, m, 0.50), 3);
+    bench_json_num(&j, "p99_ms", pct_ms(lat_us, m, 0.99), 3);
+    bench_json_num(&j, "p999_ms", pct_ms(lat_us, m, 0.999), 3);
+    bench_json_num(&j, "max_ms", m ? (double)lat_us[m - 1] / 1000.0 : 0, 3);
+    bench_json_int(&j, "duplicates", atomic_load(&st->duplicates));
+    bench_json_num(&j, "cpu_s", cpu_s, 3);
+    bench_json_int(&j, "peak_rss_kb", bench_peak_rss_kb());
+    bench_json_num(&j, "loadavg", bench_loadavg(), 2);
+    bench_json_close(&j);
+    return bench_json_print(&j);
+}
+
 int bench_latency(const bench_opts_t *o)
 {
     char err[1024] = "";
@@ -529,23 +560,13 @@ int bench_latency(const bench_opts_t *o)
                 lat_us[m++] = st.publish_us[i] > st.commit_us[i] ? st.publish_us[i] - st.commit_us[i]
                                                                  : 0;
         qsort(lat_us, (size_t)m, sizeof *lat_us, cmp_i64);
-        char store[1024], sink_text[1100] = "\"in-process\"";
-        bench_json_str(store, sizeof store, o->store);
-        if (o->sink)
-            bench_json_str(sink_text, sizeof sink_text, o->sink);
-        printf("{\"mode\":\"latency\",\"store\":%s,\"sink\":%s,\"events\":%ld,"
-               "\"keys\":%ld,\"batch\":%ld,\"producers\":%ld,\"rate\":%.0f,\"achieved_rate\":%.0f,"
-               "\"duration_s\":%.3f,\"poll_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-               "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"duplicates\":%ld,\"cpu_s\":%.3f,"
-               "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-               store, sink_text, st.n, o->keys, o->batch, o->producers, o->rate, achieved, (double)o->duration_us / 1e6,
-               (double)o->poll_us / 1000.0, pct_ms(lat_us, m, 0.50), pct_ms(lat_us, m, 0.99),
-               pct_ms(lat_us, m, 0.999), m ? (double)lat_us[m - 1] / 1000.0 : 0,
-               atomic_load(&st.duplicates), cpu_s, bench_peak_rss_kb(), bench_loadavg());
-        fflush(stdout);
-    } else {
-        bench_err("%s", err);
+        if (print_line(o, &st, lat_us, m, achieved, cpu_s) != 0) {
+            snprintf(err, sizeof err, "out of memory");
+            rc = BENCH_EXIT_FAIL;
+        }
     }
+    if (rc != 0)
+        bench_err("%s", err);
     free(st.commit_us);
     free(st.publish_us);
     free(lat_us);

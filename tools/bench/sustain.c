@@ -175,21 +175,66 @@ typedef struct interval {
     long pending, dead, live, autovacuums;
 } interval_t;
 
-static void print_interval(const bench_opts_t *o, int idx, double t_s, const interval_t *iv)
+static int print_interval(const bench_opts_t *o, int idx, double t_s, const interval_t *iv)
 {
-    printf("{\"mode\":\"sustain\",\"interval\":%d,\"t_s\":%.1f,\"events_per_s\":%.0f,"
-           "\"staged_per_s\":%.0f,\"pending\":%ld,",
-           idx, t_s, iv->published_per_s, iv->staged_per_s, iv->pending);
+    bench_json_t j = {0};
+    bench_json_open(&j, NULL);
+    bench_json_text(&j, "mode", "sustain");
+    bench_json_int(&j, "interval", idx);
+    bench_json_num(&j, "t_s", t_s, 1);
+    bench_json_num(&j, "events_per_s", iv->published_per_s, 0);
+    bench_json_num(&j, "staged_per_s", iv->staged_per_s, 0);
+    bench_json_int(&j, "pending", iv->pending);
+    /* Only with --purge-after: a purger runs. */
     if (o->purge_after_us > 0)
-        printf("\"purged_per_s\":%.0f,", iv->purged_per_s);
-    if (iv->dead >= 0)
-        printf("\"dead_tuples\":%ld,\"live_tuples\":%ld,\"autovacuum_count\":%ld,", iv->dead,
-               iv->live, iv->autovacuums);
-    else
-        printf("\"dead_tuples\":null,\"live_tuples\":null,\"autovacuum_count\":null,");
-    printf("\"workers\":%ld,\"batch\":%ld,\"cpu_s\":%.2f,\"loadavg\":%.2f}\n", o->workers,
-           o->batch, bench_cpu_s(), bench_loadavg());
-    fflush(stdout);
+        bench_json_num(&j, "purged_per_s", iv->purged_per_s, 0);
+    /* The server's statistics, null when the store has none (dead < 0). */
+    const int stats = iv->dead >= 0;
+    bench_json_num_or_null(&j, "dead_tuples", stats, (double)iv->dead, 0);
+    bench_json_num_or_null(&j, "live_tuples", stats, (double)iv->live, 0);
+    bench_json_num_or_null(&j, "autovacuum_count", stats, (double)iv->autovacuums, 0);
+    bench_json_int(&j, "workers", o->workers);
+    bench_json_int(&j, "batch", o->batch);
+    bench_json_num(&j, "cpu_s", bench_cpu_s(), 2);
+    bench_json_num(&j, "loadavg", bench_loadavg(), 2);
+    bench_json_close(&j);
+    return bench_json_print(&j);
+}
+
+/* The last line: the run's parameters and its last full interval against
+ * the first. */
+static int print_summary(const bench_opts_t *o, int intervals, const interval_t *first,
+                         const interval_t *last, long staged, long published)
+{
+    double ratio = first->published_per_s > 0 ? last->published_per_s / first->published_per_s : 0;
+    bench_json_t j = {0};
+    bench_json_open(&j, NULL);
+    bench_json_text(&j, "mode", "sustain");
+    bench_json_bool(&j, "summary", 1);
+    bench_json_text(&j, "store", o->store);
+    bench_json_text(&j, "sink", o->sink);
+    bench_json_num(&j, "duration_s", (double)o->duration_us / 1e6, 0);
+    bench_json_num(&j, "interval_s", (double)o->interval_us / 1e6, 0);
+    bench_json_int(&j, "intervals", intervals);
+    bench_json_num(&j, "rate", o->rate > 0 ? o->rate : 0, 0);
+    bench_json_int(&j, "events_per_round", o->events_per_round);
+    bench_json_int(&j, "keys", o->keys);
+    bench_json_int(&j, "batch", o->batch);
+    bench_json_int(&j, "workers", o->workers);
+    bench_json_bool(&j, "pg_autovacuum", o->pg_autovacuum);
+    bench_json_num(&j, "purge_after_s", (double)o->purge_after_us / 1e6, 3);
+    bench_json_num(&j, "first_events_per_s", first->published_per_s, 0);
+    bench_json_num(&j, "last_events_per_s", last->published_per_s, 0);
+    bench_json_num(&j, "ratio", ratio, 3);
+    bench_json_bool(&j, "within_10pct", fabs(ratio - 1) <= 0.10);
+    bench_json_int(&j, "staged", staged);
+    bench_json_int(&j, "published", published);
+    bench_json_int(&j, "pending", last->pending);
+    bench_json_num(&j, "cpu_s", bench_cpu_s(), 2);
+    bench_json_int(&j, "peak_rss_kb", bench_peak_rss_kb());
+    bench_json_num(&j, "loadavg", bench_loadavg(), 2);
+    bench_json_close(&j);
+    return bench_json_print(&j);
 }
 
 int bench_sustain(const bench_opts_t *o)
@@ -325,32 +370,17 @@ int bench_sustain(const bench_opts_t *o)
             rc = o->backend->count(b, o->relation, "pending", &iv.pending, err, sizeof err);
         if (rc != 0)
             break;
-        print_interval(o, k, (double)(now - t0) / 1e6, &iv);
+        if (print_interval(o, k, (double)(now - t0) / 1e6, &iv) != 0) {
+            snprintf(err, sizeof err, "out of memory");
+            rc = BENCH_EXIT_FAIL;
+            break;
+        }
         if (k == 1)
             first = iv;
         last = iv;
-        if (k == nint) {
-            double ratio = first.published_per_s > 0
-                               ? last.published_per_s / first.published_per_s
-                               : 0;
-            char store[1024], sink[1024];
-            bench_json_str(store, sizeof store, o->store);
-            bench_json_str(sink, sizeof sink, o->sink);
-            printf("{\"mode\":\"sustain\",\"summary\":true,\"store\":%s,\"sink\":%s,"
-                   "\"duration_s\":%.0f,\"interval_s\":%.0f,\"intervals\":%d,\"rate\":%.0f,"
-                   "\"events_per_round\":%ld,\"keys\":%ld,\"batch\":%ld,\"workers\":%ld,"
-                   "\"pg_autovacuum\":%s,\"purge_after_s\":%.3f,\"first_events_per_s\":%.0f,"
-                   "\"last_events_per_s\":%.0f,\"ratio\":%.3f,\"within_10pct\":%s,"
-                   "\"staged\":%ld,\"published\":%ld,\"pending\":%ld,\"cpu_s\":%.2f,"
-                   "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-                   store, sink, (double)o->duration_us / 1e6, (double)o->interval_us / 1e6,
-                   nint, o->rate > 0 ? o->rate : 0, o->events_per_round, o->keys, o->batch,
-                   o->workers, o->pg_autovacuum ? "true" : "false",
-                   (double)o->purge_after_us / 1e6, first.published_per_s,
-                   last.published_per_s, ratio, fabs(ratio - 1) <= 0.10 ? "true" : "false",
-                   stg, pub, last.pending, bench_cpu_s(), bench_peak_rss_kb(),
-                   bench_loadavg());
-            fflush(stdout);
+        if (k == nint && print_summary(o, nint, &first, &last, stg, pub) != 0) {
+            snprintf(err, sizeof err, "out of memory");
+            rc = BENCH_EXIT_FAIL;
         }
     }
 
