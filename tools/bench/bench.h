@@ -344,6 +344,50 @@ int bench_hwm_reset(void);
 /* The largest high-water mark a reset took away (0 before any). */
 long bench_peak_before_resets_kb(void);
 
+/* ----------------------------------------- a throughput run's result */
+
+/* --repeat's upper bound: the rounds a result holds at most. */
+#define BENCH_REPEAT_MAX 100
+
+/* One round's numbers: rates in events per second, CPU in seconds. What
+ * the round did not measure stays 0. */
+typedef struct bench_round {
+    double eps, cpu;    /* the relay's rate and CPU */
+    double stage_eps;   /* staging's rate */
+    double ceps, ccpu;  /* the store ceiling's rate and CPU */
+    double ratio;       /* relay / store ceiling */
+    double cpu_ratio;   /* ceiling CPU / relay CPU */
+    double reps;        /* the reference's rate */
+    double rratio;      /* relay / reference */
+    double teps;        /* --table both: the relay's rate on the two-index copy */
+    double tratio;      /* two-index / shipped */
+    double peps, pcpu;  /* the producer ceiling's rate and CPU */
+    double lratio;      /* relay / the lesser of the store and producer ceilings */
+    double rbusy, cbusy, pbusy; /* CPUs the machine kept busy over the relay's, the store
+                                   ceiling's and the producer ceiling's drains (-1 unknown) */
+    double cbound;      /* the lesser ceiling's share the CPUs allow (-1 unknown) */
+} bench_round_t;
+
+/* A throughput run's result: what ran, its rounds, their medians. */
+typedef struct bench_result {
+    const bench_opts_t *o;
+    const outbox_driver_t *driver; /* the store driver that served the relays */
+    int no_ceiling_line;     /* no_ceiling.c's line: without the tables' and resources' keys */
+    int has_ceiling;         /* the store ceiling ran (and the ratios to it mean something) */
+    int has_reference;       /* the reference claim + mark ran */
+    int ceiling_in_process;  /* the ceiling's CPU compares with the relay's */
+    int verified;            /* the ceiling's copy of the driver's SQL was checked */
+    const char *producer;    /* the producer ceiling's client; NULL when none ran */
+    long relay_hwm_kb, relay_growth_kb; /* the relay drains' resident set (-1 unknown) */
+    long n;                  /* rounds in rounds[] */
+    bench_round_t *rounds;
+    bench_round_t med;       /* each number's median over the rounds */
+} bench_result_t;
+
+/* Fills res->med from res->rounds[0..n) and prints the result's JSON
+ * line: 0, or BENCH_EXIT_FAIL (said) when memory ran out. */
+int bench_result_report(bench_result_t *res);
+
 /* --------------------------------------------------------------- modes */
 
 int bench_throughput(const bench_opts_t *o);
