@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <outbox/outbox.h>
 
@@ -96,8 +97,9 @@ void bench_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * bench_json_print. Each call writes one member: its key (none for the
  * line's own object) and its value, numbers with the decimals given. */
 typedef struct bench_json {
+    FILE *f;    /* the line so far: a memory stream over buf and len */
     char *buf;
-    size_t len, cap;
+    size_t len;
     int comma;  /* a member is already in the innermost object */
     int failed; /* out of memory: nothing will be printed */
 } bench_json_t;

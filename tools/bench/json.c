@@ -13,33 +13,16 @@
 static void put(bench_json_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(bench_json_t *j, const char *fmt, ...)
 {
+    /* The line grows in a memory stream, opened at the first member. */
+    if (!j->failed && !j->f && !(j->f = open_memstream(&j->buf, &j->len)))
+        j->failed = 1;
     if (j->failed)
         return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(j->buf ? j->buf + j->len : NULL, j->buf ? j->cap - j->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            j->failed = 1;
-            return;
-        }
-        if (j->buf && j->len + (size_t)n < j->cap) {
-            j->len += (size_t)n;
-            return;
-        }
-        /* Too small (or nothing yet): grow to fit and write again. */
-        size_t cap = j->cap ? j->cap : 1024;
-        while (cap <= j->len + (size_t)n)
-            cap *= 2;
-        char *p = realloc(j->buf, cap);
-        if (!p) {
-            j->failed = 1;
-            return;
-        }
-        j->buf = p;
-        j->cap = cap;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (vfprintf(j->f, fmt, ap) < 0)
+        j->failed = 1;
+    va_end(ap);
 }
 
 /* The separator and the quoted key of the next member; no key for the
@@ -132,7 +115,10 @@ void bench_json_nums_or_null(bench_json_t *j, const char *k, int present, const 
 
 int bench_json_print(bench_json_t *j)
 {
-    int rc = j->failed ? -1 : 0;
+    int rc = j->failed || !j->f ? -1 : 0;
+    /* Closing the stream sets buf and len to all that was written. */
+    if (j->f && fclose(j->f) != 0)
+        rc = -1;
     if (rc == 0) {
         fwrite(j->buf, 1, j->len, stdout);
         fputc('\n', stdout);

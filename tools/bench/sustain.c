@@ -278,16 +278,26 @@ static int prepare_store(const bench_opts_t *o, void **b, char *err, size_t errl
     return rc;
 }
 
+/* A store handle of the run's relation, for one thread. */
+static int open_store(const bench_opts_t *o, outbox_store_t **s, char *err, size_t errlen)
+{
+    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
+    outbox_diag_t d;
+    if (outbox_store_open(o->store, &so, s, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
 /* One relay worker's store, sink and relay. */
 static int open_worker(const bench_opts_t *o, const outbox_relay_config_t *cfg, sworker_t *w,
                        char *err, size_t errlen)
 {
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
     outbox_diag_t d;
-    if (outbox_store_open(o->store, &so, &w->store, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
-        return BENCH_EXIT_FAIL;
-    }
+    int rc = open_store(o, &w->store, err, errlen);
+    if (rc != 0)
+        return rc;
     if (outbox_sink_open(o->sink, NULL, &w->sink, &d) != OUTBOX_OK) {
         snprintf(err, errlen, "cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
         return BENCH_EXIT_USAGE;
@@ -303,12 +313,9 @@ static int open_worker(const bench_opts_t *o, const outbox_relay_config_t *cfg, 
 static int open_handles(srun_t *run, char *err, size_t errlen)
 {
     const bench_opts_t *o = run->o;
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
-    outbox_diag_t d;
-    if (outbox_store_open(o->store, &so, &run->prod.store, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
-        return BENCH_EXIT_FAIL;
-    }
+    int rc = open_store(o, &run->prod.store, err, errlen);
+    if (rc != 0)
+        return rc;
     outbox_relay_config_t cfg;
     outbox_relay_config_init(&cfg);
     cfg.route = BENCH_ROUTE;
@@ -316,7 +323,6 @@ static int open_handles(srun_t *run, char *err, size_t errlen)
     if (o->pipeline > 0)
         cfg.pipeline = (size_t)o->pipeline;
     cfg.poll_us = o->poll_us;
-    int rc = 0;
     for (long i = 0; rc == 0 && i < o->workers; i++) {
         run->w[i].o = o;
         run->w[i].sh = &run->sh;
@@ -328,13 +334,9 @@ static int open_handles(srun_t *run, char *err, size_t errlen)
 /* --purge-after: the purger's own store handle and thread. */
 static int start_purger(srun_t *run, char *err, size_t errlen)
 {
-    const bench_opts_t *o = run->o;
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
-    outbox_diag_t d;
-    if (outbox_store_open(o->store, &so, &run->purger.store, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
-        return BENCH_EXIT_FAIL;
-    }
+    int rc = open_store(run->o, &run->purger.store, err, errlen);
+    if (rc != 0)
+        return rc;
     if (pthread_create(&run->purge_tid, NULL, purge_main, &run->purger) != 0) {
         snprintf(err, errlen, "cannot start the purger thread");
         return BENCH_EXIT_FAIL;
