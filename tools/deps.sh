@@ -13,6 +13,8 @@ OUTBOX_BUILD_PACKAGES="$OUTBOX_BUILD_PACKAGES libmicrohttpd-dev"
 OUTBOX_TEST_PACKAGES="clang libclang-rt-14-dev valgrind man-db groff-base"
 # chromium: tests/cli/metrics.sh loads the relay's status page headless (--dump-dom).
 OUTBOX_TEST_PACKAGES="$OUTBOX_TEST_PACKAGES chromium"
+# pmccabe: tests/lint/complexity.sh measures the functions of tools/bench.
+OUTBOX_TEST_PACKAGES="$OUTBOX_TEST_PACKAGES pmccabe"
 
 outbox_sudo() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

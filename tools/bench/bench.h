@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <outbox/outbox.h>
 
@@ -89,6 +90,39 @@ size_t bench_payload(char *buf, long seq);
 int bench_register_ok_sink(char *err, size_t errlen);
 /* Prints "outbox-bench: <message>" on stderr. */
 void bench_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------- json.c */
+
+/* One JSON line, built in memory member by member and printed whole by
+ * bench_json_print. Each call writes one member: its key (none for the
+ * line's own object) and its value, numbers with the decimals given. */
+typedef struct bench_json {
+    FILE *f;    /* the line so far: a memory stream over buf and len */
+    char *buf;
+    size_t len;
+    int comma;  /* a member is already in the innermost object */
+    int failed; /* out of memory: nothing will be printed */
+} bench_json_t;
+
+void bench_json_open(bench_json_t *j, const char *key); /* '{'; key NULL for the line */
+void bench_json_close(bench_json_t *j);                 /* '}' */
+void bench_json_num(bench_json_t *j, const char *key, double v, int decimals);
+void bench_json_int(bench_json_t *j, const char *key, long v);
+void bench_json_null(bench_json_t *j, const char *key);
+void bench_json_bool(bench_json_t *j, const char *key, int v);
+/* s as a JSON string (bench_json_str: at most about 1000 bytes of it). */
+void bench_json_text(bench_json_t *j, const char *key, const char *s);
+/* json as it is: text that already is a JSON value. */
+void bench_json_raw(bench_json_t *j, const char *key, const char *json);
+/* An array of the n numbers of v. */
+void bench_json_nums(bench_json_t *j, const char *key, const double *v, long n, int decimals);
+/* The value when present, else null. */
+void bench_json_num_or_null(bench_json_t *j, const char *key, int present, double v, int decimals);
+void bench_json_nums_or_null(bench_json_t *j, const char *key, int present, const double *v,
+                             long n, int decimals);
+/* Prints the line and a newline on stdout, flushes it, and frees the
+ * buffer; -1 (nothing printed) when memory ran out while building it. */
+int bench_json_print(bench_json_t *j);
 
 /* A starting gate: worker threads get ready (connect, prepare), then the
  * main thread opens the gate and starts the clock. */
@@ -311,6 +345,51 @@ long bench_hwm_kb(void);
 int bench_hwm_reset(void);
 /* The largest high-water mark a reset took away (0 before any). */
 long bench_peak_before_resets_kb(void);
+
+/* ----------------------------------------- a throughput run's result */
+
+/* --repeat's upper bound: the rounds a result holds at most. */
+#define BENCH_REPEAT_MAX 100
+
+/* One round's numbers: rates in events per second, CPU in seconds. What
+ * the round did not measure stays 0. */
+typedef struct bench_round {
+    double eps, cpu;    /* the relay's rate and CPU */
+    double stage_eps;   /* staging's rate */
+    double ceps, ccpu;  /* the store ceiling's rate and CPU */
+    double ratio;       /* relay / store ceiling */
+    double cpu_ratio;   /* ceiling CPU / relay CPU */
+    double reps;        /* the reference's rate */
+    double rratio;      /* relay / reference */
+    double teps;        /* --table both: the relay's rate on the two-index copy */
+    double tratio;      /* two-index / shipped */
+    double peps, pcpu;  /* the producer ceiling's rate and CPU */
+    double lratio;      /* relay / the lesser of the store and producer ceilings */
+    double rbusy, cbusy, pbusy; /* CPUs the machine kept busy over the relay's, the store
+                                   ceiling's and the producer ceiling's drains (-1 unknown) */
+    double cbound;      /* the lesser ceiling's share the CPUs allow (-1 unknown) */
+} bench_round_t;
+
+/* A throughput run's result: what ran, its rounds, their medians. */
+typedef struct bench_result {
+    const bench_opts_t *o;
+    const outbox_driver_t *driver; /* the store driver that served the relays */
+    int no_ceiling_line;     /* no_ceiling.c's line: without the tables' and resources' keys */
+    int has_ceiling;         /* the store ceiling ran (and the ratios to it mean something) */
+    int has_reference;       /* the reference claim + mark ran */
+    int ceiling_in_process;  /* the ceiling's CPU compares with the relay's */
+    int verified;            /* the ceiling's copy of the driver's SQL was checked */
+    int traced;              /* the store can observe the driver's SQL at run time */
+    const char *producer;    /* the producer ceiling's client; NULL when none ran */
+    long relay_hwm_kb, relay_growth_kb; /* the relay drains' resident set (-1 unknown) */
+    long n;                  /* rounds in rounds[] */
+    bench_round_t *rounds;
+    bench_round_t med;       /* each number's median over the rounds */
+} bench_result_t;
+
+/* Fills res->med from res->rounds[0..n) and prints the result's JSON
+ * line: 0, or BENCH_EXIT_FAIL (said) when memory ran out. */
+int bench_result_report(bench_result_t *res);
 
 /* --------------------------------------------------------------- modes */
 

@@ -47,106 +47,152 @@ static struct curl_slist *headers_of(const bench_msg_t *m)
     return list;
 }
 
+/* A run of the bare sender: the multi handle, one easy handle per request
+ * in flight, and the answers so far. */
+typedef struct hrun {
+    CURLM *multi;
+    hslot_t slots[64];
+    int parallel; /* requests in flight at most: the URI's parallel=, default 8 */
+    long ok, failed;
+    long status; /* the last answer's HTTP status */
+    char first_error[256];
+} hrun_t;
+
+/* The URI's parallel=, as the sink reads it. */
+static int parallel_of(const bench_sink_uri_t *u, int *parallel, char *err, size_t errlen)
+{
+    *parallel = 8;
+    for (long i = 0; i < u->n_params; i++)
+        if (strcmp(u->key[i], "parallel") == 0)
+            *parallel = atoi(u->value[i]);
+    if (*parallel < 1 || *parallel > 64) {
+        snprintf(err, errlen, "http producer ceiling: parallel=%d is not 1 to 64", *parallel);
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* The multi handle and an easy handle per slot, each POSTing to url. */
+static int hrun_open(hrun_t *h, const char *url)
+{
+    h->multi = curl_multi_init();
+    if (!h->multi)
+        return BENCH_EXIT_FAIL;
+    for (int k = 0; k < h->parallel; k++) {
+        CURL *e = h->slots[k].easy = curl_easy_init();
+        if (e == NULL)
+            return BENCH_EXIT_FAIL;
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(e, CURLOPT_PRIVATE, &h->slots[k]);
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+    }
+    return 0;
+}
+
+static void hrun_close(hrun_t *h)
+{
+    for (int k = 0; k < h->parallel; k++) {
+        if (h->slots[k].easy) {
+            if (h->slots[k].busy)
+                curl_multi_remove_handle(h->multi, h->slots[k].easy);
+            curl_easy_cleanup(h->slots[k].easy);
+        }
+        curl_slist_free_all(h->slots[k].headers);
+    }
+    curl_multi_cleanup(h->multi);
+}
+
+/* Puts messages *next.. (before end) on every idle slot. */
+static void start_requests(hrun_t *h, const bench_msgs_t *ms, long *next, long end, long *running)
+{
+    for (int k = 0; k < h->parallel && *next < end; k++) {
+        hslot_t *s = &h->slots[k];
+        if (s->busy)
+            continue;
+        const bench_msg_t *m = &ms->m[(*next)++];
+        curl_slist_free_all(s->headers);
+        s->headers = headers_of(m);
+        curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
+        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)m->payload_len);
+        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, m->payload);
+        curl_multi_add_handle(h->multi, s->easy);
+        s->busy = 1;
+        (*running)++;
+    }
+}
+
+/* The answers that came back: a 2xx is a message delivered; each frees
+ * its slot. */
+static void collect_answers(hrun_t *h, long *running)
+{
+    CURLMsg *info;
+    int left;
+    while ((info = curl_multi_info_read(h->multi, &left)) != NULL) {
+        if (info->msg != CURLMSG_DONE)
+            continue;
+        hslot_t *s = NULL;
+        curl_easy_getinfo(info->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+        curl_easy_getinfo(info->easy_handle, CURLINFO_RESPONSE_CODE, &h->status);
+        if (info->data.result == CURLE_OK && h->status >= 200 && h->status < 300) {
+            h->ok++;
+        } else if (h->failed++ == 0) {
+            snprintf(h->first_error, sizeof h->first_error, "%s (HTTP %ld)",
+                     curl_easy_strerror(info->data.result), h->status);
+        }
+        curl_multi_remove_handle(h->multi, info->easy_handle);
+        s->busy = 0;
+        (*running)--;
+    }
+}
+
+/* Messages first..first+chunk, at most h->parallel in flight, until the
+ * last has its answer. */
+static int send_chunk(hrun_t *h, const bench_msgs_t *ms, long first, long chunk, char *err,
+                      size_t errlen)
+{
+    long next = first, running = 0;
+    while (next < first + chunk || running > 0) {
+        start_requests(h, ms, &next, first + chunk, &running);
+        int still = 0;
+        CURLMcode mc = curl_multi_perform(h->multi, &still);
+        if (mc == CURLM_OK && still > 0)
+            mc = curl_multi_poll(h->multi, NULL, 0, 1000, NULL);
+        if (mc != CURLM_OK) {
+            snprintf(err, errlen, "http producer ceiling: %s", curl_multi_strerror(mc));
+            return BENCH_EXIT_FAIL;
+        }
+        collect_answers(h, &running);
+    }
+    return 0;
+}
+
 static int http_drain(const bench_sink_uri_t *u, const char *target, const bench_msgs_t *ms,
                       const bench_opts_t *o, bench_drain_t *out, char *err, size_t errlen)
 {
-    int parallel = 8;
-    for (long i = 0; i < u->n_params; i++)
-        if (strcmp(u->key[i], "parallel") == 0)
-            parallel = atoi(u->value[i]);
-    if (parallel < 1 || parallel > 64) {
-        snprintf(err, errlen, "http producer ceiling: parallel=%d is not 1 to 64", parallel);
+    hrun_t h = {0};
+    if (parallel_of(u, &h.parallel, err, errlen) != 0)
         return BENCH_EXIT_FAIL;
-    }
     char url[1024];
     snprintf(url, sizeof url, "%s://%s%s%s%s%.0d/%s", u->scheme, strchr(u->host, ':') ? "[" : "",
              u->host, strchr(u->host, ':') ? "]" : "", u->port ? ":" : "", u->port, target);
-    CURLM *multi = curl_multi_init();
-    hslot_t slots[64];
-    memset(slots, 0, sizeof slots);
-    int rc = multi ? 0 : BENCH_EXIT_FAIL;
-    for (int k = 0; rc == 0 && k < parallel; k++) {
-        slots[k].easy = curl_easy_init();
-        if (slots[k].easy == NULL) {
-            rc = BENCH_EXIT_FAIL;
-            break;
-        }
-        curl_easy_setopt(slots[k].easy, CURLOPT_URL, url);
-        curl_easy_setopt(slots[k].easy, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(slots[k].easy, CURLOPT_WRITEFUNCTION, discard);
-        curl_easy_setopt(slots[k].easy, CURLOPT_PRIVATE, &slots[k]);
-        curl_easy_setopt(slots[k].easy, CURLOPT_TIMEOUT_MS, 10000L);
-    }
+    int rc = hrun_open(&h, url);
     if (rc != 0)
         snprintf(err, errlen, "http producer ceiling: out of memory");
-    long ok = 0, failed = 0, status = 0;
-    char first_error[256] = "";
     double cpu0 = bench_cpu_s();
     int64_t t0 = bench_mono_us();
-    for (long i = 0; rc == 0 && i < ms->n;) {
-        long chunk = ms->n - i < o->batch ? ms->n - i : o->batch, next = i, running = 0;
-        while (rc == 0 && (next < i + chunk || running > 0)) {
-            for (int k = 0; k < parallel && next < i + chunk; k++) {
-                if (slots[k].busy)
-                    continue;
-                const bench_msg_t *m = &ms->m[next++];
-                curl_slist_free_all(slots[k].headers);
-                slots[k].headers = headers_of(m);
-                curl_easy_setopt(slots[k].easy, CURLOPT_HTTPHEADER, slots[k].headers);
-                curl_easy_setopt(slots[k].easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                                 (curl_off_t)m->payload_len);
-                curl_easy_setopt(slots[k].easy, CURLOPT_POSTFIELDS, m->payload);
-                curl_multi_add_handle(multi, slots[k].easy);
-                slots[k].busy = 1;
-                running++;
-            }
-            int still = 0;
-            CURLMcode mc = curl_multi_perform(multi, &still);
-            if (mc == CURLM_OK && still > 0)
-                mc = curl_multi_poll(multi, NULL, 0, 1000, NULL);
-            if (mc != CURLM_OK) {
-                snprintf(err, errlen, "http producer ceiling: %s", curl_multi_strerror(mc));
-                rc = BENCH_EXIT_FAIL;
-                break;
-            }
-            CURLMsg *info;
-            int left;
-            while ((info = curl_multi_info_read(multi, &left)) != NULL) {
-                if (info->msg != CURLMSG_DONE)
-                    continue;
-                hslot_t *s = NULL;
-                curl_easy_getinfo(info->easy_handle, CURLINFO_PRIVATE, (char **)&s);
-                curl_easy_getinfo(info->easy_handle, CURLINFO_RESPONSE_CODE, &status);
-                if (info->data.result == CURLE_OK && status >= 200 && status < 300) {
-                    ok++;
-                } else if (failed++ == 0) {
-                    snprintf(first_error, sizeof first_error, "%s (HTTP %ld)",
-                             curl_easy_strerror(info->data.result), status);
-                }
-                curl_multi_remove_handle(multi, info->easy_handle);
-                s->busy = 0;
-                running--;
-            }
-        }
-        i += chunk;
-    }
+    for (long i = 0; rc == 0 && i < ms->n; i += o->batch)
+        rc = send_chunk(&h, ms, i, ms->n - i < o->batch ? ms->n - i : o->batch, err, errlen);
     out->seconds = (double)(bench_mono_us() - t0) / 1e6;
     out->cpu_s = bench_cpu_s() - cpu0;
-    out->published = ok;
-    if (rc == 0 && failed > 0) {
+    out->published = h.ok;
+    if (rc == 0 && h.failed > 0) {
         snprintf(err, errlen, "http producer ceiling: %ld of %ld answered 2xx, the first failure: %s",
-                 ok, ms->n, first_error);
+                 h.ok, ms->n, h.first_error);
         rc = BENCH_EXIT_FAIL;
     }
-    for (int k = 0; k < parallel; k++) {
-        if (slots[k].easy) {
-            if (slots[k].busy)
-                curl_multi_remove_handle(multi, slots[k].easy);
-            curl_easy_cleanup(slots[k].easy);
-        }
-        curl_slist_free_all(slots[k].headers);
-    }
-    curl_multi_cleanup(multi);
+    hrun_close(&h);
     return rc;
 }
 

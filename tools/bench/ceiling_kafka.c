@@ -58,60 +58,131 @@ static const char *header_name(const char *attr, char *buf, size_t size)
     return buf;
 }
 
-static int kafka_drain(const bench_sink_uri_t *u, const char *target, const bench_msgs_t *ms,
-                       const bench_opts_t *o, bench_drain_t *out, char *err, size_t errlen)
+/* One of the sink URI's parameters into conf, as the sink passes it on:
+ * its own names skipped, PROPERTY_env=VARIABLE as the variable's value
+ * (never shown), the rest as librdkafka properties. */
+static int conf_param(rd_kafka_conf_t *conf, const char *key, const char *value, char *err,
+                      size_t errlen)
+{
+    for (const char *const *s = sink_names; *s; s++)
+        if (strcmp(*s, key) == 0)
+            return 0;
+    size_t kl = strlen(key);
+    if (kl <= 4 || strcmp(key + kl - 4, "_env") != 0)
+        return conf_set(conf, key, value, err, errlen);
+    const char *v = getenv(value);
+    if (v == NULL || v[0] == '\0') {
+        snprintf(err, errlen, "kafka producer ceiling: %s names environment variable %s, "
+                 "which is not set or empty", key, value);
+        return BENCH_EXIT_USAGE;
+    }
+    char prop[256], why[512];
+    snprintf(prop, sizeof prop, "%.*s", (int)(kl - 4), key);
+    if (rd_kafka_conf_set(conf, prop, v, why, sizeof why) != RD_KAFKA_CONF_OK) {
+        /* The value came from the environment: never shown. */
+        snprintf(err, errlen, "kafka producer ceiling: %s=***: refused by librdkafka", prop);
+        return BENCH_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The producer's configuration in drivers/sink-kafka/kafka_conf.c's
+ * order: its defaults, the URI's properties, then what it pins
+ * (message.timeout.ms is its default timeout of 30 s plus 10 s). */
+static int kafka_conf(rd_kafka_conf_t *conf, const bench_sink_uri_t *u, char *err, size_t errlen)
 {
     char brokers[300];
     snprintf(brokers, sizeof brokers, "%s%s%s:%d", strchr(u->host, ':') ? "[" : "", u->host,
              strchr(u->host, ':') ? "]" : "", u->port ? u->port : 9092);
-    kstate_t st = {0};
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    /* drivers/sink-kafka/kafka_conf.c's order: its defaults, the URI's
-     * properties, then what it pins (message.timeout.ms is its default
-     * timeout of 30 s plus 10 s). */
     /* Errors only: librdkafka warns at every start that the gapless
      * guarantee is experimental. */
     int rc = conf_set(conf, "log_level", "3", err, errlen);
     if (rc == 0)
         rc = conf_set(conf, "linger.ms", "5", err, errlen);
-    for (long i = 0; rc == 0 && i < u->n_params; i++) {
-        int own = 0;
-        for (const char *const *s = sink_names; *s; s++)
-            own |= strcmp(*s, u->key[i]) == 0;
-        /* PROPERTY_env=VARIABLE, as the sink reads it: the property gets
-         * the variable's value. */
-        size_t kl = strlen(u->key[i]);
-        if (!own && kl > 4 && strcmp(u->key[i] + kl - 4, "_env") == 0) {
-            const char *v = getenv(u->value[i]);
-            char prop[256];
-            snprintf(prop, sizeof prop, "%.*s", (int)(kl - 4), u->key[i]);
-            if (v == NULL || v[0] == '\0') {
-                snprintf(err, errlen, "kafka producer ceiling: %s names environment variable %s, "
-                         "which is not set or empty", u->key[i], u->value[i]);
-                rc = BENCH_EXIT_USAGE;
-            } else {
-                char why[512];
-                if (rd_kafka_conf_set(conf, prop, v, why, sizeof why) != RD_KAFKA_CONF_OK) {
-                    /* The value came from the environment: never shown. */
-                    snprintf(err, errlen, "kafka producer ceiling: %s=***: refused by librdkafka",
-                             prop);
-                    rc = BENCH_EXIT_USAGE;
-                }
-            }
-        } else if (!own) {
-            rc = conf_set(conf, u->key[i], u->value[i], err, errlen);
-        }
-    }
+    for (long i = 0; rc == 0 && i < u->n_params; i++)
+        rc = conf_param(conf, u->key[i], u->value[i], err, errlen);
+    static const char *const pinned[][2] = {
+        {"enable.idempotence", "true"},
+        {"acks", "all"},
+        {"enable.gapless.guarantee", "true"},
+        {"message.timeout.ms", "40000"},
+    };
     if (rc == 0)
         rc = conf_set(conf, "bootstrap.servers", brokers, err, errlen);
-    if (rc == 0)
-        rc = conf_set(conf, "enable.idempotence", "true", err, errlen);
-    if (rc == 0)
-        rc = conf_set(conf, "acks", "all", err, errlen);
-    if (rc == 0)
-        rc = conf_set(conf, "enable.gapless.guarantee", "true", err, errlen);
-    if (rc == 0)
-        rc = conf_set(conf, "message.timeout.ms", "40000", err, errlen);
+    for (size_t i = 0; rc == 0 && i < sizeof pinned / sizeof pinned[0]; i++)
+        rc = conf_set(conf, pinned[i][0], pinned[i][1], err, errlen);
+    return rc;
+}
+
+/* Hands message m to librdkafka, waiting while its queue is full. */
+static int produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const bench_msg_t *m,
+                       const char *const *hname, char *err, size_t errlen)
+{
+    rd_kafka_headers_t *h = rd_kafka_headers_new(m->n_ce);
+    for (size_t k = 0; k < m->n_ce; k++)
+        rd_kafka_header_add(h, hname[k], -1, m->ce[k].value, -1);
+    for (;;) {
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(m->key, strlen(m->key)),
+            RD_KAFKA_V_VALUE((void *)m->payload, m->payload_len), RD_KAFKA_V_HEADERS(h),
+            RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return 0;
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_headers_destroy(h);
+            snprintf(err, errlen, "kafka producer ceiling: produce: %s", rd_kafka_err2str(e));
+            return BENCH_EXIT_FAIL;
+        }
+        rd_kafka_poll(rk, 10);
+    }
+}
+
+/* Every delivery report of a chunk, until st holds want of them. While
+ * rd_kafka_flush() runs, the broker threads send without waiting for
+ * linger.ms; but one long flush() waits for the reports in steps of up to
+ * 10 ms (a lone message takes 10 ms to come back that way on this
+ * machine, 2 ms with 1 ms flushes), so it is called in 1 ms slices. */
+static int wait_chunk(rd_kafka_t *rk, kstate_t *st, long want, long total, char *err,
+                      size_t errlen)
+{
+    int64_t deadline = bench_mono_us() + 60000000;
+    while (st->delivered + st->failed < want && bench_mono_us() < deadline)
+        rd_kafka_flush(rk, 1);
+    if (st->failed || st->delivered != want) {
+        snprintf(err, errlen, "kafka producer ceiling: %ld of %ld delivered, %ld failed (%s)",
+                 st->delivered, total, st->failed,
+                 st->first_error[0] ? st->first_error : "timed out after 60 s");
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Every message of ms, o->batch at a time, each chunk's reports awaited;
+ * hname[] are the headers' names. */
+static int produce_all(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const bench_msgs_t *ms,
+                       const char *const *hname, const bench_opts_t *o, kstate_t *st, char *err,
+                       size_t errlen)
+{
+    int rc = 0;
+    for (long i = 0; rc == 0 && i < ms->n;) {
+        long chunk = ms->n - i < o->batch ? ms->n - i : o->batch;
+        long want = st->delivered + st->failed + chunk;
+        for (long j = i; rc == 0 && j < i + chunk; j++)
+            rc = produce_one(rk, rkt, &ms->m[j], hname, err, errlen);
+        if (rc == 0)
+            rc = wait_chunk(rk, st, want, ms->n, err, errlen);
+        i += chunk;
+    }
+    return rc;
+}
+
+static int kafka_drain(const bench_sink_uri_t *u, const char *target, const bench_msgs_t *ms,
+                       const bench_opts_t *o, bench_drain_t *out, char *err, size_t errlen)
+{
+    kstate_t st = {0};
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    int rc = kafka_conf(conf, u, err, errlen);
     if (rc != 0) {
         rd_kafka_conf_destroy(conf);
         return rc;
@@ -133,51 +204,7 @@ static int kafka_drain(const bench_sink_uri_t *u, const char *target, const benc
 
     double cpu0 = bench_cpu_s();
     int64_t t0 = bench_mono_us();
-    for (long i = 0; rc == 0 && i < ms->n;) {
-        long chunk = ms->n - i < o->batch ? ms->n - i : o->batch;
-        long want = st.delivered + st.failed + chunk;
-        for (long j = i; rc == 0 && j < i + chunk; j++) {
-            const bench_msg_t *m = &ms->m[j];
-            rd_kafka_headers_t *h = rd_kafka_headers_new(m->n_ce);
-            for (size_t k = 0; k < m->n_ce; k++)
-                rd_kafka_header_add(h, hname[k], -1, m->ce[k].value, -1);
-            for (;;) {
-                rd_kafka_resp_err_t e = rd_kafka_producev(
-                    rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_KEY(m->key, strlen(m->key)),
-                    RD_KAFKA_V_VALUE((void *)m->payload, m->payload_len), RD_KAFKA_V_HEADERS(h),
-                    RD_KAFKA_V_END);
-                if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-                    break;
-                if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                    rd_kafka_poll(rk, 10);
-                    continue;
-                }
-                rd_kafka_headers_destroy(h);
-                snprintf(err, errlen, "kafka producer ceiling: produce: %s", rd_kafka_err2str(e));
-                rc = BENCH_EXIT_FAIL;
-                break;
-            }
-        }
-        if (rc != 0)
-            break;
-        /* Every delivery report of the chunk. While rd_kafka_flush() runs,
-         * the broker threads send without waiting for linger.ms; but one
-         * long flush() waits for the reports in steps of up to 10 ms (a
-         * lone message takes 10 ms to come back that way on this machine,
-         * 2 ms with 1 ms flushes), so it is called in 1 ms slices. */
-        int64_t deadline = bench_mono_us() + 60000000;
-        while (st.delivered + st.failed < want && bench_mono_us() < deadline)
-            rd_kafka_flush(rk, 1);
-        if (st.failed || st.delivered != want) {
-            snprintf(err, errlen,
-                     "kafka producer ceiling: %ld of %ld delivered, %ld failed (%s)",
-                     st.delivered, ms->n, st.failed,
-                     st.first_error[0] ? st.first_error : "timed out after 60 s");
-            rc = BENCH_EXIT_FAIL;
-        }
-        i += chunk;
-    }
+    rc = produce_all(rk, rkt, ms, hname, o, &st, err, errlen);
     out->seconds = (double)(bench_mono_us() - t0) / 1e6;
     out->cpu_s = bench_cpu_s() - cpu0;
     out->published = st.delivered;

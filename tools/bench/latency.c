@@ -434,6 +434,153 @@ static int run(const bench_opts_t *o, lat_state_t *st, double *achieved, double 
     return rc;
 }
 
+/* The run's line: the schedule, what the producers achieved, and the
+ * commit-to-publish percentiles of lat_us[0..m), sorted. */
+static int print_line(const bench_opts_t *o, lat_state_t *st, const int64_t *lat_us, long m,
+                      double achieved, double cpu_s)
+{
+    bench_json_t j = {0};
+    bench_json_open(&j, NULL);
+    bench_json_text(&j, "mode", "latency");
+    bench_json_text(&j, "store", o->store);
+    /* Without --sink the in-process recording sink. */
+    bench_json_text(&j, "sink", o->sink ? o->sink : "in-process");
+    bench_json_int(&j, "events", st->n);
+    bench_json_int(&j, "keys", o->keys);
+    bench_json_int(&j, "batch", o->batch);
+    bench_json_int(&j, "producers", o->producers);
+    bench_json_num(&j, "rate", o->rate, 0);
+    bench_json_num(&j, "achieved_rate", achieved, 0);
+    bench_json_num(&j, "duration_s", (double)o->duration_us / 1e6, 3);
+    bench_json_num(&j, "poll_ms", (double)o->poll_us / 1000.0, 3);
+    bench_json_num(&j, "p50_ms", pct_ms(lat_us, m, 0.50), 3);
+    bench_json_num(&j, "p99_ms", pct_ms(lat_us, m, 0.99), 3);
+    bench_json_num(&j, "p999_ms", pct_ms(lat_us, m, 0.999), 3);
+    bench_json_num(&j, "max_ms", m ? (double)lat_us[m - 1] / 1000.0 : 0, 3);
+    bench_json_int(&j, "duplicates", atomic_load(&st->duplicates));
+    bench_json_num(&j, "cpu_s", cpu_s, 3);
+    bench_json_int(&j, "peak_rss_kb", bench_peak_rss_kb());
+    bench_json_num(&j, "loadavg", bench_loadavg(), 2);
+    bench_json_close(&j);
+    return bench_json_print(&j);
+}
+
+/* --sink: the bench's own handle on the real sink, and the run's fresh
+ * destination on it when the sink has destinations. */
+typedef struct real_sink {
+    outbox_sink_t *ctl;
+    char dest[96];
+    int has_dest;
+} real_sink_t;
+
+/* Drops the run's destination (a warning when that fails and warn is
+ * set) and closes the handle. */
+static void real_sink_close(real_sink_t *rs, int warn)
+{
+    if (rs->has_dest && outbox_sink_destination_drop(rs->ctl, rs->dest) != OUTBOX_OK && warn)
+        bench_err("warning: dropping destination %s: %s", rs->dest, outbox_sink_message(rs->ctl));
+    outbox_sink_close(rs->ctl);
+    rs->ctl = NULL;
+}
+
+/* Opens --sink, creates the run's destination (ro->destination), and
+ * registers the recording wrapper with the real sink's capabilities.
+ * Errors are printed. */
+static int real_sink_open(const bench_opts_t *o, real_sink_t *rs, bench_opts_t *ro)
+{
+    outbox_diag_t d;
+    if (outbox_sink_open(o->sink, NULL, &rs->ctl, &d) != OUTBOX_OK) {
+        bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
+        return BENCH_EXIT_USAGE;
+    }
+    const outbox_sink_vtable_t *kvt = outbox_sink_driver(rs->ctl)->sink;
+    int has_dest = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
+                   OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
+    snprintf(rs->dest, sizeof rs->dest, "outbox_bench_%ld_latency", (long)getpid());
+    if (has_dest && outbox_sink_destination_create(rs->ctl, rs->dest) != OUTBOX_OK) {
+        bench_err("creating destination %s on the sink: %s", rs->dest,
+                  outbox_sink_message(rs->ctl));
+        real_sink_close(rs, 0);
+        return BENCH_EXIT_FAIL;
+    }
+    rs->has_dest = has_dest;
+    if (has_dest)
+        ro->destination = rs->dest;
+    static int wrap_registered;
+    wrap_driver.capabilities = outbox_sink_capabilities(rs->ctl);
+    lat_wrapped = o->sink;
+    if (!wrap_registered && outbox_driver_register(&wrap_driver, &d) != OUTBOX_OK) {
+        bench_err("registering the recording wrapper: %s", d.message);
+        real_sink_close(rs, 0);
+        return BENCH_EXIT_FAIL;
+    }
+    wrap_registered = 1;
+    return 0;
+}
+
+/* The run's events (o->rate for o->duration_us, at least one) and their
+ * instants; -1 when memory runs out. */
+static int state_alloc(const bench_opts_t *o, lat_state_t *st, int64_t **lat_us)
+{
+    st->n = (long)ceil(o->rate * (double)o->duration_us / 1e6);
+    if (st->n < 1)
+        st->n = 1;
+    st->commit_us = calloc((size_t)st->n, sizeof *st->commit_us);
+    st->publish_us = calloc((size_t)st->n, sizeof *st->publish_us);
+    *lat_us = calloc((size_t)st->n, sizeof **lat_us);
+    atomic_init(&st->published, 0);
+    atomic_init(&st->duplicates, 0);
+    atomic_init(&st->warm, 0);
+    return st->commit_us && st->publish_us && *lat_us ? 0 : -1;
+}
+
+static void state_free(lat_state_t *st, int64_t *lat_us)
+{
+    free(st->commit_us);
+    free(st->publish_us);
+    free(lat_us);
+}
+
+/* The relation made new and quiet, the run on it, the relation dropped. */
+static int measure(const bench_opts_t *o, lat_state_t *st, double *achieved, double *cpu_s,
+                   char *err, size_t errlen)
+{
+    void *b = NULL;
+    int rc = o->backend->open(o->store, &b, err, errlen);
+    if (rc == 0)
+        rc = o->backend->claim_relation(b, o->relation, err, errlen);
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, o->relation, err, errlen);
+    if (rc == 0)
+        rc = o->backend->quiesce(b, o->relation, err, errlen);
+    if (rc == 0) {
+        lat = st;
+        rc = run(o, st, achieved, cpu_s, err, errlen);
+        lat = NULL;
+    }
+    if (b) {
+        char err2[512];
+        o->backend->drop_relation(b, o->relation, err2, sizeof err2);
+        o->backend->quiesce(b, NULL, err2, sizeof err2);
+        o->backend->close(b);
+    }
+    return rc;
+}
+
+/* Commit to publish of every event with both instants, sorted, into
+ * lat_us; their count. One published before its commit returned counts
+ * as 0. */
+static long latencies(const lat_state_t *st, int64_t *lat_us)
+{
+    long m = 0;
+    for (long i = 0; i < st->n; i++)
+        if (st->publish_us[i] && st->commit_us[i])
+            lat_us[m++] = st->publish_us[i] > st->commit_us[i] ? st->publish_us[i] - st->commit_us[i]
+                                                               : 0;
+    qsort(lat_us, (size_t)m, sizeof *lat_us, cmp_i64);
+    return m;
+}
+
 int bench_latency(const bench_opts_t *o)
 {
     char err[1024] = "";
@@ -444,114 +591,33 @@ int bench_latency(const bench_opts_t *o)
         return BENCH_EXIT_FAIL;
     }
     registered = 1;
-
-    /* --sink: a fresh destination on it for the run (when the sink has
-     * destinations), and the wrapper with the real sink's capabilities. */
     bench_opts_t ro = *o;
-    outbox_sink_t *ctl = NULL;
-    char dest[96] = "";
-    int has_dest = 0;
-    if (o->sink) {
-        if (outbox_sink_open(o->sink, NULL, &ctl, &d) != OUTBOX_OK) {
-            bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
-            return BENCH_EXIT_USAGE;
-        }
-        const outbox_sink_vtable_t *kvt = outbox_sink_driver(ctl)->sink;
-        has_dest = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
-                   OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
-        snprintf(dest, sizeof dest, "outbox_bench_%ld_latency", (long)getpid());
-        if (has_dest && outbox_sink_destination_create(ctl, dest) != OUTBOX_OK) {
-            bench_err("creating destination %s on the sink: %s", dest, outbox_sink_message(ctl));
-            outbox_sink_close(ctl);
-            return BENCH_EXIT_FAIL;
-        }
-        if (has_dest)
-            ro.destination = dest;
-        static int wrap_registered;
-        wrap_driver.capabilities = outbox_sink_capabilities(ctl);
-        lat_wrapped = o->sink;
-        if (!wrap_registered && outbox_driver_register(&wrap_driver, &d) != OUTBOX_OK) {
-            bench_err("registering the recording wrapper: %s", d.message);
-            if (has_dest)
-                outbox_sink_destination_drop(ctl, dest);
-            outbox_sink_close(ctl);
-            return BENCH_EXIT_FAIL;
-        }
-        wrap_registered = 1;
-    }
+    real_sink_t rs = {0};
+    int rc = o->sink ? real_sink_open(o, &rs, &ro) : 0;
+    if (rc != 0)
+        return rc;
     o = &ro;
-
     lat_state_t st = {0};
-    st.n = (long)ceil(o->rate * (double)o->duration_us / 1e6);
-    if (st.n < 1)
-        st.n = 1;
-    st.commit_us = calloc((size_t)st.n, sizeof *st.commit_us);
-    st.publish_us = calloc((size_t)st.n, sizeof *st.publish_us);
-    int64_t *lat_us = calloc((size_t)st.n, sizeof *lat_us);
-    atomic_init(&st.published, 0);
-    atomic_init(&st.duplicates, 0);
-    atomic_init(&st.warm, 0);
-    if (!st.commit_us || !st.publish_us || !lat_us) {
-        free(st.commit_us);
-        free(st.publish_us);
-        free(lat_us);
+    int64_t *lat_us = NULL;
+    if (state_alloc(o, &st, &lat_us) != 0) {
+        state_free(&st, lat_us);
         bench_err("out of memory for %ld events", st.n);
-        if (has_dest)
-            outbox_sink_destination_drop(ctl, dest);
-        outbox_sink_close(ctl);
+        real_sink_close(&rs, 0);
         return BENCH_EXIT_FAIL;
     }
-
-    void *b = NULL;
-    int rc = o->backend->open(o->store, &b, err, sizeof err);
-    if (rc == 0)
-        rc = o->backend->claim_relation(b, o->relation, err, sizeof err);
-    if (rc == 0)
-        rc = bench_schema_apply(o->store, o->relation, err, sizeof err);
-    if (rc == 0)
-        rc = o->backend->quiesce(b, o->relation, err, sizeof err);
     double achieved = 0, cpu_s = 0;
+    rc = measure(o, &st, &achieved, &cpu_s, err, sizeof err);
     if (rc == 0) {
-        lat = &st;
-        rc = run(o, &st, &achieved, &cpu_s, err, sizeof err);
-        lat = NULL;
+        long m = latencies(&st, lat_us);
+        if (print_line(o, &st, lat_us, m, achieved, cpu_s) != 0) {
+            snprintf(err, sizeof err, "out of memory");
+            rc = BENCH_EXIT_FAIL;
+        }
     }
-    if (b) {
-        char err2[512];
-        o->backend->drop_relation(b, o->relation, err2, sizeof err2);
-        o->backend->quiesce(b, NULL, err2, sizeof err2);
-        o->backend->close(b);
-    }
-    if (rc == 0) {
-        long m = 0;
-        for (long i = 0; i < st.n; i++)
-            if (st.publish_us[i] && st.commit_us[i])
-                lat_us[m++] = st.publish_us[i] > st.commit_us[i] ? st.publish_us[i] - st.commit_us[i]
-                                                                 : 0;
-        qsort(lat_us, (size_t)m, sizeof *lat_us, cmp_i64);
-        char store[1024], sink_text[1100] = "\"in-process\"";
-        bench_json_str(store, sizeof store, o->store);
-        if (o->sink)
-            bench_json_str(sink_text, sizeof sink_text, o->sink);
-        printf("{\"mode\":\"latency\",\"store\":%s,\"sink\":%s,\"events\":%ld,"
-               "\"keys\":%ld,\"batch\":%ld,\"producers\":%ld,\"rate\":%.0f,\"achieved_rate\":%.0f,"
-               "\"duration_s\":%.3f,\"poll_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-               "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"duplicates\":%ld,\"cpu_s\":%.3f,"
-               "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-               store, sink_text, st.n, o->keys, o->batch, o->producers, o->rate, achieved, (double)o->duration_us / 1e6,
-               (double)o->poll_us / 1000.0, pct_ms(lat_us, m, 0.50), pct_ms(lat_us, m, 0.99),
-               pct_ms(lat_us, m, 0.999), m ? (double)lat_us[m - 1] / 1000.0 : 0,
-               atomic_load(&st.duplicates), cpu_s, bench_peak_rss_kb(), bench_loadavg());
-        fflush(stdout);
-    } else {
+    if (rc != 0)
         bench_err("%s", err);
-    }
-    free(st.commit_us);
-    free(st.publish_us);
-    free(lat_us);
-    if (has_dest && outbox_sink_destination_drop(ctl, dest) != OUTBOX_OK)
-        bench_err("warning: dropping destination %s: %s", dest, outbox_sink_message(ctl));
-    outbox_sink_close(ctl);
+    state_free(&st, lat_us);
+    real_sink_close(&rs, 1);
     lat_wrapped = NULL;
     return rc;
 }

@@ -109,67 +109,6 @@ static const char usage_text[] =
     "                     (the NAME_ceiling table it drains) and --batch, and exit\n"
     "  --help             this text\n";
 
-enum {
-    OPT_STORE = 256,
-    OPT_RELATION,
-    OPT_SINK,
-    OPT_EVENTS,
-    OPT_KEYS,
-    OPT_BATCH,
-    OPT_WORKERS,
-    OPT_PIPELINE,
-    OPT_REPEAT,
-    OPT_QUICK,
-    OPT_LATENCY,
-    OPT_RATE,
-    OPT_PRODUCERS,
-    OPT_DURATION,
-    OPT_POLL,
-    OPT_PGBENCH_SCRIPT,
-    OPT_SUSTAIN,
-    OPT_INTERVAL,
-    OPT_EVENTS_PER_ROUND,
-    OPT_PG_AUTOVACUUM,
-    OPT_PURGE_AFTER,
-    OPT_DRIVER,
-    OPT_NO_CEILING,
-    OPT_TABLE,
-    OPT_METRICS,
-    OPT_OTLP_ENDPOINT,
-    OPT_HELP,
-};
-
-static const struct option options[] = {
-    {"store", required_argument, NULL, OPT_STORE},
-    {"relation", required_argument, NULL, OPT_RELATION},
-    {"sink", required_argument, NULL, OPT_SINK},
-    {"events", required_argument, NULL, OPT_EVENTS},
-    {"keys", required_argument, NULL, OPT_KEYS},
-    {"batch", required_argument, NULL, OPT_BATCH},
-    {"workers", required_argument, NULL, OPT_WORKERS},
-    {"pipeline", required_argument, NULL, OPT_PIPELINE},
-    {"repeat", required_argument, NULL, OPT_REPEAT},
-    {"quick", no_argument, NULL, OPT_QUICK},
-    {"latency", no_argument, NULL, OPT_LATENCY},
-    {"rate", required_argument, NULL, OPT_RATE},
-    {"producers", required_argument, NULL, OPT_PRODUCERS},
-    {"duration", required_argument, NULL, OPT_DURATION},
-    {"poll", required_argument, NULL, OPT_POLL},
-    {"pgbench-script", no_argument, NULL, OPT_PGBENCH_SCRIPT},
-    {"sustain", required_argument, NULL, OPT_SUSTAIN},
-    {"interval", required_argument, NULL, OPT_INTERVAL},
-    {"events-per-round", required_argument, NULL, OPT_EVENTS_PER_ROUND},
-    {"pg-autovacuum", no_argument, NULL, OPT_PG_AUTOVACUUM},
-    {"purge-after", required_argument, NULL, OPT_PURGE_AFTER},
-    {"driver", required_argument, NULL, OPT_DRIVER},
-    {"no-ceiling", no_argument, NULL, OPT_NO_CEILING},
-    {"table", required_argument, NULL, OPT_TABLE},
-    {"metrics", required_argument, NULL, OPT_METRICS},
-    {"otlp-endpoint", required_argument, NULL, OPT_OTLP_ENDPOINT},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad(const char *fmt, ...)
 {
@@ -257,147 +196,272 @@ static int check_driver(const char *driver)
     return 0;
 }
 
-static int parse(int argc, char **argv, bench_opts_t *o)
+/* ------------------------------------------------------------- options */
+
+/* The modes; an option may be refused in some of them. */
+enum { MODE_THROUGHPUT, MODE_LATENCY, MODE_SUSTAIN, MODES };
+
+/* Why an option is refused in a mode. When several options are, the rule
+ * listed first here is the one reported, so the order is that in which
+ * the rules are checked. */
+enum {
+    ACCEPTED,
+    R_METRICS,
+    R_OTLP,
+    R_SUSTAIN_ONLY,
+    R_SUSTAIN_LATENCY,
+    R_SUSTAIN_MIX,
+    R_LATENCY_EVENTS,
+    R_LATENCY_REPEAT,
+    R_LATENCY_WORKERS,
+    R_LATENCY_ONLY,
+    RULES
+};
+
+static const char *const rule_text[RULES] = {
+    [R_METRICS] = "--metrics belongs to throughput mode",
+    [R_OTLP] = "--otlp-endpoint belongs to throughput mode",
+    [R_SUSTAIN_ONLY] = "--interval, --events-per-round, --pg-autovacuum and --purge-after belong "
+                       "to --sustain mode",
+    [R_SUSTAIN_LATENCY] = "--sustain and --latency are different modes",
+    [R_SUSTAIN_MIX] = "--events, --repeat, --duration and --producers cannot be used with "
+                      "--sustain",
+    [R_LATENCY_EVENTS] = "--events cannot be used with --latency: it stages --rate events per "
+                         "second for --duration",
+    [R_LATENCY_REPEAT] = "--repeat cannot be used with --latency",
+    [R_LATENCY_WORKERS] = "--workers cannot be used with --latency: it runs one producer and "
+                          "one relay",
+    [R_LATENCY_ONLY] = "--rate, --duration and --producers belong to --latency mode",
+};
+
+/* How an option's value is read, and what it sets. */
+typedef enum {
+    ARG_TEXT,     /* const char *: the value; check() may refuse it */
+    ARG_LONG,     /* long: a whole number from min to max */
+    ARG_RATE,     /* double: events per second above 0 and at most max */
+    ARG_DURATION, /* int64_t: microseconds above 0, at most max_us when set */
+    ARG_CHOICE,   /* int: the index of the value in choices */
+    ARG_FLAG,     /* int: 1; no value */
+    ARG_HELP,     /* the usage text on stdout, exit 0 */
+} arg_kind_t;
+
+typedef struct opt {
+    const char *name; /* with its dashes */
+    arg_kind_t kind;
+    size_t offset;    /* of the bench_opts_t member it sets */
+    long min, max;
+    int64_t max_us;
+    const char *max_text;            /* max_us as the message says it */
+    const char *const *choices;      /* NULL-terminated */
+    int (*check)(const char *value); /* 0, or BENCH_EXIT_USAGE (said) */
+    /* Per mode, ACCEPTED or the rule that refuses the option there. */
+    unsigned char refused[MODES];
+} opt_t;
+
+static int check_metrics(const char *value)
 {
-    memset(o, 0, sizeof *o);
-    o->relation = "outbox_bench";
-    o->batch = 100;
-    o->workers = 1;
-    o->producers = 1;
-    o->events = -1;
-    o->rate = -1;
-    o->duration_us = -1;
-    o->poll_us = 100 * 1000;
-    const char *sink = NULL;
-    int seen_events = 0, seen_workers = 0, seen_repeat = 0, seen_rate = 0, seen_duration = 0,
-        seen_producers = 0, seen_sustain_opt = 0, seen_relation = 0, seen_table = 0;
-    o->interval_us = 60 * 1000000LL;
-    o->events_per_round = 100;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case OPT_STORE: o->store = optarg; break;
-        case OPT_RELATION:
-            seen_relation = 1;
-            o->relation = optarg;
-            break;
-        case OPT_SINK: sink = optarg; break;
-        case OPT_EVENTS:
-            seen_events = 1;
-            rc = parse_long("--events", optarg, 1, 100000000, &o->events);
-            break;
-        case OPT_KEYS: rc = parse_long("--keys", optarg, 0, 10000000, &o->keys); break;
-        case OPT_BATCH: rc = parse_long("--batch", optarg, 1, 100000, &o->batch); break;
-        case OPT_WORKERS:
-            seen_workers = 1;
-            rc = parse_long("--workers", optarg, 1, 64, &o->workers);
-            break;
-        case OPT_PIPELINE: rc = parse_long("--pipeline", optarg, 1, 16, &o->pipeline); break;
-        case OPT_REPEAT:
-            seen_repeat = 1;
-            rc = parse_long("--repeat", optarg, 1, 100, &o->repeat);
-            break;
-        case OPT_QUICK: o->quick = 1; break;
-        case OPT_LATENCY: o->latency = 1; break;
-        case OPT_RATE: {
-            seen_rate = 1;
-            char *end = NULL;
-            errno = 0;
-            o->rate = strtod(optarg, &end);
-            if (!*optarg || *end || errno || !isfinite(o->rate) || o->rate <= 0 || o->rate > 1e6)
-                rc = bad("--rate: expected events per second above 0 and at most 1000000, got "
-                         "\"%.64s\"",
-                         optarg);
-            break;
-        }
-        case OPT_PRODUCERS:
-            seen_producers = 1;
-            rc = parse_long("--producers", optarg, 1, 64, &o->producers);
-            break;
-        case OPT_DURATION:
-            seen_duration = 1;
-            rc = parse_duration("--duration", optarg, &o->duration_us);
-            if (rc == 0 && o->duration_us > 3600LL * 1000000)
-                rc = bad("--duration: at most 1h, got \"%.64s\"", optarg);
-            break;
-        case OPT_POLL:
-            rc = parse_duration("--poll", optarg, &o->poll_us);
-            break;
-        case OPT_PGBENCH_SCRIPT: o->pgbench_script = 1; break;
-        case OPT_SUSTAIN:
-            o->sustain = 1;
-            rc = parse_duration("--sustain", optarg, &o->duration_us);
-            if (rc == 0 && o->duration_us > 24 * 3600LL * 1000000)
-                rc = bad("--sustain: at most 24h, got \"%.64s\"", optarg);
-            break;
-        case OPT_INTERVAL:
-            seen_sustain_opt = 1;
-            rc = parse_duration("--interval", optarg, &o->interval_us);
-            break;
-        case OPT_EVENTS_PER_ROUND:
-            seen_sustain_opt = 1;
-            rc = parse_long("--events-per-round", optarg, 1, 100000, &o->events_per_round);
-            break;
-        case OPT_PG_AUTOVACUUM:
-            seen_sustain_opt = 1;
-            o->pg_autovacuum = 1;
-            break;
-        case OPT_PURGE_AFTER:
-            seen_sustain_opt = 1;
-            rc = parse_duration("--purge-after", optarg, &o->purge_after_us);
-            break;
-        case OPT_DRIVER: o->driver = optarg; break;
-        case OPT_NO_CEILING: o->no_ceiling = 1; break;
-        case OPT_TABLE:
-            seen_table = 1;
-            if (strcmp(optarg, "shipped") == 0)
-                o->table = BENCH_TABLE_SHIPPED;
-            else if (strcmp(optarg, "two-index") == 0)
-                o->table = BENCH_TABLE_TWO_INDEX;
-            else if (strcmp(optarg, "both") == 0)
-                o->table = BENCH_TABLE_BOTH;
-            else
-                rc = bad("--table: expected shipped, two-index or both, got \"%.64s\"", optarg);
-            break;
-        case OPT_METRICS: {
-            char why[256];
-            if (cli_metrics_listen_check(optarg, why, sizeof why) != 0)
-                rc = bad("--metrics %s", why);
-            o->metrics_listen = optarg;
-            break;
-        }
-        case OPT_OTLP_ENDPOINT: {
-            char why[600];
+    char why[256];
+    if (cli_metrics_listen_check(value, why, sizeof why) != 0)
+        return bad("--metrics %s", why);
+    return 0;
+}
+
+static int check_otlp(const char *value)
+{
+    char why[600];
 #ifdef OUTBOX_HAVE_TRACING
-            if (otlp_endpoint_check(optarg, why, sizeof why) != 0)
-                rc = bad("--otlp-endpoint: %s", why);
+    if (otlp_endpoint_check(value, why, sizeof why) != 0)
+        return bad("--otlp-endpoint: %s", why);
+    return 0;
 #else
-            snprintf(why, sizeof why, "built without libcurl");
-            rc = bad("--otlp-endpoint: this outbox-bench cannot export spans (%s)", why);
+    (void)value;
+    snprintf(why, sizeof why, "built without libcurl");
+    return bad("--otlp-endpoint: this outbox-bench cannot export spans (%s)", why);
 #endif
-            o->otlp_endpoint = optarg;
-            break;
+}
+
+static const char *const table_choices[] = {"shipped", "two-index", "both", NULL};
+
+/* Indexes into options[], for the rules that look at what was given. */
+enum {
+    O_STORE, O_RELATION, O_SINK, O_EVENTS, O_KEYS, O_BATCH, O_WORKERS, O_PIPELINE, O_REPEAT,
+    O_QUICK, O_LATENCY, O_RATE, O_PRODUCERS, O_DURATION, O_POLL, O_PGBENCH_SCRIPT, O_SUSTAIN,
+    O_INTERVAL, O_EVENTS_PER_ROUND, O_PG_AUTOVACUUM, O_PURGE_AFTER, O_DRIVER, O_NO_CEILING,
+    O_TABLE, O_METRICS, O_OTLP_ENDPOINT, O_HELP, N_OPTIONS
+};
+
+/* An entry's name, how its value is read, and the member it sets. */
+#define OPT(n, k, member) .name = (n), .kind = (k), .offset = offsetof(bench_opts_t, member)
+/* An option's refused[]: the rule in throughput, latency and sustain mode. */
+#define NOT_IN(t, l, s) {[MODE_THROUGHPUT] = (t), [MODE_LATENCY] = (l), [MODE_SUSTAIN] = (s)}
+#define SUSTAIN_ONLY NOT_IN(R_SUSTAIN_ONLY, R_SUSTAIN_ONLY, ACCEPTED)
+
+static const opt_t options[N_OPTIONS] = {
+    [O_STORE] = {OPT("--store", ARG_TEXT, store)},
+    [O_RELATION] = {OPT("--relation", ARG_TEXT, relation)},
+    [O_SINK] = {OPT("--sink", ARG_TEXT, sink)},
+    [O_EVENTS] = {OPT("--events", ARG_LONG, events), .min = 1, .max = 100000000,
+                  .refused = NOT_IN(ACCEPTED, R_LATENCY_EVENTS, R_SUSTAIN_MIX)},
+    [O_KEYS] = {OPT("--keys", ARG_LONG, keys), .min = 0, .max = 10000000},
+    [O_BATCH] = {OPT("--batch", ARG_LONG, batch), .min = 1, .max = 100000},
+    [O_WORKERS] = {OPT("--workers", ARG_LONG, workers), .min = 1, .max = 64,
+                   .refused = NOT_IN(ACCEPTED, R_LATENCY_WORKERS, ACCEPTED)},
+    [O_PIPELINE] = {OPT("--pipeline", ARG_LONG, pipeline), .min = 1, .max = 16},
+    [O_REPEAT] = {OPT("--repeat", ARG_LONG, repeat), .min = 1, .max = BENCH_REPEAT_MAX,
+                  .refused = NOT_IN(ACCEPTED, R_LATENCY_REPEAT, R_SUSTAIN_MIX)},
+    [O_QUICK] = {OPT("--quick", ARG_FLAG, quick)},
+    [O_LATENCY] = {OPT("--latency", ARG_FLAG, latency),
+                   .refused = NOT_IN(ACCEPTED, ACCEPTED, R_SUSTAIN_LATENCY)},
+    [O_RATE] = {OPT("--rate", ARG_RATE, rate), .max = 1000000,
+                .refused = NOT_IN(R_LATENCY_ONLY, ACCEPTED, ACCEPTED)},
+    [O_PRODUCERS] = {OPT("--producers", ARG_LONG, producers), .min = 1, .max = 64,
+                     .refused = NOT_IN(R_LATENCY_ONLY, ACCEPTED, R_SUSTAIN_MIX)},
+    [O_DURATION] = {OPT("--duration", ARG_DURATION, duration_us), .max_us = 3600LL * 1000000,
+                    .max_text = "1h", .refused = NOT_IN(R_LATENCY_ONLY, ACCEPTED, R_SUSTAIN_MIX)},
+    [O_POLL] = {OPT("--poll", ARG_DURATION, poll_us)},
+    [O_PGBENCH_SCRIPT] = {OPT("--pgbench-script", ARG_FLAG, pgbench_script)},
+    /* Its presence is sustained mode (o->sustain). */
+    [O_SUSTAIN] = {OPT("--sustain", ARG_DURATION, duration_us), .max_us = 24 * 3600LL * 1000000,
+                   .max_text = "24h"},
+    [O_INTERVAL] = {OPT("--interval", ARG_DURATION, interval_us), .refused = SUSTAIN_ONLY},
+    [O_EVENTS_PER_ROUND] = {OPT("--events-per-round", ARG_LONG, events_per_round), .min = 1,
+                            .max = 100000, .refused = SUSTAIN_ONLY},
+    [O_PG_AUTOVACUUM] = {OPT("--pg-autovacuum", ARG_FLAG, pg_autovacuum),
+                         .refused = SUSTAIN_ONLY},
+    [O_PURGE_AFTER] = {OPT("--purge-after", ARG_DURATION, purge_after_us),
+                       .refused = SUSTAIN_ONLY},
+    [O_DRIVER] = {OPT("--driver", ARG_TEXT, driver)},
+    [O_NO_CEILING] = {OPT("--no-ceiling", ARG_FLAG, no_ceiling)},
+    /* Its own rule (check_table) says where a table other than shipped runs. */
+    [O_TABLE] = {OPT("--table", ARG_CHOICE, table), .choices = table_choices},
+    [O_METRICS] = {OPT("--metrics", ARG_TEXT, metrics_listen), .check = check_metrics,
+                   .refused = NOT_IN(ACCEPTED, R_METRICS, R_METRICS)},
+    [O_OTLP_ENDPOINT] = {OPT("--otlp-endpoint", ARG_TEXT, otlp_endpoint), .check = check_otlp,
+                         .refused = NOT_IN(ACCEPTED, R_OTLP, R_OTLP)},
+    /* --help sets nothing. */
+    [O_HELP] = {.name = "--help", .kind = ARG_HELP},
+};
+
+#define SEEN(seen, o) (((seen) >> (o)) & 1)
+
+static int parse_rate(const opt_t *opt, const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || *end || errno || !isfinite(v) || v <= 0 || v > (double)opt->max)
+        return bad("%s: expected events per second above 0 and at most %ld, got \"%.64s\"",
+                   opt->name, opt->max, text);
+    *out = v;
+    return 0;
+}
+
+static int parse_limited_duration(const opt_t *opt, const char *text, int64_t *out)
+{
+    int rc = parse_duration(opt->name, text, out);
+    if (rc == 0 && opt->max_us > 0 && *out > opt->max_us)
+        return bad("%s: at most %s, got \"%.64s\"", opt->name, opt->max_text, text);
+    return rc;
+}
+
+/* The value's index in opt->choices; the message lists them all. */
+static int parse_choice(const opt_t *opt, const char *text, int *out)
+{
+    char list[200] = "";
+    size_t n = 0;
+    for (int i = 0; opt->choices[i]; i++) {
+        if (strcmp(text, opt->choices[i]) == 0) {
+            *out = i;
+            return 0;
         }
-        case OPT_HELP: fputs(usage_text, stdout); exit(0);
-        case ':':
+        const char *sep = i == 0 ? "" : opt->choices[i + 1] ? ", " : " or ";
+        if (n < sizeof list)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", sep, opt->choices[i]);
+    }
+    return bad("%s: expected %s, got \"%.64s\"", opt->name, list, text);
+}
+
+/* One option's value into o: 0 or BENCH_EXIT_USAGE (said). */
+static int set_option(const opt_t *opt, const char *value, bench_opts_t *o)
+{
+    void *dest = (char *)o + opt->offset;
+    switch (opt->kind) {
+    case ARG_TEXT:
+        *(const char **)dest = value;
+        return opt->check ? opt->check(value) : 0;
+    case ARG_LONG: return parse_long(opt->name, value, opt->min, opt->max, dest);
+    case ARG_RATE: return parse_rate(opt, value, dest);
+    case ARG_DURATION: return parse_limited_duration(opt, value, dest);
+    case ARG_CHOICE: return parse_choice(opt, value, dest);
+    case ARG_FLAG: *(int *)dest = 1; return 0;
+    case ARG_HELP: fputs(usage_text, stdout); exit(0);
+    }
+    return 0;
+}
+
+/* The command line into o, each option as options[] says; *seen gets a
+ * bit per option given (1 << its index). */
+static int parse_args(int argc, char **argv, bench_opts_t *o, uint64_t *seen)
+{
+    struct option longopts[N_OPTIONS + 1] = {{0}};
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const int bare = options[i].kind == ARG_FLAG || options[i].kind == ARG_HELP;
+        longopts[i] = (struct option){options[i].name + 2, bare ? no_argument : required_argument,
+                                      NULL, 256 + i};
+    }
+    opterr = 0;
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c >= 256) {
+            *seen |= (uint64_t)1 << (c - 256);
+            rc = set_option(&options[c - 256], optarg, o);
+        } else if (c == ':') {
             rc = bad("%s needs a value", argv[optind - 1]);
-            break;
-        default:
+        } else {
             rc = bad("unknown option \"%.64s\" (try --help)", argv[optind - 1]);
-            break;
         }
-        if (rc != 0)
-            return rc;
     }
-    if (optind < argc)
-        return bad("unexpected argument \"%.64s\" (try --help)", argv[optind]);
-    if (o->pgbench_script) {
-        if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200)
-            return bad("--relation: \"%.64s\" is not a usable name", o->relation);
-        return 0;
-    }
+    if (rc == 0 && optind < argc)
+        rc = bad("unexpected argument \"%.64s\" (try --help)", argv[optind]);
+    return rc;
+}
+
+/* ------------------------------------------------ rules across options */
+
+/* --table other than shipped: throughput mode on a store whose backend
+ * can drop the shipped schema's extra indexes. */
+static int check_table(const bench_opts_t *o, uint64_t seen)
+{
+    if (SEEN(seen, O_TABLE) && o->table != BENCH_TABLE_SHIPPED &&
+        (o->no_ceiling || o->latency || o->sustain || !o->backend->canonical_only))
+        return bad("--table %s: throughput mode on a postgresql store only (without --driver, "
+                   "--no-ceiling, --latency or --sustain)",
+                   o->table == BENCH_TABLE_BOTH ? "both" : "two-index");
+    return 0;
+}
+
+/* Without a ceiling (--driver, --no-ceiling, or a store the bench has no
+ * backend for): throughput only, the driver loadable, its own relation. */
+static int check_no_ceiling(bench_opts_t *o, uint64_t seen)
+{
+    char why[96];
+    if (o->driver || o->backend)
+        snprintf(why, sizeof why, "%s", o->driver ? "--driver" : "--no-ceiling");
+    else
+        snprintf(why, sizeof why, "the %.*s store", (int)strcspn(o->store, ":"), o->store);
+    if (o->latency || o->sustain)
+        return bad("%s: outbox-bench measures throughput only, without a ceiling (--latency "
+                   "and --sustain run on sqlite and postgresql stores, without --driver)",
+                   why);
+    int rc = o->driver ? check_driver(o->driver) : 0;
+    if (rc == 0 && !SEEN(seen, O_RELATION))
+        o->relation = "outbox_bench_driver";
+    return rc;
+}
+
+/* The store, and what follows from it: the backend, the ceiling or not. */
+static int check_store_rules(bench_opts_t *o, uint64_t seen)
+{
     if (!o->store)
         return bad("--store is required, e.g. --store sqlite:///tmp/bench.db");
     int rc = check_store(o->store, &o->backend);
@@ -413,74 +477,100 @@ static int parse(int argc, char **argv, bench_opts_t *o)
                    "of --latency and --sustain stages in transactions)",
                    o->latency ? "--latency" : "--sustain");
 #endif
-    if (seen_table && o->table != BENCH_TABLE_SHIPPED &&
-        (o->no_ceiling || o->latency || o->sustain || !o->backend->canonical_only))
-        return bad("--table %s: throughput mode on a postgresql store only (without --driver, "
-                   "--no-ceiling, --latency or --sustain)",
-                   o->table == BENCH_TABLE_BOTH ? "both" : "two-index");
-    if (o->no_ceiling) {
-        char why[96];
-        if (o->driver || o->backend)
-            snprintf(why, sizeof why, "%s", o->driver ? "--driver" : "--no-ceiling");
-        else
-            snprintf(why, sizeof why, "the %.*s store", (int)strcspn(o->store, ":"), o->store);
-        if (o->latency || o->sustain)
-            return bad("%s: outbox-bench measures throughput only, without a ceiling (--latency "
-                       "and --sustain run on sqlite and postgresql stores, without --driver)",
-                       why);
-        if (o->driver && (rc = check_driver(o->driver)) != 0)
-            return rc;
-        if (!seen_relation)
-            o->relation = "outbox_bench_driver";
-    }
+    rc = check_table(o, seen);
+    if (rc == 0 && o->no_ceiling)
+        rc = check_no_ceiling(o, seen);
+    return rc;
+}
+
+static int check_relation(const bench_opts_t *o)
+{
     if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200 ||
         strcasecmp(o->relation, "outbox_bench_relations") == 0)
         return bad("--relation: \"%.64s\" is not a usable name (letters, digits and _, "
                    "optionally schema.name, at most 200 characters)",
                    o->relation);
-    if (o->metrics_listen && (o->latency || o->sustain))
-        return bad("--metrics belongs to throughput mode");
-    if (o->otlp_endpoint && (o->latency || o->sustain))
-        return bad("--otlp-endpoint belongs to throughput mode");
-    if (seen_sustain_opt && !o->sustain)
-        return bad("--interval, --events-per-round, --pg-autovacuum and --purge-after belong to "
-                   "--sustain mode");
+    return 0;
+}
+
+/* Each option given against the mode: the first rule (in rule order)
+ * that refuses one of them. */
+static int check_modes(const bench_opts_t *o, uint64_t seen)
+{
+    const int mode = o->sustain ? MODE_SUSTAIN : o->latency ? MODE_LATENCY : MODE_THROUGHPUT;
+    int rule = RULES;
+    for (int i = 0; i < N_OPTIONS; i++) {
+        int r = options[i].refused[mode];
+        if (SEEN(seen, i) && r != ACCEPTED && r < rule)
+            rule = r;
+    }
+    return rule < RULES ? bad("%s", rule_text[rule]) : 0;
+}
+
+/* Sustained mode's own rules. */
+static int check_sustain(const bench_opts_t *o)
+{
+    if (o->pg_autovacuum && !o->backend->autovacuum)
+        return bad("--pg-autovacuum: the %s store has no autovacuum", o->backend->name);
+    if (o->interval_us > o->duration_us)
+        return bad("--interval is longer than --sustain");
+    return 0;
+}
+
+/* What the mode does when an option was not given (less with --quick). */
+static void apply_defaults(bench_opts_t *o, uint64_t seen)
+{
     if (o->sustain) {
-        if (o->latency)
-            return bad("--sustain and --latency are different modes");
-        if (seen_events || seen_repeat || seen_duration || seen_producers)
-            return bad("--events, --repeat, --duration and --producers cannot be used with "
-                       "--sustain");
-        if (o->pg_autovacuum && !o->backend->autovacuum)
-            return bad("--pg-autovacuum: the %s store has no autovacuum", o->backend->name);
-        if (o->interval_us > o->duration_us)
-            return bad("--interval is longer than --sustain");
-        if (!seen_rate)
-            o->rate = 0;
+        if (!SEEN(seen, O_RATE))
+            o->rate = 0; /* as fast as the producer can */
     } else if (o->latency) {
-        if (seen_events)
-            return bad("--events cannot be used with --latency: it stages --rate events per "
-                       "second for --duration");
-        if (seen_repeat)
-            return bad("--repeat cannot be used with --latency");
-        if (seen_workers)
-            return bad("--workers cannot be used with --latency: it runs one producer and one "
-                       "relay");
-        if (!seen_rate)
+        if (!SEEN(seen, O_RATE))
             o->rate = o->quick ? 200 : 1000;
-        if (!seen_duration)
+        if (!SEEN(seen, O_DURATION))
             o->duration_us = (o->quick ? 1 : 10) * 1000000LL;
     } else {
-        if (seen_rate || seen_duration || seen_producers)
-            return bad("--rate, --duration and --producers belong to --latency mode");
-        if (!seen_events)
+        if (!SEEN(seen, O_EVENTS))
             o->events = o->quick ? 2000 : 100000;
-        if (!seen_repeat)
+        if (!SEEN(seen, O_REPEAT))
             o->repeat = o->quick ? 1 : 3;
     }
     /* Latency mode without --sink records in-process (o->sink NULL). */
-    o->sink = sink ? sink : o->latency ? NULL : "null:";
-    return 0;
+    if (!o->sink && !o->latency)
+        o->sink = "null:";
+}
+
+static int parse(int argc, char **argv, bench_opts_t *o)
+{
+    *o = (bench_opts_t){.relation = "outbox_bench",
+                        .batch = 100,
+                        .workers = 1,
+                        .producers = 1,
+                        .events = -1,
+                        .rate = -1,
+                        .duration_us = -1,
+                        .poll_us = 100 * 1000,
+                        .interval_us = 60 * 1000000LL,
+                        .events_per_round = 100};
+    uint64_t seen = 0;
+    int rc = parse_args(argc, argv, o, &seen);
+    o->sustain = SEEN(seen, O_SUSTAIN);
+    if (rc != 0)
+        return rc;
+    if (o->pgbench_script) {
+        if (!outbox_relation_valid(o->relation) || strlen(o->relation) > 200)
+            return bad("--relation: \"%.64s\" is not a usable name", o->relation);
+        return 0;
+    }
+    rc = check_store_rules(o, seen);
+    if (rc == 0)
+        rc = check_relation(o);
+    if (rc == 0)
+        rc = check_modes(o, seen);
+    if (rc == 0 && o->sustain)
+        rc = check_sustain(o);
+    if (rc == 0)
+        apply_defaults(o, seen);
+    return rc;
 }
 
 int main(int argc, char **argv)

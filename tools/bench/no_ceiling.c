@@ -161,24 +161,6 @@ static int check_stats(outbox_store_t *admin, const char *route, long events, ch
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, long n)
-{
-    double *c = malloc((size_t)n * sizeof *c);
-    if (!c)
-        return 0;
-    memcpy(c, v, (size_t)n * sizeof *c);
-    qsort(c, (size_t)n, sizeof *c, cmp_double);
-    double m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
-    free(c);
-    return m;
-}
-
 /* One round on a fresh route: stage, drain, check, purge. */
 static int round_once(const bench_opts_t *o, outbox_store_t *admin, double *stage_s,
                       bench_drain_t *drain, int *purge_short, char *err, size_t errlen)
@@ -249,15 +231,13 @@ int bench_throughput_no_ceiling(const bench_opts_t *o)
         }
     }
 
-    double *eps = calloc((size_t)o->repeat, sizeof *eps);
-    double *cpu = calloc((size_t)o->repeat, sizeof *cpu);
-    double *seps = calloc((size_t)o->repeat, sizeof *seps);
-    if (!eps || !cpu || !seps) {
+    /* What only a ceiling or a reference drain measures is null. */
+    bench_result_t res = {.o = o, .driver = drv, .no_ceiling_line = 1};
+    res.rounds = calloc((size_t)o->repeat, sizeof *res.rounds);
+    if (!res.rounds) {
         snprintf(err, sizeof err, "out of memory");
         rc = BENCH_EXIT_FAIL;
     }
-    char rates[2048] = "";
-    size_t elen = 0;
     int purge_short = 0;
     for (long r = 0; r < o->repeat && rc == 0; r++) {
         double stage_s = 0;
@@ -265,47 +245,19 @@ int bench_throughput_no_ceiling(const bench_opts_t *o)
         rc = round_once(o, admin, &stage_s, &drain, &purge_short, err, sizeof err);
         if (rc != 0)
             break;
-        eps[r] = drain.seconds > 0 ? (double)o->events / drain.seconds : 0;
-        cpu[r] = drain.cpu_s;
-        seps[r] = stage_s > 0 ? (double)o->events / stage_s : 0;
-        if (elen < sizeof rates - 24)
-            elen += (size_t)snprintf(rates + elen, sizeof rates - elen, "%s%.0f", r ? "," : "",
-                                     eps[r]);
+        res.rounds[r].eps = drain.seconds > 0 ? (double)o->events / drain.seconds : 0;
+        res.rounds[r].cpu = drain.cpu_s;
+        res.rounds[r].stage_eps = stage_s > 0 ? (double)o->events / stage_s : 0;
+        res.n = r + 1;
     }
     if (rc == 0 && purge_short)
         bench_err("warning: the %s driver's purge removed fewer rows than each round published",
                   drv->name);
-    if (rc == 0) {
-        char store[1024], sink[1024], name[200], missing[200];
-        bench_json_str(store, sizeof store, o->store);
-        bench_json_str(sink, sizeof sink, o->sink);
-        bench_json_str(name, sizeof name, drv->name);
-        bench_missing_entries(drv, missing, sizeof missing);
-        const long n = o->repeat;
-        const double cpu_med = median(cpu, n);
-        /* The keys of throughput.c's line, in its order; what only a
-         * ceiling or a reference drain measures is null. */
-        printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
-               "\"batch\":%ld,\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,"
-               "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,\"ceiling\":false,"
-               "\"ceiling_events_per_s\":null,\"ratio\":null,\"repeat\":%ld,\"ratios\":null,"
-               "\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":null,\"cpu_ratio\":null,"
-               "\"stage_events_per_s\":%.0f,\"reference_events_per_s\":null,"
-               "\"reference_ratio\":null,\"reference_ratios\":null,\"sql_verified\":null,"
-               "\"missing_entries\":%s,\"loadavg\":%.2f,\"producer_ceiling\":null,"
-               "\"producer_ceiling_events_per_s\":null,\"producer_ceiling_rounds\":null,"
-               "\"producer_ceiling_cpu_s\":null,\"ratio_to_lesser\":null,"
-               "\"ratios_to_lesser\":null}\n",
-               store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
-               cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), n, rates,
-               median(seps, n), missing, bench_loadavg());
-        fflush(stdout);
-    } else {
+    if (rc == 0)
+        rc = bench_result_report(&res);
+    else
         bench_err("%s", err);
-    }
     outbox_store_close(admin);
-    free(eps);
-    free(cpu);
-    free(seps);
+    free(res.rounds);
     return rc;
 }

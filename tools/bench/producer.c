@@ -140,9 +140,11 @@ static int decode(const char *s, size_t n, char *out, size_t size)
     return 0;
 }
 
-int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t errlen)
+/* The scheme, lowercased, of a URI that goes on with "://"; the rest
+ * after it into *rest. */
+static int parse_scheme(const char *uri, bench_sink_uri_t *u, const char **rest, char *err,
+                        size_t errlen)
 {
-    memset(u, 0, sizeof *u);
     const char *colon = strchr(uri, ':');
     if (!colon || colon == uri || (size_t)(colon - uri) >= sizeof u->scheme ||
         strncmp(colon, "://", 3) != 0) {
@@ -151,10 +153,32 @@ int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t
     }
     for (const char *p = uri; p < colon; p++)
         u->scheme[p - uri] = (char)tolower((unsigned char)*p);
-    const char *a = colon + 3;
-    size_t alen = strcspn(a, "/?#");
-    const char *at = memchr(a, '@', alen);
-    if (at) {
+    *rest = colon + 3;
+    return 0;
+}
+
+/* A port of digits from p to end, 1 to 65535. */
+static int parse_port(const char *p, const char *end, bench_sink_uri_t *u, char *err,
+                      size_t errlen)
+{
+    const char *start = p;
+    long v = 0;
+    for (; p < end && *p >= '0' && *p <= '9' && v < 70000; p++)
+        v = v * 10 + (*p - '0');
+    if (p != end || p == start || v < 1 || v > 65535) {
+        snprintf(err, errlen, "--sink: bad port");
+        return BENCH_EXIT_USAGE;
+    }
+    u->port = (int)v;
+    return 0;
+}
+
+/* host[:port] or [v6]:port from a to end; credentials refused. */
+static int parse_authority(const char *a, const char *end, bench_sink_uri_t *u, char *err,
+                           size_t errlen)
+{
+    size_t alen = (size_t)(end - a);
+    if (memchr(a, '@', alen)) {
         /* Credentials are the sink's business; the bare clients connect
          * without them. */
         snprintf(err, errlen,
@@ -162,31 +186,68 @@ int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t
                  "user or password");
         return BENCH_EXIT_USAGE;
     }
-    const char *hp = a, *end = a + alen, *port = NULL;
-    if (*hp == '[') {
-        const char *rb = memchr(hp, ']', alen);
+    const char *port = NULL;
+    if (*a == '[') {
+        const char *rb = memchr(a, ']', alen);
         if (!rb) {
             snprintf(err, errlen, "--sink: unterminated [ in the host");
             return BENCH_EXIT_USAGE;
         }
-        snprintf(u->host, sizeof u->host, "%.*s", (int)(rb - hp - 1), hp + 1);
+        snprintf(u->host, sizeof u->host, "%.*s", (int)(rb - a - 1), a + 1);
         port = rb + 1 < end && rb[1] == ':' ? rb + 2 : NULL;
     } else {
-        const char *c = memchr(hp, ':', alen);
-        snprintf(u->host, sizeof u->host, "%.*s", (int)((c ? c : end) - hp), hp);
+        const char *c = memchr(a, ':', alen);
+        snprintf(u->host, sizeof u->host, "%.*s", (int)((c ? c : end) - a), a);
         port = c ? c + 1 : NULL;
     }
-    if (port) {
-        long v = 0;
-        const char *p = port;
-        for (; p < end && *p >= '0' && *p <= '9' && v < 70000; p++)
-            v = v * 10 + (*p - '0');
-        if (p != end || p == port || v < 1 || v > 65535) {
-            snprintf(err, errlen, "--sink: bad port");
-            return BENCH_EXIT_USAGE;
-        }
-        u->port = (int)v;
+    return port ? parse_port(port, end, u, err, errlen) : 0;
+}
+
+/* One key[=value] of the query, seg bytes at q, percent-decoded. */
+static int parse_param(const char *q, size_t seg, bench_sink_uri_t *u, char *err, size_t errlen)
+{
+    if (u->n_params == BENCH_URI_PARAMS) {
+        snprintf(err, errlen, "--sink: more than %d parameters", BENCH_URI_PARAMS);
+        return BENCH_EXIT_USAGE;
     }
+    const char *eq = memchr(q, '=', seg);
+    size_t kl = eq ? (size_t)(eq - q) : seg;
+    if (decode(q, kl, u->key[u->n_params], sizeof u->key[0]) != 0 ||
+        decode(eq ? eq + 1 : q + seg, eq ? seg - kl - 1 : 0, u->value[u->n_params],
+               sizeof u->value[0]) != 0) {
+        snprintf(err, errlen, "--sink: a parameter is too long");
+        return BENCH_EXIT_USAGE;
+    }
+    u->n_params++;
+    return 0;
+}
+
+/* The parameters of the query after '?', up to a '#'. */
+static int parse_query(const char *q, bench_sink_uri_t *u, char *err, size_t errlen)
+{
+    while (*q && *q != '#') {
+        size_t seg = strcspn(q, "&#");
+        if (seg > 0) {
+            int rc = parse_param(q, seg, u, err, errlen);
+            if (rc != 0)
+                return rc;
+        }
+        q += seg + (q[seg] == '&');
+    }
+    return 0;
+}
+
+int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t errlen)
+{
+    memset(u, 0, sizeof *u);
+    const char *a = NULL;
+    int rc = parse_scheme(uri, u, &a, err, errlen);
+    if (rc != 0)
+        return rc;
+    const char *end = a + strcspn(a, "/?#");
+    rc = parse_authority(a, end, u, err, errlen);
+    if (rc != 0)
+        return rc;
     const char *path = end;
     size_t plen = strcspn(path, "?#");
     if (plen > 0 && *path == '/') {
@@ -197,30 +258,7 @@ int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t
         snprintf(err, errlen, "--sink: path too long");
         return BENCH_EXIT_USAGE;
     }
-    const char *q = path + plen;
-    if (*q == '?') {
-        q++;
-        while (*q && *q != '#') {
-            size_t seg = strcspn(q, "&#");
-            const char *eq = memchr(q, '=', seg);
-            if (seg > 0) {
-                if (u->n_params == BENCH_URI_PARAMS) {
-                    snprintf(err, errlen, "--sink: more than %d parameters", BENCH_URI_PARAMS);
-                    return BENCH_EXIT_USAGE;
-                }
-                size_t kl = eq ? (size_t)(eq - q) : seg;
-                if (decode(q, kl, u->key[u->n_params], sizeof u->key[0]) != 0 ||
-                    decode(eq ? eq + 1 : q + seg, eq ? seg - kl - 1 : 0, u->value[u->n_params],
-                           sizeof u->value[0]) != 0) {
-                    snprintf(err, errlen, "--sink: a parameter is too long");
-                    return BENCH_EXIT_USAGE;
-                }
-                u->n_params++;
-            }
-            q += seg + (q[seg] == '&');
-        }
-    }
-    return 0;
+    return path[plen] == '?' ? parse_query(path + plen + 1, u, err, errlen) : 0;
 }
 
 void bench_sink_target(const bench_sink_uri_t *u, const char *destination, const char *route,

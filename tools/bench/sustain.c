@@ -175,71 +175,147 @@ typedef struct interval {
     long pending, dead, live, autovacuums;
 } interval_t;
 
-static void print_interval(const bench_opts_t *o, int idx, double t_s, const interval_t *iv)
+static int print_interval(const bench_opts_t *o, int idx, double t_s, const interval_t *iv)
 {
-    printf("{\"mode\":\"sustain\",\"interval\":%d,\"t_s\":%.1f,\"events_per_s\":%.0f,"
-           "\"staged_per_s\":%.0f,\"pending\":%ld,",
-           idx, t_s, iv->published_per_s, iv->staged_per_s, iv->pending);
+    bench_json_t j = {0};
+    bench_json_open(&j, NULL);
+    bench_json_text(&j, "mode", "sustain");
+    bench_json_int(&j, "interval", idx);
+    bench_json_num(&j, "t_s", t_s, 1);
+    bench_json_num(&j, "events_per_s", iv->published_per_s, 0);
+    bench_json_num(&j, "staged_per_s", iv->staged_per_s, 0);
+    bench_json_int(&j, "pending", iv->pending);
+    /* Only with --purge-after: a purger runs. */
     if (o->purge_after_us > 0)
-        printf("\"purged_per_s\":%.0f,", iv->purged_per_s);
-    if (iv->dead >= 0)
-        printf("\"dead_tuples\":%ld,\"live_tuples\":%ld,\"autovacuum_count\":%ld,", iv->dead,
-               iv->live, iv->autovacuums);
-    else
-        printf("\"dead_tuples\":null,\"live_tuples\":null,\"autovacuum_count\":null,");
-    printf("\"workers\":%ld,\"batch\":%ld,\"cpu_s\":%.2f,\"loadavg\":%.2f}\n", o->workers,
-           o->batch, bench_cpu_s(), bench_loadavg());
-    fflush(stdout);
+        bench_json_num(&j, "purged_per_s", iv->purged_per_s, 0);
+    /* The server's statistics, null when the store has none (dead < 0). */
+    const int stats = iv->dead >= 0;
+    bench_json_num_or_null(&j, "dead_tuples", stats, (double)iv->dead, 0);
+    bench_json_num_or_null(&j, "live_tuples", stats, (double)iv->live, 0);
+    bench_json_num_or_null(&j, "autovacuum_count", stats, (double)iv->autovacuums, 0);
+    bench_json_int(&j, "workers", o->workers);
+    bench_json_int(&j, "batch", o->batch);
+    bench_json_num(&j, "cpu_s", bench_cpu_s(), 2);
+    bench_json_num(&j, "loadavg", bench_loadavg(), 2);
+    bench_json_close(&j);
+    return bench_json_print(&j);
 }
 
-int bench_sustain(const bench_opts_t *o)
+/* The last line: the run's parameters and its last full interval against
+ * the first. */
+static int print_summary(const bench_opts_t *o, int intervals, const interval_t *first,
+                         const interval_t *last, long staged, long published)
 {
-    char err[1024] = "";
-    void *b = NULL;
-    int rc = o->backend->open(o->store, &b, err, sizeof err);
+    double ratio = first->published_per_s > 0 ? last->published_per_s / first->published_per_s : 0;
+    bench_json_t j = {0};
+    bench_json_open(&j, NULL);
+    bench_json_text(&j, "mode", "sustain");
+    bench_json_bool(&j, "summary", 1);
+    bench_json_text(&j, "store", o->store);
+    bench_json_text(&j, "sink", o->sink);
+    bench_json_num(&j, "duration_s", (double)o->duration_us / 1e6, 0);
+    bench_json_num(&j, "interval_s", (double)o->interval_us / 1e6, 0);
+    bench_json_int(&j, "intervals", intervals);
+    bench_json_num(&j, "rate", o->rate > 0 ? o->rate : 0, 0);
+    bench_json_int(&j, "events_per_round", o->events_per_round);
+    bench_json_int(&j, "keys", o->keys);
+    bench_json_int(&j, "batch", o->batch);
+    bench_json_int(&j, "workers", o->workers);
+    bench_json_bool(&j, "pg_autovacuum", o->pg_autovacuum);
+    bench_json_num(&j, "purge_after_s", (double)o->purge_after_us / 1e6, 3);
+    bench_json_num(&j, "first_events_per_s", first->published_per_s, 0);
+    bench_json_num(&j, "last_events_per_s", last->published_per_s, 0);
+    bench_json_num(&j, "ratio", ratio, 3);
+    bench_json_bool(&j, "within_10pct", fabs(ratio - 1) <= 0.10);
+    bench_json_int(&j, "staged", staged);
+    bench_json_int(&j, "published", published);
+    bench_json_int(&j, "pending", last->pending);
+    bench_json_num(&j, "cpu_s", bench_cpu_s(), 2);
+    bench_json_int(&j, "peak_rss_kb", bench_peak_rss_kb());
+    bench_json_num(&j, "loadavg", bench_loadavg(), 2);
+    bench_json_close(&j);
+    return bench_json_print(&j);
+}
+
+/* A sustained run: the threads, their handles, and the bench's own
+ * connection. The threads point into it: it stays where it was made. */
+typedef struct srun {
+    const bench_opts_t *o;
+    void *b;
+    shared_t sh;
+    producer_t prod;
+    pthread_t prod_tid;
+    int prod_started;
+    purger_t purger;
+    pthread_t purge_tid;
+    int purge_started;
+    sworker_t *w;
+    pthread_t *tid;
+    long started; /* relay threads */
+} srun_t;
+
+/* The relation, new and quiet, on the bench's own connection. */
+static int prepare_store(const bench_opts_t *o, void **b, char *err, size_t errlen)
+{
+    int rc = o->backend->open(o->store, b, err, errlen);
     if (rc == 0)
-        rc = o->backend->claim_relation(b, o->relation, err, sizeof err);
+        rc = o->backend->claim_relation(*b, o->relation, err, errlen);
     if (rc == 0)
-        rc = bench_schema_apply(o->store, o->relation, err, sizeof err);
+        rc = bench_schema_apply(o->store, o->relation, err, errlen);
     if (rc == 0 && o->pg_autovacuum) {
         if (!o->backend->autovacuum) {
-            snprintf(err, sizeof err, "--pg-autovacuum: the %s store has no autovacuum",
+            snprintf(err, errlen, "--pg-autovacuum: the %s store has no autovacuum",
                      o->backend->name);
             rc = BENCH_EXIT_USAGE;
         } else {
-            rc = o->backend->autovacuum(b, o->relation, err, sizeof err);
+            rc = o->backend->autovacuum(*b, o->relation, err, errlen);
         }
     }
     if (rc == 0)
-        rc = o->backend->quiesce(b, o->relation, err, sizeof err);
+        rc = o->backend->quiesce(*b, o->relation, err, errlen);
     if (rc == 0 && strncmp(o->sink, "benchok:", 8) == 0)
-        rc = bench_register_ok_sink(err, sizeof err);
+        rc = bench_register_ok_sink(err, errlen);
+    return rc;
+}
 
-    shared_t sh;
-    atomic_init(&sh.staged, 0);
-    atomic_init(&sh.published, 0);
-    atomic_init(&sh.stop, 0);
-    atomic_init(&sh.failed, 0);
-    atomic_init(&sh.purged, 0);
-    purger_t purger = {.o = o, .sh = &sh};
-    pthread_t purge_tid;
-    int purge_started = 0;
+/* A store handle of the run's relation, for one thread. */
+static int open_store(const bench_opts_t *o, outbox_store_t **s, char *err, size_t errlen)
+{
     outbox_store_options_t so = {.struct_size = sizeof so, .relation = o->relation};
-    producer_t prod = {.o = o, .sh = &sh};
-    sworker_t *w = calloc((size_t)o->workers, sizeof *w);
-    pthread_t *tid = calloc((size_t)o->workers, sizeof *tid);
-    pthread_t ptid;
-    long started = 0;
-    int prod_started = 0;
-    if (rc == 0 && (!w || !tid)) {
-        snprintf(err, sizeof err, "out of memory");
-        rc = BENCH_EXIT_FAIL;
-    }
     outbox_diag_t d;
-    if (rc == 0 && outbox_store_open(o->store, &so, &prod.store, &d) != OUTBOX_OK) {
-        snprintf(err, sizeof err, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
-        rc = BENCH_EXIT_FAIL;
+    if (outbox_store_open(o->store, &so, s, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
+        return BENCH_EXIT_FAIL;
     }
+    return 0;
+}
+
+/* One relay worker's store, sink and relay. */
+static int open_worker(const bench_opts_t *o, const outbox_relay_config_t *cfg, sworker_t *w,
+                       char *err, size_t errlen)
+{
+    outbox_diag_t d;
+    int rc = open_store(o, &w->store, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (outbox_sink_open(o->sink, NULL, &w->sink, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
+        return BENCH_EXIT_USAGE;
+    }
+    if (outbox_relay_new(w->store, w->sink, cfg, &w->relay, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "relay: %s", d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* The producer's store handle and every worker's. */
+static int open_handles(srun_t *run, char *err, size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    int rc = open_store(o, &run->prod.store, err, errlen);
+    if (rc != 0)
+        return rc;
     outbox_relay_config_t cfg;
     outbox_relay_config_init(&cfg);
     cfg.route = BENCH_ROUTE;
@@ -248,139 +324,188 @@ int bench_sustain(const bench_opts_t *o)
         cfg.pipeline = (size_t)o->pipeline;
     cfg.poll_us = o->poll_us;
     for (long i = 0; rc == 0 && i < o->workers; i++) {
-        w[i].o = o;
-        w[i].sh = &sh;
-        if (outbox_store_open(o->store, &so, &w[i].store, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
-            rc = BENCH_EXIT_FAIL;
-        } else if (outbox_sink_open(o->sink, NULL, &w[i].sink, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
-            rc = BENCH_EXIT_USAGE;
-        } else if (outbox_relay_new(w[i].store, w[i].sink, &cfg, &w[i].relay, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "relay: %s", d.message);
-            rc = BENCH_EXIT_FAIL;
-        }
+        run->w[i].o = o;
+        run->w[i].sh = &run->sh;
+        rc = open_worker(o, &cfg, &run->w[i], err, errlen);
     }
+    return rc;
+}
 
-    int64_t t0 = bench_mono_us();
-    prod.t0 = t0;
-    for (long i = 0; rc == 0 && i < o->workers; i++) {
-        if (pthread_create(&tid[i], NULL, relay_main, &w[i]) != 0) {
-            snprintf(err, sizeof err, "cannot start %ld relay threads", o->workers);
-            rc = BENCH_EXIT_FAIL;
-            break;
-        }
-        started++;
+/* --purge-after: the purger's own store handle and thread. */
+static int start_purger(srun_t *run, char *err, size_t errlen)
+{
+    int rc = open_store(run->o, &run->purger.store, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (pthread_create(&run->purge_tid, NULL, purge_main, &run->purger) != 0) {
+        snprintf(err, errlen, "cannot start the purger thread");
+        return BENCH_EXIT_FAIL;
     }
-    if (rc == 0 && o->purge_after_us > 0) {
-        if (outbox_store_open(o->store, &so, &purger.store, &d) != OUTBOX_OK) {
-            snprintf(err, sizeof err, "cannot open store %s: %s", bench_uri_shown(o->store), d.message);
-            rc = BENCH_EXIT_FAIL;
-        } else if (pthread_create(&purge_tid, NULL, purge_main, &purger) != 0) {
-            snprintf(err, sizeof err, "cannot start the purger thread");
-            rc = BENCH_EXIT_FAIL;
-        } else {
-            purge_started = 1;
-        }
-    }
-    if (rc == 0) {
-        if (pthread_create(&ptid, NULL, produce, &prod) != 0) {
-            snprintf(err, sizeof err, "cannot start the producer thread");
-            rc = BENCH_EXIT_FAIL;
-        } else {
-            prod_started = 1;
-        }
-    }
+    run->purge_started = 1;
+    return 0;
+}
 
+/* The relays first, then the purger, then the producer. */
+static int start_threads(srun_t *run, char *err, size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    for (long i = 0; i < o->workers; i++) {
+        if (pthread_create(&run->tid[i], NULL, relay_main, &run->w[i]) != 0) {
+            snprintf(err, errlen, "cannot start %ld relay threads", o->workers);
+            return BENCH_EXIT_FAIL;
+        }
+        run->started++;
+    }
+    int rc = o->purge_after_us > 0 ? start_purger(run, err, errlen) : 0;
+    if (rc == 0 && pthread_create(&run->prod_tid, NULL, produce, &run->prod) != 0) {
+        snprintf(err, errlen, "cannot start the producer thread");
+        return BENCH_EXIT_FAIL;
+    }
+    run->prod_started = rc == 0;
+    return rc;
+}
+
+/* The shared counters at the end of an interval. */
+typedef struct mark {
+    int64_t at;
+    long published, staged, purged;
+} mark_t;
+
+/* The interval since *prev, which becomes now: its rates from the shared
+ * counters, and the backlog and statistics of the store. */
+static int measure(srun_t *run, mark_t *prev, interval_t *iv, char *err, size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    mark_t now;
+    now.at = bench_mono_us();
+    now.published = atomic_load(&run->sh.published);
+    now.staged = atomic_load(&run->sh.staged);
+    now.purged = atomic_load(&run->sh.purged);
+    double secs = (double)(now.at - prev->at) / 1e6;
+    *iv = (interval_t){.purged_per_s = (double)(now.purged - prev->purged) / secs,
+                       .published_per_s = (double)(now.published - prev->published) / secs,
+                       .staged_per_s = (double)(now.staged - prev->staged) / secs,
+                       .dead = -1,
+                       .live = -1,
+                       .autovacuums = -1};
+    *prev = now;
+    if (o->backend->stats)
+        return o->backend->stats(run->b, o->relation, &iv->pending, &iv->dead, &iv->live,
+                                 &iv->autovacuums, err, errlen);
+    return o->backend->count(run->b, o->relation, "pending", &iv->pending, err, errlen);
+}
+
+/* Sleeps until due, or until a thread has stopped the run. */
+static void wait_until(shared_t *sh, int64_t due)
+{
+    while (!atomic_load(&sh->stop) && bench_mono_us() < due)
+        sleep_us(due - bench_mono_us() < 200000 ? due - bench_mono_us() : 200000);
+}
+
+/* A JSON line could not be built. */
+static int no_memory(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "out of memory");
+    return BENCH_EXIT_FAIL;
+}
+
+/* One line per interval from t0 on, then the summary. */
+static int report(srun_t *run, int64_t t0, char *err, size_t errlen)
+{
+    const bench_opts_t *o = run->o;
     int nint = (int)(o->duration_us / o->interval_us);
     if (nint < 1)
         nint = 1;
     interval_t first = {0}, last = {0};
-    long pub0 = 0, stg0 = 0, prg0 = 0;
-    int64_t tprev = t0;
+    mark_t mark = {.at = t0};
+    int rc = 0;
     for (int k = 1; rc == 0 && k <= nint; k++) {
-        int64_t due = t0 + (int64_t)k * o->interval_us;
-        while (!atomic_load(&sh.stop) && bench_mono_us() < due)
-            sleep_us(due - bench_mono_us() < 200000 ? due - bench_mono_us() : 200000);
-        if (atomic_load(&sh.failed))
+        wait_until(&run->sh, t0 + (int64_t)k * o->interval_us);
+        if (atomic_load(&run->sh.failed))
             break;
-        int64_t now = bench_mono_us();
-        long pub = atomic_load(&sh.published), stg = atomic_load(&sh.staged);
-        long prg = atomic_load(&sh.purged);
-        double secs = (double)(now - tprev) / 1e6;
-        interval_t iv = {.purged_per_s = (double)(prg - prg0) / secs,
-                         .published_per_s = (double)(pub - pub0) / secs,
-                         .staged_per_s = (double)(stg - stg0) / secs,
-                         .dead = -1,
-                         .live = -1,
-                         .autovacuums = -1};
-        pub0 = pub;
-        stg0 = stg;
-        prg0 = prg;
-        tprev = now;
-        if (o->backend->stats)
-            rc = o->backend->stats(b, o->relation, &iv.pending, &iv.dead, &iv.live,
-                                   &iv.autovacuums, err, sizeof err);
-        else
-            rc = o->backend->count(b, o->relation, "pending", &iv.pending, err, sizeof err);
-        if (rc != 0)
-            break;
-        print_interval(o, k, (double)(now - t0) / 1e6, &iv);
+        interval_t iv;
+        rc = measure(run, &mark, &iv, err, errlen);
+        if (rc == 0 && print_interval(o, k, (double)(mark.at - t0) / 1e6, &iv) != 0)
+            rc = no_memory(err, errlen);
         if (k == 1)
             first = iv;
         last = iv;
-        if (k == nint) {
-            double ratio = first.published_per_s > 0
-                               ? last.published_per_s / first.published_per_s
-                               : 0;
-            char store[1024];
-            bench_json_str(store, sizeof store, o->store);
-            printf("{\"mode\":\"sustain\",\"summary\":true,\"store\":%s,\"sink\":\"%s\","
-                   "\"duration_s\":%.0f,\"interval_s\":%.0f,\"intervals\":%d,\"rate\":%.0f,"
-                   "\"events_per_round\":%ld,\"keys\":%ld,\"batch\":%ld,\"workers\":%ld,"
-                   "\"pg_autovacuum\":%s,\"purge_after_s\":%.3f,\"first_events_per_s\":%.0f,"
-                   "\"last_events_per_s\":%.0f,\"ratio\":%.3f,\"within_10pct\":%s,"
-                   "\"staged\":%ld,\"published\":%ld,\"pending\":%ld,\"cpu_s\":%.2f,"
-                   "\"peak_rss_kb\":%ld,\"loadavg\":%.2f}\n",
-                   store, o->sink, (double)o->duration_us / 1e6, (double)o->interval_us / 1e6,
-                   nint, o->rate > 0 ? o->rate : 0, o->events_per_round, o->keys, o->batch,
-                   o->workers, o->pg_autovacuum ? "true" : "false",
-                   (double)o->purge_after_us / 1e6, first.published_per_s,
-                   last.published_per_s, ratio, fabs(ratio - 1) <= 0.10 ? "true" : "false",
-                   stg, pub, last.pending, bench_cpu_s(), bench_peak_rss_kb(),
-                   bench_loadavg());
-            fflush(stdout);
-        }
+        if (rc == 0 && k == nint &&
+            print_summary(o, nint, &first, &last, mark.staged, mark.published) != 0)
+            rc = no_memory(err, errlen);
     }
+    return rc;
+}
 
-    atomic_store(&sh.stop, 1);
-    if (prod_started)
-        pthread_join(ptid, NULL);
-    if (purge_started)
-        pthread_join(purge_tid, NULL);
-    for (long i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    if (rc == 0 && atomic_load(&sh.failed)) {
+/* Stops and joins every thread; a thread's failure is the run's when
+ * nothing failed before. */
+static int stop_threads(srun_t *run, int rc, char *err, size_t errlen)
+{
+    atomic_store(&run->sh.stop, 1);
+    if (run->prod_started)
+        pthread_join(run->prod_tid, NULL);
+    if (run->purge_started)
+        pthread_join(run->purge_tid, NULL);
+    for (long i = 0; i < run->started; i++)
+        pthread_join(run->tid[i], NULL);
+    if (rc == 0 && atomic_load(&run->sh.failed)) {
         rc = BENCH_EXIT_FAIL;
-        snprintf(err, sizeof err, "%s", prod.err[0] ? prod.err : purger.err);
-        for (long i = 0; !err[0] && i < o->workers; i++)
-            snprintf(err, sizeof err, "%s", w[i].err);
+        snprintf(err, errlen, "%s", run->prod.err[0] ? run->prod.err : run->purger.err);
+        for (long i = 0; !err[0] && i < run->o->workers; i++)
+            snprintf(err, errlen, "%s", run->w[i].err);
     }
-    for (long i = 0; w && i < o->workers; i++) {
-        outbox_relay_free(w[i].relay);
-        outbox_sink_close(w[i].sink);
-        outbox_store_close(w[i].store);
+    return rc;
+}
+
+/* Every handle, then the relation and the bench's connection. */
+static void close_all(srun_t *run)
+{
+    const bench_opts_t *o = run->o;
+    for (long i = 0; run->w && i < o->workers; i++) {
+        outbox_relay_free(run->w[i].relay);
+        outbox_sink_close(run->w[i].sink);
+        outbox_store_close(run->w[i].store);
     }
-    outbox_store_close(prod.store);
-    outbox_store_close(purger.store);
-    free(w);
-    free(tid);
-    if (b) {
+    outbox_store_close(run->prod.store);
+    outbox_store_close(run->purger.store);
+    free(run->w);
+    free(run->tid);
+    if (run->b) {
         char err2[512];
-        o->backend->drop_relation(b, o->relation, err2, sizeof err2);
-        o->backend->quiesce(b, NULL, err2, sizeof err2);
-        o->backend->close(b);
+        o->backend->drop_relation(run->b, o->relation, err2, sizeof err2);
+        o->backend->quiesce(run->b, NULL, err2, sizeof err2);
+        o->backend->close(run->b);
     }
+}
+
+int bench_sustain(const bench_opts_t *o)
+{
+    char err[1024] = "";
+    srun_t run = {.o = o};
+    atomic_init(&run.sh.staged, 0);
+    atomic_init(&run.sh.published, 0);
+    atomic_init(&run.sh.stop, 0);
+    atomic_init(&run.sh.failed, 0);
+    atomic_init(&run.sh.purged, 0);
+    run.prod = (producer_t){.o = o, .sh = &run.sh};
+    run.purger = (purger_t){.o = o, .sh = &run.sh};
+    int rc = prepare_store(o, &run.b, err, sizeof err);
+    run.w = calloc((size_t)o->workers, sizeof *run.w);
+    run.tid = calloc((size_t)o->workers, sizeof *run.tid);
+    if (rc == 0 && (!run.w || !run.tid)) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = BENCH_EXIT_FAIL;
+    }
+    if (rc == 0)
+        rc = open_handles(&run, err, sizeof err);
+    int64_t t0 = bench_mono_us();
+    run.prod.t0 = t0;
+    if (rc == 0)
+        rc = start_threads(&run, err, sizeof err);
+    if (rc == 0)
+        rc = report(&run, t0, err, sizeof err);
+    rc = stop_threads(&run, rc, err, sizeof err);
+    close_all(&run);
     if (rc != 0)
         bench_err("%s", err[0] ? err : "sustained run failed");
     return rc;

@@ -468,47 +468,6 @@ static int fresh_copy(const bench_opts_t *o, void *b, const char *backlog, const
     return rc;
 }
 
-/* One round: a fresh copy of the backlog for each side of sides[], then the
- * drains in an order that rotates with the round (the second side first in
- * round 0: with relay, ceiling and reference, the ceiling, as before the
- * reference existed), so no side always runs on the warmer cache. */
-static int round_once(const bench_opts_t *o, void *b, int round, const char *backlog,
-                      const char *const rels[SIDES], const int *sides, int n_sides,
-                      sink_side_t *ss, bench_drain_t out[SIDES], char *err, size_t errlen)
-{
-    int rc = ss->ctl ? round_destinations(ss, round, err, errlen) : 0;
-    bench_opts_t ro = *o;
-    if (ss->ctl && ss->has_destinations)
-        ro.destination = ss->relay_dest;
-    for (int i = 0; i < n_sides && rc == 0; i++)
-        if (sides[i] != SIDE_PRODUCER)
-            rc = fresh_copy(o, b, backlog, rels[sides[i]], sides[i] == SIDE_RELAY_TWO, err,
-                            errlen);
-    for (int step = 0; step < n_sides && rc == 0; step++) {
-        int k = sides[(1 + step + round * (n_sides - 1)) % n_sides];
-        if (k != SIDE_PRODUCER)
-            rc = o->backend->quiesce(b, rels[k], err, errlen);
-        /* The machine's busy CPUs over the drain call (its set-up too,
-         * which is short beside a drain). */
-        double busy0 = bench_machine_busy_s();
-        int64_t t0 = bench_mono_us();
-        if (rc == 0)
-            rc = k == SIDE_PRODUCER ? producer_drain(o, b, backlog, ss, &out[k], err, errlen)
-                 : k == SIDE_RELAY || k == SIDE_RELAY_TWO
-                     ? bench_relay_drain(&ro, rels[k], BENCH_ROUTE, &out[k], err, errlen)
-                 : k == SIDE_CEILING ? o->backend->ceiling(b, o, rels[k], &out[k], err, errlen)
-                                     : o->backend->reference(b, o, rels[k], &out[k], err, errlen);
-        double busy1 = bench_machine_busy_s();
-        int64_t wall = bench_mono_us() - t0;
-        out[k].busy_cores = busy0 >= 0 && busy1 >= busy0 && wall > 0 ? (busy1 - busy0) * 1e6 / (double)wall : -1;
-        if (rc == 0 && k != SIDE_PRODUCER)
-            rc = check_published(o, b, rels[k], side_names[k], err, errlen);
-    }
-    if (ss->ctl)
-        round_destinations_drop(ss);
-    return rc;
-}
-
 /* Runs the driver over a few rows with statement tracing on, and checks
  * that the ceiling's copies of its statements are the ones it runs. */
 static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relation, int *verified,
@@ -570,333 +529,345 @@ static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relatio
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* A throughput run: the relations of its sides, which sides drain and in
+ * what order, the sink's side, and the bench's own store connection. It
+ * points into itself (side_rels, rels): it stays where it was made. */
+typedef struct run {
+    const bench_opts_t *o;
+    char ceiling_rel[300], reference_rel[300], backlog_rel[300], check_rel[300], two_rel[300];
+    const char *side_rels[SIDES];
+    int sides[SIDES], n_sides;
+    int main_side;     /* the relay drain whose numbers are the relay's */
+    int has_ceiling;   /* the store ceiling drains (the shipped table) */
+    int has_reference; /* and the reference too */
+    const char *rels[6]; /* every relation the run creates and drops */
+    int n_rels;
+    sink_side_t ss;
+    void *b;
+} run_t;
+
+/* The relations and the sides of a run of o. */
+static void run_plan(const bench_opts_t *o, run_t *run)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    run->o = o;
+    snprintf(run->ceiling_rel, sizeof run->ceiling_rel, "%s_ceiling", o->relation);
+    snprintf(run->reference_rel, sizeof run->reference_rel, "%s_reference", o->relation);
+    snprintf(run->two_rel, sizeof run->two_rel, "%s_two", o->relation);
+    snprintf(run->backlog_rel, sizeof run->backlog_rel, "%s_backlog", o->relation);
+    snprintf(run->check_rel, sizeof run->check_rel, "%s_sqlcheck", o->relation);
+    run->side_rels[SIDE_RELAY] = o->relation;
+    run->side_rels[SIDE_CEILING] = run->ceiling_rel;
+    run->side_rels[SIDE_REFERENCE] = run->reference_rel;
+    /* With --table two-index the relay's own relation is the two-index one. */
+    run->side_rels[SIDE_RELAY_TWO] = o->table == BENCH_TABLE_BOTH ? run->two_rel : o->relation;
+    /* The ceiling and the reference copy the claim written for the shipped
+     * indexes: they run with the shipped table only. */
+    run->main_side = o->table == BENCH_TABLE_TWO_INDEX ? SIDE_RELAY_TWO : SIDE_RELAY;
+    run->has_ceiling = o->table == BENCH_TABLE_SHIPPED;
+    run->has_reference = run->has_ceiling && o->backend->reference;
+    run->sides[run->n_sides++] = run->main_side;
+    if (o->table == BENCH_TABLE_BOTH)
+        run->sides[run->n_sides++] = SIDE_RELAY_TWO;
+    if (run->has_ceiling)
+        run->sides[run->n_sides++] = SIDE_CEILING;
+    if (run->has_reference)
+        run->sides[run->n_sides++] = SIDE_REFERENCE;
+    const char *rels[] = {o->relation,    run->ceiling_rel,   run->backlog_rel,
+                          run->check_rel, run->reference_rel, run->two_rel};
+    memcpy(run->rels, rels, sizeof rels);
+    /* The two-index copy only when it is drained: a table of that name the
+     * bench did not create stops only the runs that would use it. */
+    run->n_rels = 6 - (o->table == BENCH_TABLE_BOTH ? 0 : 1);
 }
 
-static double median(double *v, long n)
+/* The producer ceiling of a sink URI whose scheme has one: its URI taken
+ * apart, and a path that would send every round to one place refused. */
+static int sink_side_producer(const bench_opts_t *o, sink_side_t *ss)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    char uerr[512];
+    int urc = bench_sink_uri_parse(o->sink, &ss->uri, uerr, sizeof uerr);
+    if (urc == 0 && ss->uri.path[0] && !strstr(ss->uri.path, "{destination}")) {
+        snprintf(uerr, sizeof uerr,
+                 "--sink: with the path \"%.64s\" every destination goes to one place; "
+                 "the bench publishes each drain to a fresh one: give the URI no path, or "
+                 "one with {destination}",
+                 ss->uri.path);
+        urc = BENCH_EXIT_USAGE;
+    }
+    if (urc != 0)
+        bench_err("%s", uerr);
+    return urc;
+}
+
+/* Opens the run's handle on the sink and finds its producer ceiling. A
+ * sink that cannot open is bad input: said before staging anything. The
+ * handle stays open for the run when the sink has destinations to create
+ * (a topic, a stream) or a producer ceiling. Errors are printed. */
+static int sink_side_open(const bench_opts_t *o, int has_ceiling, sink_side_t *ss)
+{
+    outbox_diag_t d;
+    if (outbox_sink_open(o->sink, NULL, &ss->ctl, &d) != OUTBOX_OK) {
+        bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
+        return BENCH_EXIT_USAGE;
+    }
+    const outbox_sink_vtable_t *kvt = outbox_sink_driver(ss->ctl)->sink;
+    ss->has_destinations = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
+                           OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
+    ss->producer = has_ceiling && o->backend->messages ? bench_producer_for(o->sink) : NULL;
+    int rc = ss->producer ? sink_side_producer(o, ss) : 0;
+    if (rc != 0) {
+        outbox_sink_close(ss->ctl);
+        ss->ctl = NULL;
+        return rc;
+    }
+    if (!ss->producer && has_ceiling &&
+        (strncasecmp(o->sink, "kafka:", 6) == 0 || strncasecmp(o->sink, "nats:", 5) == 0))
+        bench_err("note: this outbox-bench was built without the %.*s client library: no "
+                  "producer ceiling",
+                  (int)strcspn(o->sink, ":"), o->sink);
+    if (!ss->producer && !ss->has_destinations) {
+        outbox_sink_close(ss->ctl);
+        ss->ctl = NULL;
+    }
+    return 0;
+}
+
+/* Before the rounds: the bench's connection, its relations claimed
+ * (foreign tables refused before anything is dropped), the driver's SQL
+ * checked against the ceiling's copy, and the backlog staged once. */
+static int run_prepare(run_t *run, int *verified, double *stage_s, char *err, size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    int rc = o->backend->open(o->store, &run->b, err, errlen);
+    for (int i = 0; i < run->n_rels && rc == 0; i++)
+        rc = o->backend->claim_relation(run->b, run->rels[i], err, errlen);
+    if (rc == 0 && o->backend->trace_start)
+        rc = verify_driver_sql(o, run->b, run->check_rel, verified, err, errlen);
+    if (rc == 0 && !*verified && o->backend->trace_start)
+        bench_err("warning: could not observe the driver's SQL (is it linked to another "
+                  "SQLite?); the ceiling's copy of it is unchecked");
+    if (rc == 0)
+        rc = bench_schema_apply(o->store, run->backlog_rel, err, errlen);
+    if (rc == 0)
+        rc = bench_stage_backlog(o, run->backlog_rel, BENCH_ROUTE, stage_s, err, errlen);
+    return rc;
+}
+
+/* After the rounds, whatever happened: no backlog is left behind. */
+static void run_cleanup(run_t *run)
+{
+    const bench_opts_t *o = run->o;
+    if (!run->b)
+        return;
+    char err2[512];
+    for (int i = 0; i < run->n_rels; i++)
+        o->backend->drop_relation(run->b, run->rels[i], err2, sizeof err2);
+    o->backend->quiesce(run->b, NULL, err2, sizeof err2);
+    o->backend->close(run->b);
+    run->b = NULL;
+}
+
+/* ------------------------------------------------------------ one round */
+
+/* A fresh copy of the backlog for each side that drains a table (the
+ * two-index copy, with --table both or two-index, without the shipped
+ * schema's extra indexes). */
+static int round_copies(run_t *run, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (int i = 0; i < run->n_sides && rc == 0; i++) {
+        int k = run->sides[i];
+        if (k != SIDE_PRODUCER)
+            rc = fresh_copy(run->o, run->b, run->backlog_rel, run->side_rels[k],
+                            k == SIDE_RELAY_TWO, err, errlen);
+    }
+    return rc;
+}
+
+/* Side k's drain. ro is o with this round's destination for the relays. */
+static int drain_side(run_t *run, const bench_opts_t *ro, int k, bench_drain_t *out, char *err,
+                      size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    switch (k) {
+    case SIDE_RELAY:
+    case SIDE_RELAY_TWO:
+        return bench_relay_drain(ro, run->side_rels[k], BENCH_ROUTE, out, err, errlen);
+    case SIDE_CEILING:
+        return o->backend->ceiling(run->b, o, run->side_rels[k], out, err, errlen);
+    case SIDE_REFERENCE:
+        return o->backend->reference(run->b, o, run->side_rels[k], out, err, errlen);
+    default:
+        return producer_drain(o, run->b, run->backlog_rel, &run->ss, out, err, errlen);
+    }
+}
+
+/* Side k's drain from the same quiet store, with the machine's busy CPUs
+ * over it (its set-up too, which is short beside a drain), and its table
+ * checked after it: every row published. */
+static int drain_timed(run_t *run, const bench_opts_t *ro, int k, bench_drain_t *out, char *err,
+                       size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    int rc = 0;
+    if (k != SIDE_PRODUCER)
+        rc = o->backend->quiesce(run->b, run->side_rels[k], err, errlen);
+    double busy0 = bench_machine_busy_s();
+    int64_t t0 = bench_mono_us();
+    if (rc == 0)
+        rc = drain_side(run, ro, k, out, err, errlen);
+    double busy1 = bench_machine_busy_s();
+    int64_t wall = bench_mono_us() - t0;
+    out->busy_cores =
+        busy0 >= 0 && busy1 >= busy0 && wall > 0 ? (busy1 - busy0) * 1e6 / (double)wall : -1;
+    if (rc == 0 && k != SIDE_PRODUCER)
+        rc = check_published(o, run->b, run->side_rels[k], side_names[k], err, errlen);
+    return rc;
+}
+
+/* One round: a fresh copy of the backlog for each side, then the drains in
+ * an order that rotates with the round (the second side first in round 0:
+ * with relay, ceiling and reference, the ceiling, as before the reference
+ * existed), so no side always runs on the warmer cache. */
+static int round_once(run_t *run, int round, bench_drain_t out[SIDES], char *err, size_t errlen)
+{
+    sink_side_t *ss = &run->ss;
+    int rc = ss->ctl ? round_destinations(ss, round, err, errlen) : 0;
+    bench_opts_t ro = *run->o;
+    if (ss->ctl && ss->has_destinations)
+        ro.destination = ss->relay_dest;
+    if (rc == 0)
+        rc = round_copies(run, err, errlen);
+    const int n = run->n_sides;
+    for (int step = 0; step < n && rc == 0; step++) {
+        int k = run->sides[(1 + step + round * (n - 1)) % n];
+        rc = drain_timed(run, &ro, k, &out[k], err, errlen);
+    }
+    if (ss->ctl)
+        round_destinations_drop(ss);
+    return rc;
+}
+
+/* ---------------------------------------------------- a round's numbers */
+
+static double per_s(long events, double seconds)
+{
+    return seconds > 0 ? (double)events / seconds : 0;
+}
+
+/* The relay drain's resident set: the highest mark and growth so far. */
+static void record_memory(const bench_drain_t *relay, bench_result_t *res)
+{
+    if (relay->rss_hwm_kb > res->relay_hwm_kb)
+        res->relay_hwm_kb = relay->rss_hwm_kb;
+    if (relay->rss_hwm_kb >= 0 && relay->rss_hwm_kb - relay->rss_start_kb > res->relay_growth_kb)
+        res->relay_growth_kb = relay->rss_hwm_kb - relay->rss_start_kb;
+}
+
+/* The producer ceiling beside the store's: the relay against the lesser
+ * of the two, and how far the machine's CPUs would let both go. */
+static void record_lesser(const bench_opts_t *o, const run_t *run, const bench_drain_t d[SIDES],
+                          bench_round_t *r)
+{
+    double lesser = r->ceps;
+    const int producer = run->ss.producer != NULL;
+    if (producer) {
+        r->peps = per_s(o->events, d[SIDE_PRODUCER].seconds);
+        r->pcpu = d[SIDE_PRODUCER].cpu_s;
+        if (r->peps < lesser)
+            lesser = r->peps;
+    }
+    r->lratio = lesser > 0 ? r->eps / lesser : 0;
+    r->rbusy = d[run->main_side].busy_cores;
+    r->cbusy = d[SIDE_CEILING].busy_cores;
+    r->pbusy = producer ? d[SIDE_PRODUCER].busy_cores : -1;
+    r->cbound = -1;
+    if (producer && r->cbusy >= 0 && r->pbusy >= 0 && r->ceps > 0 && r->peps > 0 && lesser > 0) {
+        /* The rate at which the machine's CPUs would be used up doing
+         * both sides' work, each costing what it did alone. */
+        double per_event = r->cbusy / r->ceps + r->pbusy / r->peps;
+        double bound = per_event > 0 ? (double)bench_ncpu() / per_event : lesser;
+        r->cbound = bound < lesser ? bound / lesser : 1;
+    }
+}
+
+/* The numbers of one round's drains into r. */
+static void record_round(const run_t *run, const bench_drain_t d[SIDES], bench_round_t *r,
+                         bench_result_t *res)
+{
+    const bench_opts_t *o = run->o;
+    const bench_drain_t *relay = &d[run->main_side], *ceiling = &d[SIDE_CEILING];
+    record_memory(relay, res);
+    r->eps = per_s(o->events, relay->seconds);
+    r->cpu = relay->cpu_s;
+    r->ceps = per_s(o->events, ceiling->seconds);
+    r->ccpu = ceiling->cpu_s;
+    r->ratio = r->ceps > 0 ? r->eps / r->ceps : 0;
+    r->cpu_ratio = relay->cpu_s > 0 ? ceiling->cpu_s / relay->cpu_s : 0;
+    if (run->has_ceiling)
+        record_lesser(o, run, d, r);
+    if (o->table == BENCH_TABLE_BOTH) {
+        r->teps = per_s(o->events, d[SIDE_RELAY_TWO].seconds);
+        r->tratio = relay->seconds > 0 ? r->teps / r->eps : 0;
+    }
+    if (run->has_reference) {
+        r->reps = per_s(o->events, d[SIDE_REFERENCE].seconds);
+        r->rratio = r->reps > 0 && relay->seconds > 0 ? r->eps / r->reps : 0;
+    }
+    res->driver = relay->driver;
+}
+
+/* ------------------------------------------------------------ the run */
+
+/* The rounds, each recorded into res; stage_s is staging's time. */
+static int run_rounds(run_t *run, double stage_s, bench_result_t *res, char *err, size_t errlen)
+{
+    const bench_opts_t *o = run->o;
+    int rc = 0;
+    for (long r = 0; r < o->repeat && rc == 0; r++) {
+        bench_drain_t drains[SIDES] = {{0}};
+        rc = round_once(run, (int)r, drains, err, errlen);
+        if (rc != 0)
+            break;
+        res->rounds[r].stage_eps = per_s(o->events, stage_s);
+        record_round(run, drains, &res->rounds[r], res);
+        res->n = r + 1;
+    }
+    return rc;
 }
 
 int bench_throughput(const bench_opts_t *o)
 {
     char err[1024] = "";
-    char ceiling_rel[300], reference_rel[300], backlog_rel[300], check_rel[300], two_rel[300];
-    snprintf(ceiling_rel, sizeof ceiling_rel, "%s_ceiling", o->relation);
-    snprintf(reference_rel, sizeof reference_rel, "%s_reference", o->relation);
-    snprintf(two_rel, sizeof two_rel, "%s_two", o->relation);
-    /* With --table two-index the relay's own relation is the two-index one. */
-    const char *const side_rels[SIDES] = {o->relation, ceiling_rel, reference_rel,
-                                          o->table == BENCH_TABLE_BOTH ? two_rel : o->relation};
-    /* The ceiling and the reference copy the claim written for the shipped
-     * indexes: they run with the shipped table only. */
-    int sides[SIDES], n_sides = 0;
-    if (o->table == BENCH_TABLE_TWO_INDEX) {
-        sides[n_sides++] = SIDE_RELAY_TWO;
-    } else {
-        sides[n_sides++] = SIDE_RELAY;
-        if (o->table == BENCH_TABLE_BOTH) {
-            sides[n_sides++] = SIDE_RELAY_TWO;
-        } else {
-            sides[n_sides++] = SIDE_CEILING;
-            if (o->backend->reference)
-                sides[n_sides++] = SIDE_REFERENCE;
-        }
-    }
-    const int main_side = o->table == BENCH_TABLE_TWO_INDEX ? SIDE_RELAY_TWO : SIDE_RELAY;
-    const int has_ceiling = o->table == BENCH_TABLE_SHIPPED;
-    const int has_reference = has_ceiling && o->backend->reference;
-    snprintf(backlog_rel, sizeof backlog_rel, "%s_backlog", o->relation);
-    snprintf(check_rel, sizeof check_rel, "%s_sqlcheck", o->relation);
-    /* A sink that cannot open is bad input: say so before staging anything.
-     * The handle stays open for the run when the sink has destinations to
-     * create (a topic, a stream) or a producer ceiling. */
-    sink_side_t ss = {0};
-    outbox_diag_t d;
-    if (outbox_sink_open(o->sink, NULL, &ss.ctl, &d) != OUTBOX_OK) {
-        bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
-        return BENCH_EXIT_USAGE;
-    }
-    {
-        const outbox_sink_vtable_t *kvt = outbox_sink_driver(ss.ctl)->sink;
-        ss.has_destinations = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
-                              OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
-    }
-    ss.producer = has_ceiling && o->backend->messages ? bench_producer_for(o->sink) : NULL;
-    if (ss.producer) {
-        char uerr[512];
-        int urc = bench_sink_uri_parse(o->sink, &ss.uri, uerr, sizeof uerr);
-        if (urc == 0 && ss.uri.path[0] && !strstr(ss.uri.path, "{destination}")) {
-            snprintf(uerr, sizeof uerr,
-                     "--sink: with the path \"%.64s\" every destination goes to one place; "
-                     "the bench publishes each drain to a fresh one: give the URI no path, or "
-                     "one with {destination}",
-                     ss.uri.path);
-            urc = BENCH_EXIT_USAGE;
-        }
-        if (urc != 0) {
-            bench_err("%s", uerr);
-            outbox_sink_close(ss.ctl);
-            return urc;
-        }
-        sides[n_sides++] = SIDE_PRODUCER;
-    } else if (has_ceiling && (strncasecmp(o->sink, "kafka:", 6) == 0 ||
-                               strncasecmp(o->sink, "nats:", 5) == 0)) {
-        bench_err("note: this outbox-bench was built without the %.*s client library: no "
-                  "producer ceiling",
-                  (int)strcspn(o->sink, ":"), o->sink);
-    }
-    if (!ss.producer && !ss.has_destinations) {
-        outbox_sink_close(ss.ctl);
-        ss.ctl = NULL;
-    }
-
-    double *eps = calloc((size_t)o->repeat, sizeof *eps);
-    double *ceps = calloc((size_t)o->repeat, sizeof *ceps);
-    double *ratio = calloc((size_t)o->repeat, sizeof *ratio);
-    double *cpu = calloc((size_t)o->repeat, sizeof *cpu);
-    double *ccpu = calloc((size_t)o->repeat, sizeof *ccpu);
-    double *cpu_ratio = calloc((size_t)o->repeat, sizeof *cpu_ratio);
-    double *reps = calloc((size_t)o->repeat, sizeof *reps);
-    double *rratio = calloc((size_t)o->repeat, sizeof *rratio);
-    double *teps = calloc((size_t)o->repeat, sizeof *teps);
-    double *tratio = calloc((size_t)o->repeat, sizeof *tratio);
-    double *peps = calloc((size_t)o->repeat, sizeof *peps);
-    double *pcpu = calloc((size_t)o->repeat, sizeof *pcpu);
-    double *lratio = calloc((size_t)o->repeat, sizeof *lratio);
-    /* Busy CPUs of the relay's, the store ceiling's and the producer
-     * ceiling's drains, and the CPU bound of each round. */
-    double *rbusy = calloc((size_t)o->repeat, sizeof *rbusy);
-    double *cbusy = calloc((size_t)o->repeat, sizeof *cbusy);
-    double *pbusy = calloc((size_t)o->repeat, sizeof *pbusy);
-    double *cbound = calloc((size_t)o->repeat, sizeof *cbound);
-    long relay_hwm = -1, relay_growth = -1;
-    char prates[2048] = "", lratios[1024] = "";
-    size_t plen = 0, llen = 0;
-    void *b = NULL;
-    int rc = eps && ceps && ratio && cpu && ccpu && cpu_ratio && reps && rratio && teps &&
-                     tratio && peps && pcpu && lratio && rbusy && cbusy && pbusy && cbound
-                 ? 0
-                 : BENCH_EXIT_FAIL;
+    run_t run = {0};
+    run_plan(o, &run);
+    int rc = sink_side_open(o, run.has_ceiling, &run.ss);
     if (rc != 0)
+        return rc;
+    if (run.ss.producer)
+        run.sides[run.n_sides++] = SIDE_PRODUCER;
+    bench_result_t res = {.o = o, .has_ceiling = run.has_ceiling,
+                          .has_reference = run.has_reference,
+                          .ceiling_in_process = o->backend->ceiling_in_process,
+                          .traced = o->backend->trace_check != NULL,
+                          .producer = run.ss.producer ? run.ss.producer->client : NULL,
+                          .relay_hwm_kb = -1, .relay_growth_kb = -1};
+    res.rounds = calloc((size_t)o->repeat, sizeof *res.rounds);
+    if (!res.rounds) {
         snprintf(err, sizeof err, "out of memory");
-    if (rc == 0)
-        rc = o->backend->open(o->store, &b, err, sizeof err);
-    /* Refuse foreign tables before dropping anything. */
-    const char *rels[] = {o->relation, ceiling_rel, backlog_rel, check_rel, reference_rel, two_rel};
-    /* The two-index copy only when it is drained: a table of that name the
-     * bench did not create stops only the runs that would use it. */
-    const int n_rels = (int)(sizeof rels / sizeof rels[0]) - (o->table == BENCH_TABLE_BOTH ? 0 : 1);
-    for (int i = 0; i < n_rels && rc == 0; i++)
-        rc = o->backend->claim_relation(b, rels[i], err, sizeof err);
-    int verified = 0;
-    if (rc == 0 && o->backend->trace_start)
-        rc = verify_driver_sql(o, b, check_rel, &verified, err, sizeof err);
-    if (rc == 0 && !verified && o->backend->trace_start)
-        bench_err("warning: could not observe the driver's SQL (is it linked to another "
-                  "SQLite?); the ceiling's copy of it is unchecked");
-    if (rc == 0)
-        rc = bench_schema_apply(o->store, backlog_rel, err, sizeof err);
+        rc = BENCH_EXIT_FAIL;
+    }
     double stage_s = 0;
     if (rc == 0)
-        rc = bench_stage_backlog(o, backlog_rel, BENCH_ROUTE, &stage_s, err, sizeof err);
-    char ratios[1024] = "", rratios[1024] = "", rates[2048] = "", trates[2048] = "";
-    char tratios[1024] = "";
-    size_t rlen = 0, rrlen = 0, elen = 0, tlen = 0, trlen = 0;
-    const outbox_driver_t *driver = NULL;
-    for (long r = 0; r < o->repeat && rc == 0; r++) {
-        bench_drain_t drains[SIDES] = {{0}};
-        rc = round_once(o, b, (int)r, backlog_rel, side_rels, sides, n_sides, &ss, drains, err,
-                        sizeof err);
-        if (rc != 0)
-            break;
-        const bench_drain_t relay = drains[main_side], ceiling = drains[SIDE_CEILING];
-        if (relay.rss_hwm_kb > relay_hwm)
-            relay_hwm = relay.rss_hwm_kb;
-        if (relay.rss_hwm_kb >= 0 && relay.rss_hwm_kb - relay.rss_start_kb > relay_growth)
-            relay_growth = relay.rss_hwm_kb - relay.rss_start_kb;
-        if (has_ceiling) {
-            const double relay_eps = relay.seconds > 0 ? (double)o->events / relay.seconds : 0;
-            const double store_eps = ceiling.seconds > 0 ? (double)o->events / ceiling.seconds : 0;
-            double lesser = store_eps;
-            if (ss.producer) {
-                double p_s = drains[SIDE_PRODUCER].seconds;
-                peps[r] = p_s > 0 ? (double)o->events / p_s : 0;
-                pcpu[r] = drains[SIDE_PRODUCER].cpu_s;
-                if (peps[r] < lesser)
-                    lesser = peps[r];
-                if (plen < sizeof prates - 24)
-                    plen += (size_t)snprintf(prates + plen, sizeof prates - plen, "%s%.0f",
-                                             r ? "," : "", peps[r]);
-            }
-            lratio[r] = lesser > 0 ? relay_eps / lesser : 0;
-            rbusy[r] = relay.busy_cores;
-            cbusy[r] = ceiling.busy_cores;
-            pbusy[r] = ss.producer ? drains[SIDE_PRODUCER].busy_cores : -1;
-            cbound[r] = -1;
-            if (ss.producer && cbusy[r] >= 0 && pbusy[r] >= 0 && store_eps > 0 && peps[r] > 0 &&
-                lesser > 0) {
-                /* The rate at which the machine's CPUs would be used up
-                 * doing both sides' work, each costing what it did alone. */
-                double per_event = cbusy[r] / store_eps + pbusy[r] / peps[r];
-                double bound = per_event > 0 ? (double)bench_ncpu() / per_event : lesser;
-                cbound[r] = bound < lesser ? bound / lesser : 1;
-            }
-            if (llen < sizeof lratios - 16)
-                llen += (size_t)snprintf(lratios + llen, sizeof lratios - llen, "%s%.3f",
-                                         r ? "," : "", lratio[r]);
-        }
-        if (o->table == BENCH_TABLE_BOTH) {
-            double two_s = drains[SIDE_RELAY_TWO].seconds;
-            teps[r] = two_s > 0 ? (double)o->events / two_s : 0;
-            tratio[r] = relay.seconds > 0 ? teps[r] / ((double)o->events / relay.seconds) : 0;
-            if (tlen < sizeof trates - 24)
-                tlen += (size_t)snprintf(trates + tlen, sizeof trates - tlen, "%s%.0f",
-                                         r ? "," : "", teps[r]);
-            if (trlen < sizeof tratios - 16)
-                trlen += (size_t)snprintf(tratios + trlen, sizeof tratios - trlen, "%s%.3f",
-                                          r ? "," : "", tratio[r]);
-        }
-        if (has_reference) {
-            double ref_s = drains[SIDE_REFERENCE].seconds;
-            reps[r] = ref_s > 0 ? (double)o->events / ref_s : 0;
-            rratio[r] = reps[r] > 0 && relay.seconds > 0 ? ((double)o->events / relay.seconds) / reps[r] : 0;
-            if (rrlen < sizeof rratios - 16)
-                rrlen += (size_t)snprintf(rratios + rrlen, sizeof rratios - rrlen, "%s%.3f",
-                                          r ? "," : "", rratio[r]);
-        }
-        eps[r] = relay.seconds > 0 ? (double)o->events / relay.seconds : 0;
-        ceps[r] = ceiling.seconds > 0 ? (double)o->events / ceiling.seconds : 0;
-        ratio[r] = ceps[r] > 0 ? eps[r] / ceps[r] : 0;
-        cpu[r] = relay.cpu_s;
-        ccpu[r] = ceiling.cpu_s;
-        cpu_ratio[r] = relay.cpu_s > 0 ? ceiling.cpu_s / relay.cpu_s : 0;
-        if (rlen < sizeof ratios - 16)
-            rlen += (size_t)snprintf(ratios + rlen, sizeof ratios - rlen, "%s%.3f", r ? "," : "",
-                                     ratio[r]);
-        if (elen < sizeof rates - 24)
-            elen += (size_t)snprintf(rates + elen, sizeof rates - elen, "%s%.0f", r ? "," : "",
-                                     eps[r]);
-        driver = relay.driver;
-    }
-
-    if (b) {
-        /* Leave no backlog behind, whatever happened. */
-        char err2[512];
-        for (int i = 0; i < n_rels; i++)
-            o->backend->drop_relation(b, rels[i], err2, sizeof err2);
-        o->backend->quiesce(b, NULL, err2, sizeof err2);
-        o->backend->close(b);
-    }
-    if (rc == 0) {
-        char store[1024], sink[1024];
-        bench_json_str(store, sizeof store, o->store);
-        bench_json_str(sink, sizeof sink, o->sink);
-        long n = o->repeat;
-        char cpu_ratio_text[32] = "null";
-        if (o->backend->ceiling_in_process)
-            snprintf(cpu_ratio_text, sizeof cpu_ratio_text, "%.3f", median(cpu_ratio, n));
-        /* The reference's numbers, or nulls for a store without one. */
-        char reference[1200] = "\"reference_events_per_s\":null,\"reference_ratio\":null,"
-                               "\"reference_ratios\":null";
-        if (has_reference)
-            snprintf(reference, sizeof reference,
-                     "\"reference_events_per_s\":%.0f,\"reference_ratio\":%.3f,"
-                     "\"reference_ratios\":[%s]",
-                     median(reps, n), median(rratio, n), rratios);
-        char name[200], missing[200];
-        bench_json_str(name, sizeof name, driver ? driver->name : "");
-        bench_missing_entries(driver, missing, sizeof missing);
-        const double cpu_med = median(cpu, n);
-        /* The ceiling's numbers, or nulls when the tables were not the
-         * shipped ones (as in no_ceiling.c's line). */
-        char ceiling_text[1400] = "\"ceiling\":false,\"ceiling_events_per_s\":null,\"ratio\":null";
-        char ratios_text[1100] = "null", ccpu_text[32] = "null";
-        if (has_ceiling) {
-            snprintf(ceiling_text, sizeof ceiling_text,
-                     "\"ceiling\":true,\"ceiling_events_per_s\":%.0f,\"ratio\":%.3f",
-                     median(ceps, n), median(ratio, n));
-            snprintf(ratios_text, sizeof ratios_text, "[%s]", ratios);
-            snprintf(ccpu_text, sizeof ccpu_text, "%.3f", median(ccpu, n));
-        }
-        static const char *const table_names[] = {"shipped", "two-index", "both"};
-        char two_text[3200] = "\"two_index_events_per_s\":null,\"two_index_ratio\":null,"
-                              "\"two_index_rounds\":null,\"two_index_ratios\":null";
-        if (o->table == BENCH_TABLE_BOTH)
-            snprintf(two_text, sizeof two_text,
-                     "\"two_index_events_per_s\":%.0f,\"two_index_ratio\":%.3f,"
-                     "\"two_index_rounds\":[%s],\"two_index_ratios\":[%s]",
-                     median(teps, n), median(tratio, n), trates, tratios);
-        /* The sink's: the producer ceiling, the ratio to the lesser of the
-         * two ceilings, and the relay's share of the resident set. */
-        char sink_text[4400];
-        char pc_text[2200] = "\"producer_ceiling\":null,\"producer_ceiling_events_per_s\":null,"
-                             "\"producer_ceiling_rounds\":null,\"producer_ceiling_cpu_s\":null";
-        if (ss.producer)
-            snprintf(pc_text, sizeof pc_text,
-                     "\"producer_ceiling\":\"%s\",\"producer_ceiling_events_per_s\":%.0f,"
-                     "\"producer_ceiling_rounds\":[%s],\"producer_ceiling_cpu_s\":%.3f",
-                     ss.producer->client, median(peps, n), prates, median(pcpu, n));
-        char lr_text[1200] = "\"ratio_to_lesser\":null,\"ratios_to_lesser\":null";
-        if (has_ceiling)
-            snprintf(lr_text, sizeof lr_text,
-                     "\"ratio_to_lesser\":%.3f,\"ratios_to_lesser\":[%s]", median(lratio, n),
-                     lratios);
-        char busy_text[400] = "\"busy_cores\":null,\"cpu_bound_ratio\":null";
-        if (has_ceiling && ss.producer && median(cbound, n) >= 0)
-            snprintf(busy_text, sizeof busy_text,
-                     "\"busy_cores\":{\"relay\":%.2f,\"store_ceiling\":%.2f,"
-                     "\"producer_ceiling\":%.2f,\"cpus\":%ld},\"cpu_bound_ratio\":%.3f",
-                     median(rbusy, n), median(cbusy, n), median(pbusy, n), bench_ncpu(),
-                     median(cbound, n));
-        char metrics_text[300];
-        bench_json_str(metrics_text, sizeof metrics_text, o->metrics_listen ? o->metrics_listen : "");
-        snprintf(sink_text, sizeof sink_text, "%s,%s,%s,\"relay_peak_rss_kb\":%ld,"
-                 "\"relay_rss_growth_kb\":%ld,\"metrics\":%s", pc_text, lr_text, busy_text,
-                 relay_hwm, relay_growth, o->metrics_listen ? metrics_text : "null");
-        outbox_relay_config_t defaults;
-        outbox_relay_config_init(&defaults);
-        long pipeline = o->pipeline > 0 ? o->pipeline : (long)defaults.pipeline;
-        /* The keys and their order are those of no_ceiling.c's line, then
-         * the table's, then the sink's. */
-        printf("{\"store\":%s,\"driver\":%s,\"sink\":%s,\"events\":%ld,\"keys\":%ld,"
-               "\"batch\":%ld,\"workers\":%ld,\"events_per_s\":%.0f,\"cpu_s\":%.3f,"
-               "\"cpu_s_per_1k_events\":%.4f,\"peak_rss_kb\":%ld,%s,\"repeat\":%ld,"
-               "\"ratios\":%s,\"events_per_s_rounds\":[%s],\"ceiling_cpu_s\":%s,"
-               "\"cpu_ratio\":%s,\"stage_events_per_s\":%.0f,%s,\"sql_verified\":%s,"
-               "\"missing_entries\":%s,\"loadavg\":%.2f,\"table\":\"%s\",%s,%s,\"pipeline\":%ld}\n",
-               store, name, sink, o->events, o->keys, o->batch, o->workers, median(eps, n),
-               cpu_med, cpu_med * 1000 / (double)o->events, bench_peak_rss_kb(), ceiling_text, n,
-               ratios_text, rates, ccpu_text, has_ceiling ? cpu_ratio_text : "null",
-               stage_s > 0 ? (double)o->events / stage_s : 0, reference,
-               has_ceiling && o->backend->trace_check ? (verified ? "true" : "false") : "null",
-               missing, bench_loadavg(),
-               table_names[o->table], two_text, sink_text, pipeline);
-        fflush(stdout);
-    } else {
+        rc = run_prepare(&run, &res.verified, &stage_s, err, sizeof err);
+    if (rc == 0)
+        rc = run_rounds(&run, stage_s, &res, err, sizeof err);
+    run_cleanup(&run);
+    if (rc == 0)
+        rc = bench_result_report(&res);
+    else
         bench_err("%s", err);
-    }
-    free(eps);
-    free(ceps);
-    free(ratio);
-    free(cpu);
-    free(ccpu);
-    free(cpu_ratio);
-    free(reps);
-    free(rratio);
-    free(teps);
-    free(tratio);
-    free(peps);
-    free(pcpu);
-    free(lratio);
-    free(rbusy);
-    free(cbusy);
-    free(pbusy);
-    free(cbound);
-    outbox_sink_close(ss.ctl);
+    free(res.rounds);
+    outbox_sink_close(run.ss.ctl);
     return rc;
 }
