@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "outbox/driver.h"
 #include "outbox/outbox.h"
 
 enum { OUTBOX_CEILING_FAIL = 1, OUTBOX_CEILING_USAGE = 2 };
@@ -90,6 +91,58 @@ typedef struct outbox_store_ceiling {
      * claimable just now). */
     int (*worker_step)(void *worker, long *published, char *err, size_t errlen);
     void (*worker_close)(void *worker);
+
+    /* Optional (NULL: the bench's own loop over worker_open/step/close).
+     * A ceiling driven by a client outside the bench's process (pgbench
+     * running a script built from the driver's statements) runs the whole
+     * drain itself: workers connections at job->batch until events rows of
+     * job->relation are published. It fills the drain's wall seconds and
+     * the client's CPU seconds. */
+    int (*drain)(void *db, const outbox_ceiling_job_t *job, long workers, long events,
+                 double *seconds, double *cpu_s, char *err, size_t errlen);
+    /* Optional: check at run time that the driver still runs the
+     * statements the ceiling runs. trace_start() before the bench opens a
+     * store and runs a relay over a few rows of relation, trace_check()
+     * after closing it; *verified = 0 when the driver's statements could
+     * not be observed, an error when they differ. */
+    void (*trace_start)(void);
+    int (*trace_check)(const char *relation, int *verified, char *err, size_t errlen);
+    /* Optional (NULL: count() of pending rows, the rest -1): the pending
+     * backlog and, from the server's statistics, dead and live tuples and
+     * how often autovacuum has run on relation (sustained mode). */
+    int (*stats)(void *db, const char *relation, long *pending, long *dead, long *live,
+                 long *autovacuums, char *err, size_t errlen);
+    /* Optional (NULL: refused): per-table autovacuum settings for a
+     * relation that is drained as fast as it fills. */
+    int (*autovacuum)(void *db, const char *relation, char *err, size_t errlen);
+    /* Optional (NULL: refused): drops the indexes the shipped schema adds
+     * to the canonical table, leaving the primary key, the unique
+     * (route, event_id) and the claim index. */
+    int (*canonical_only)(void *db, const char *relation, char *err, size_t errlen);
 } outbox_store_ceiling_t;
+
+/* A sink driver's producer ceiling: a bare client of its broker (or
+ * receiver), configured from the sink URI by the driver's own code, that
+ * sends messages in the driver's own wire format (headers named and
+ * encoded by the driver's own builders) and nothing else: no relay, no
+ * store, no retries. It lives beside its driver (drivers/sink-NAME/
+ * ceiling.c), compiled with the driver's sources into outbox-bench only.
+ *
+ * The bench owns the clock: open before it, publish in chunks of the
+ * bench's batch, each returning once the broker has acknowledged every
+ * message of the chunk (as the relay waits before it marks rows), close
+ * after. The messages are the ones the relay handed a sink for the same
+ * backlog. */
+typedef struct outbox_sink_ceiling {
+    uint32_t struct_size; /* sizeof(outbox_sink_ceiling_t) */
+    const char *name;     /* the driver's name, its URI scheme */
+    const outbox_driver_t *(*driver)(void);
+    /* The client library and its version ("librdkafka 2.0.2"). */
+    const char *(*client)(void);
+    int (*open)(const char *sink_uri, void **producer, char *err, size_t errlen);
+    int (*publish)(void *producer, const outbox_message_t *msgs, size_t n, char *err,
+                   size_t errlen);
+    void (*close)(void *producer);
+} outbox_sink_ceiling_t;
 
 #endif
