@@ -446,6 +446,7 @@ const outbox_store_ceiling_t outbox_ceiling_sqlite = {
     .name = SQ_NAME,
     .driver = outbox_driver_entry_sqlite_ceiling,
     .in_process = 1,
+    .has_reference = 1,
     .open = ceil_open,
     .close = ceil_close,
     .claim_relation = ceil_claim_relation,

@@ -60,6 +60,10 @@ typedef struct outbox_store_ceiling {
     /* 1 when the ceiling runs in the bench's process, so its CPU time
      * compares with the relay's. */
     int in_process;
+    /* 1 when the workers (or drain) also run the reference claim + mark
+     * (job->reference): plainer than the driver's, for scale against
+     * numbers measured elsewhere. */
+    int has_reference;
 
     /* The bench's own connection, for everything around the drains. The
      * bench drops and recreates its relations, so claim_relation records

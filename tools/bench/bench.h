@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <outbox/ceiling.h>
 #include <outbox/outbox.h>
 
 /* The route every benchmark stages on and relays. */
@@ -16,7 +17,6 @@
 /* Exit statuses: 0 done, 1 the run failed, 2 bad input. */
 enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAIL = 1, BENCH_EXIT_USAGE = 2 };
 
-struct bench_backend;
 typedef struct bench_msgs bench_msgs_t;
 
 /* --table: which indexes the relay's tables have. */
@@ -28,9 +28,10 @@ enum bench_table {
 };
 
 typedef struct bench_opts {
-    /* Chosen by the store URI's scheme; NULL when the bench has none for it
-     * (then no_ceiling is set). */
-    const struct bench_backend *backend;
+    /* The store's ceiling (outbox/ceiling.h, beside its driver), chosen by
+     * the store URI's scheme; NULL when none is built in (then no_ceiling
+     * is set). */
+    const outbox_store_ceiling_t *ceiling;
     const char *store;    /* store URI */
     const char *driver;   /* --driver: store driver name or module path; NULL = by scheme */
     int no_ceiling;       /* throughput without a ceiling, through the public API alone */
@@ -173,85 +174,32 @@ typedef struct bench_drain {
     double busy_cores;
 } bench_drain_t;
 
-/* What the benchmark needs from a store beyond the application API: its
- * own connection to recreate relations, copy a backlog and count rows, and
- * the bare-SQL ceiling. Every function returns 0, or fills err (one line,
- * no prefix) and returns BENCH_EXIT_FAIL or BENCH_EXIT_USAGE.
- *
- * Safety: the bench drops and recreates its relations, so it records every
- * relation it creates in a table of its own (outbox_bench_relations) and
- * refuses to touch an existing table it did not create. */
-typedef struct bench_backend {
-    const char *name;
-    /* 1 when the ceiling runs in this process, so its CPU time compares
-     * with the relay's (SQLite); 0 when a server does the work (pgbench). */
-    int ceiling_in_process;
-    int (*open)(const char *uri, void **db, char *err, size_t errlen);
-    void (*close)(void *db);
-    /* Drops relation when an earlier run of outbox-bench created it;
-     * refuses a table it did not create; remembers it as the bench's own. */
-    int (*claim_relation)(void *db, const char *relation, char *err, size_t errlen);
-    /* Drops relation (when the bench's own) and forgets it. */
-    int (*drop_relation)(void *db, const char *relation, char *err, size_t errlen);
-    /* Copies every row of from into the empty table to. */
-    int (*copy)(void *db, const char *from, const char *to, char *err, size_t errlen);
-    /* Rows of relation whose status is st. */
-    int (*count)(void *db, const char *relation, const char *st, long *count, char *err,
-                 size_t errlen);
-    /* Brings the store to the same quiet state before every drain of
-     * relation (SQLite: empty WAL; PostgreSQL: VACUUM ANALYZE, CHECKPOINT).
-     * relation NULL: the whole store, after the run. */
-    int (*quiesce)(void *db, const char *relation, char *err, size_t errlen);
-    /* The driver's claim + mark-published SQL, driven bare on relation
-     * with o->workers connections at o->batch, until o->events rows are
-     * published. */
-    int (*ceiling)(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
-                   char *err, size_t errlen);
-    /* Optional (NULL): a reference claim + mark, plainer than the driver's
-     * (no per-key rule, lease takeover or fence), driven like the ceiling
-     * on relation, for scale against numbers measured elsewhere. */
-    int (*reference)(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
-                     char *err, size_t errlen);
-    /* Optional (NULL): check that the driver still runs the statements the
-     * ceiling copies. trace_start() before opening a store and running a
-     * relay over a few rows of relation, trace_check() after closing it.
-     * *verified = 0 when the driver's statements could not be observed; an
-     * error when they differ from the copy. */
-    void (*trace_start)(void);
-    int (*trace_check)(const char *relation, int *verified, char *err, size_t errlen);
-    /* Optional (NULL: count() of pending rows, the rest -1): the pending
-     * backlog and, from the server's statistics, dead and live tuples and
-     * how often autovacuum has run on relation (sustained mode). */
-    int (*stats)(void *db, const char *relation, long *pending, long *dead, long *live,
-                 long *autovacuums, char *err, size_t errlen);
-    /* Optional (NULL: --pg-autovacuum is refused): apply the per-table
-     * autovacuum settings docs/performance.md recommends to relation. */
-    int (*autovacuum)(void *db, const char *relation, char *err, size_t errlen);
-    /* Optional (NULL: --table other than shipped is refused): drops the
-     * indexes the shipped schema adds to the canonical table, leaving the
-     * primary key, the unique (route, event_id) and the claim index. */
-    int (*canonical_only)(void *db, const char *relation, char *err, size_t errlen);
-    /* Optional (NULL: no producer ceiling): every row of relation in claim
-     * order as the message the relay would publish (bench_msgs_add). */
-    int (*messages)(void *db, const char *relation, bench_msgs_t *out, char *err,
-                    size_t errlen);
-} bench_backend_t;
+/* The store's own ceiling (outbox/ceiling.h, beside its driver) also
+ * serves the bench's own connection: it recreates relations, copies a
+ * backlog and counts rows. Safety: the bench drops and recreates its
+ * relations, so the ceiling records every relation it creates and refuses
+ * to touch an existing table it did not create (ceiling_driver.c). */
 
-/* The backend for a store URI, NULL when the bench has none for it. */
-const bench_backend_t *bench_backend_for(const char *uri);
+/* The ceiling for a store URI, NULL when none is built in for it. */
+const outbox_store_ceiling_t *bench_ceiling_for(const char *uri);
+/* The bench's connection through c, the driver c was built with
+ * registered first, so the relay the bench measures runs the same code. */
+int bench_ceiling_open(const outbox_store_ceiling_t *c, const char *uri, void **db, char *err,
+                       size_t errlen);
+/* The ceiling's drain of relation (reference: the plainer reference claim
+ * + mark), o->workers at o->batch until o->events rows are published. */
+int bench_ceiling_drain(const bench_opts_t *o, void *db, const char *relation, int reference,
+                        bench_drain_t *out, char *err, size_t errlen);
+/* Every row of relation in claim order as the message the relay would
+ * publish (bench_msgs_add). */
+int bench_ceiling_messages(const bench_opts_t *o, void *db, const char *relation,
+                           bench_msgs_t *out, char *err, size_t errlen);
 
-extern const bench_backend_t bench_sqlite_backend;
 #ifdef OUTBOX_BENCH_POSTGRES
-extern const bench_backend_t bench_postgres_backend;
 /* The pgbench script of the PostgreSQL ceiling for relation and batch,
  * malloc'd; and of the reference claim + mark. */
 char *bench_pg_script(const char *relation, long batch);
 char *bench_pg_reference_script(const char *relation, long batch);
-#endif
-#ifdef OUTBOX_BENCH_MONGO
-/* mongodb:// stores; the ceiling copies the driver's FerretDB path and
- * refuses another server (ceiling_mongo.c). */
-extern const bench_backend_t bench_mongo_backend;
 #endif
 
 /* --------------------------------------- what the relay will publish */

@@ -1,7 +1,8 @@
-/* outbox-bench: a store driver's own ceiling (outbox/ceiling.h, beside the
- * driver) as a backend of the bench, and the one loop that drives any such
- * ceiling: a thread per worker, each opened before the clock starts, then
- * stepping until the backlog is published.
+/* outbox-bench: which store ceiling (outbox/ceiling.h, beside its driver)
+ * serves a store URI, and the one loop that drives any such ceiling: a
+ * thread per worker, each opened before the clock starts, then stepping
+ * until the backlog is published (or the ceiling's own drain, for one run
+ * by a client outside this process).
  *
  * The ceiling was compiled with the driver's sources; the driver it was
  * built with is registered first, so the relay the bench measures against
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <outbox/ceiling.h>
 
@@ -19,77 +21,55 @@
 /* A relay's default lease (outbox_relay_config_init): the claim's cut. */
 #define CEILING_LEASE_US (30 * 1000000LL)
 
-typedef struct cdb {
-    const outbox_store_ceiling_t *c;
-    void *db;
-} cdb_t;
-
 /* The ceiling's codes are the bench's exit statuses. */
 _Static_assert((int)OUTBOX_CEILING_FAIL == (int)BENCH_EXIT_FAIL &&
                    (int)OUTBOX_CEILING_USAGE == (int)BENCH_EXIT_USAGE,
                "ceiling and bench exit codes differ");
 
-static int open_with(const outbox_store_ceiling_t *c, const char *uri, void **out, char *err,
-                     size_t errlen)
+extern const outbox_store_ceiling_t outbox_ceiling_sqlite;
+#ifdef OUTBOX_BENCH_POSTGRES
+extern const outbox_store_ceiling_t outbox_ceiling_postgres;
+#endif
+#ifdef OUTBOX_BENCH_MONGO
+extern const outbox_store_ceiling_t outbox_ceiling_mongo;
+#endif
+
+/* By URI scheme: the scheme, then the ceiling. */
+static const struct {
+    const char *scheme;
+    const outbox_store_ceiling_t *ceiling;
+} ceilings[] = {
+    {"sqlite", &outbox_ceiling_sqlite},
+#ifdef OUTBOX_BENCH_POSTGRES
+    {"postgres", &outbox_ceiling_postgres},
+    {"postgresql", &outbox_ceiling_postgres},
+#endif
+#ifdef OUTBOX_BENCH_MONGO
+    {"mongodb", &outbox_ceiling_mongo},
+#endif
+};
+
+const outbox_store_ceiling_t *bench_ceiling_for(const char *uri)
 {
-    *out = NULL;
+    size_t n = strcspn(uri, ":");
+    if (uri[n] != ':')
+        return NULL;
+    for (size_t i = 0; i < sizeof ceilings / sizeof ceilings[0]; i++)
+        if (strlen(ceilings[i].scheme) == n && strncasecmp(uri, ceilings[i].scheme, n) == 0)
+            return ceilings[i].ceiling;
+    return NULL;
+}
+
+int bench_ceiling_open(const outbox_store_ceiling_t *c, const char *uri, void **db, char *err,
+                       size_t errlen)
+{
+    *db = NULL;
     outbox_diag_t d = {0};
-    if (outbox_driver_register(c->driver(), &d) != OUTBOX_OK) {
+    if (c->driver && outbox_driver_register(c->driver(), &d) != OUTBOX_OK) {
         snprintf(err, errlen, "the %s ceiling's driver: %s", c->name, d.message);
         return BENCH_EXIT_FAIL;
     }
-    cdb_t *w = calloc(1, sizeof *w);
-    if (!w) {
-        snprintf(err, errlen, "out of memory");
-        return BENCH_EXIT_FAIL;
-    }
-    w->c = c;
-    int rc = c->open(uri, &w->db, err, errlen);
-    if (rc != 0) {
-        free(w);
-        return rc;
-    }
-    *out = w;
-    return 0;
-}
-
-static void cd_close(void *db)
-{
-    cdb_t *w = db;
-    if (w)
-        w->c->close(w->db);
-    free(w);
-}
-
-static int cd_claim_relation(void *db, const char *relation, char *err, size_t errlen)
-{
-    cdb_t *w = db;
-    return w->c->claim_relation(w->db, relation, err, errlen);
-}
-
-static int cd_drop_relation(void *db, const char *relation, char *err, size_t errlen)
-{
-    cdb_t *w = db;
-    return w->c->drop_relation(w->db, relation, err, errlen);
-}
-
-static int cd_copy(void *db, const char *from, const char *to, char *err, size_t errlen)
-{
-    cdb_t *w = db;
-    return w->c->copy(w->db, from, to, err, errlen);
-}
-
-static int cd_count(void *db, const char *relation, const char *st, long *count, char *err,
-                    size_t errlen)
-{
-    cdb_t *w = db;
-    return w->c->count(w->db, relation, st, count, err, errlen);
-}
-
-static int cd_quiesce(void *db, const char *relation, char *err, size_t errlen)
-{
-    cdb_t *w = db;
-    return w->c->quiesce(w->db, relation, err, errlen);
+    return c->open(uri, db, err, errlen);
 }
 
 static int add_row(void *ctx, const outbox_ceiling_row_t *r)
@@ -98,11 +78,10 @@ static int add_row(void *ctx, const outbox_ceiling_row_t *r)
                           r->payload_len);
 }
 
-static int cd_messages(void *db, const char *relation, bench_msgs_t *out, char *err,
-                       size_t errlen)
+int bench_ceiling_messages(const bench_opts_t *o, void *db, const char *relation,
+                           bench_msgs_t *out, char *err, size_t errlen)
 {
-    cdb_t *w = db;
-    int rc = w->c->messages(w->db, relation, add_row, out, err, errlen);
+    int rc = o->ceiling->messages(db, relation, add_row, out, err, errlen);
     if (rc == 0)
         bench_msgs_seal(out);
     return rc;
@@ -111,7 +90,8 @@ static int cd_messages(void *db, const char *relation, bench_msgs_t *out, char *
 /* ------------------------------------------------------ the bare loop */
 
 typedef struct worker {
-    const cdb_t *cdb;
+    const outbox_store_ceiling_t *c;
+    void *db;
     outbox_ceiling_job_t job;
     long events;
     int64_t poll_us;
@@ -126,16 +106,16 @@ static void *worker_main(void *arg)
     worker_t *w = arg;
     pthread_setname_np(pthread_self(), "bench-ceiling"); /* for perf and top */
     void *cw = NULL;
-    w->rc = w->cdb->c->worker_open(w->cdb->db, &w->job, &cw, w->err, sizeof w->err);
+    w->rc = w->c->worker_open(w->db, &w->job, &cw, w->err, sizeof w->err);
     if (!bench_gate_wait(w->start)) {
         if (cw)
-            w->cdb->c->worker_close(cw);
+            w->c->worker_close(cw);
         return NULL;
     }
     bench_idle_t idle = BENCH_IDLE_INIT;
     while (w->rc == 0 && atomic_load(w->published) < w->events) {
         long n = 0;
-        w->rc = w->cdb->c->worker_step(cw, &n, w->err, sizeof w->err);
+        w->rc = w->c->worker_step(cw, &n, w->err, sizeof w->err);
         if (w->rc == 0 && n > 0) {
             atomic_fetch_add(w->published, n);
         } else if (w->rc == 0 && bench_idle_wait(&idle, w->published, w->events, w->poll_us)) {
@@ -146,7 +126,7 @@ static void *worker_main(void *arg)
         }
     }
     if (cw)
-        w->cdb->c->worker_close(cw);
+        w->c->worker_close(cw);
     return NULL;
 }
 
@@ -181,7 +161,7 @@ static int bare_drain(void *db, const bench_opts_t *o, const char *relation, int
     bench_gate_init(&start);
     long started = 0;
     for (long i = 0; i < o->workers; i++) {
-        w[i] = (worker_t){.cdb = db, .events = o->events, .poll_us = o->poll_us,
+        w[i] = (worker_t){.c = o->ceiling, .db = db, .events = o->events, .poll_us = o->poll_us,
                           .published = &published, .start = &start,
                           .job = {.struct_size = sizeof w[i].job, .relation = relation,
                                   .route = BENCH_ROUTE, .batch = o->batch,
@@ -208,38 +188,14 @@ static int bare_drain(void *db, const bench_opts_t *o, const char *relation, int
     return rc;
 }
 
-static int cd_ceiling(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
-                      char *err, size_t errlen)
-{
-    return bare_drain(db, o, relation, 0, out, err, errlen);
-}
-
-static int cd_reference(void *db, const bench_opts_t *o, const char *relation,
+int bench_ceiling_drain(const bench_opts_t *o, void *db, const char *relation, int reference,
                         bench_drain_t *out, char *err, size_t errlen)
 {
-    return bare_drain(db, o, relation, 1, out, err, errlen);
+    if (!o->ceiling->drain)
+        return bare_drain(db, o, relation, reference, out, err, errlen);
+    const outbox_ceiling_job_t job = {.struct_size = sizeof job, .relation = relation,
+                                      .route = BENCH_ROUTE, .batch = o->batch,
+                                      .lease_us = CEILING_LEASE_US, .reference = reference};
+    return o->ceiling->drain(db, &job, o->workers, o->events, &out->seconds, &out->cpu_s, err,
+                             errlen);
 }
-
-/* ----------------------------------------------------- the backends */
-
-extern const outbox_store_ceiling_t outbox_ceiling_sqlite;
-
-static int sqlite_open(const char *uri, void **out, char *err, size_t errlen)
-{
-    return open_with(&outbox_ceiling_sqlite, uri, out, err, errlen);
-}
-
-const bench_backend_t bench_sqlite_backend = {
-    .name = "sqlite",
-    .ceiling_in_process = 1,
-    .open = sqlite_open,
-    .close = cd_close,
-    .claim_relation = cd_claim_relation,
-    .drop_relation = cd_drop_relation,
-    .copy = cd_copy,
-    .count = cd_count,
-    .quiesce = cd_quiesce,
-    .ceiling = cd_ceiling,
-    .reference = cd_reference,
-    .messages = cd_messages,
-};

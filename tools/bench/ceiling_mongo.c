@@ -1026,9 +1026,23 @@ static int bmg_ceiling(void *db, const bench_opts_t *o, const char *relation, be
     return rc;
 }
 
-const bench_backend_t bench_mongo_backend = {
+/* The bench's whole drain, as the bench's options it reads. */
+static int bmg_drain(void *db, const outbox_ceiling_job_t *job, long workers, long events,
+                     double *seconds, double *cpu_s, char *err, size_t errlen)
+{
+    const bench_opts_t o = {.workers = workers, .batch = job->batch, .events = events,
+                            .poll_us = 100 * 1000};
+    bench_drain_t out = {0};
+    int rc = bmg_ceiling(db, &o, job->relation, &out, err, errlen);
+    *seconds = out.seconds;
+    *cpu_s = out.cpu_s;
+    return rc;
+}
+
+const outbox_store_ceiling_t outbox_ceiling_mongo = {
+    .struct_size = sizeof(outbox_store_ceiling_t),
     .name = "mongo",
-    .ceiling_in_process = 1,
+    .in_process = 1,
     .open = bmg_open,
     .close = bmg_close,
     .claim_relation = bmg_claim_relation,
@@ -1036,5 +1050,5 @@ const bench_backend_t bench_mongo_backend = {
     .copy = bmg_copy,
     .count = bmg_count,
     .quiesce = bmg_quiesce,
-    .ceiling = bmg_ceiling,
+    .drain = bmg_drain,
 };

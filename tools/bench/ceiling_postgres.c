@@ -687,17 +687,17 @@ static int drain_pgbench(bpg_t *b, const bench_opts_t *o, const char *relation, 
     return rc;
 }
 
-static int bpg_ceiling(void *db, const bench_opts_t *o, const char *relation, bench_drain_t *out,
-                       char *err, size_t errlen)
+static int bpg_drain(void *db, const outbox_ceiling_job_t *job, long workers, long events,
+                     double *seconds, double *cpu_s, char *err, size_t errlen)
 {
-    return drain_pgbench(db, o, relation, bench_pg_script(relation, o->batch), out, err, errlen);
-}
-
-static int bpg_reference(void *db, const bench_opts_t *o, const char *relation,
-                         bench_drain_t *out, char *err, size_t errlen)
-{
-    return drain_pgbench(db, o, relation, bench_pg_reference_script(relation, o->batch), out, err,
-                         errlen);
+    const bench_opts_t o = {.workers = workers, .batch = job->batch, .events = events};
+    char *script = job->reference ? bench_pg_reference_script(job->relation, job->batch)
+                                  : bench_pg_script(job->relation, job->batch);
+    bench_drain_t out = {0};
+    int rc = drain_pgbench(db, &o, job->relation, script, &out, err, errlen);
+    *seconds = out.seconds;
+    *cpu_s = out.cpu_s;
+    return rc;
 }
 
 /* Sustained mode: the pending backlog, and dead/live tuples and autovacuum
@@ -775,8 +775,9 @@ static int bpg_canonical_only(void *db, const char *relation, char *err, size_t 
 }
 
 /* The payload as the driver reads it back: jsonb's text. */
-static int bpg_messages(void *db, const char *relation, bench_msgs_t *out, char *err,
-                        size_t errlen)
+static int bpg_messages(void *db, const char *relation,
+                        int (*fn)(void *ctx, const outbox_ceiling_row_t *row), void *ctx,
+                        char *err, size_t errlen)
 {
     char rel[300], sql[700];
     rel_sql(relation, rel, sizeof rel);
@@ -790,24 +791,27 @@ static int bpg_messages(void *db, const char *relation, bench_msgs_t *out, char 
     if (rc != 0)
         return rc;
     for (int i = 0; i < PQntuples(r); i++) {
-        if (bench_msgs_add(out, PQgetvalue(r, i, 0),
-                           PQgetisnull(r, i, 1) ? NULL : PQgetvalue(r, i, 1),
-                           strtoll(PQgetvalue(r, i, 2), NULL, 10), PQgetvalue(r, i, 3),
-                           (size_t)PQgetlength(r, i, 3)) != 0) {
+        const outbox_ceiling_row_t row = {
+            .event_id = PQgetvalue(r, i, 0),
+            .ordering_key = PQgetisnull(r, i, 1) ? NULL : PQgetvalue(r, i, 1),
+            .occurred_us = strtoll(PQgetvalue(r, i, 2), NULL, 10),
+            .payload = PQgetvalue(r, i, 3),
+            .payload_len = (size_t)PQgetlength(r, i, 3)};
+        if (fn(ctx, &row) != 0) {
             snprintf(err, errlen, "out of memory for the backlog's messages");
             rc = BENCH_EXIT_FAIL;
             break;
         }
     }
     PQclear(r);
-    if (rc == 0)
-        bench_msgs_seal(out);
     return rc;
 }
 
-const bench_backend_t bench_postgres_backend = {
+const outbox_store_ceiling_t outbox_ceiling_postgres = {
+    .struct_size = sizeof(outbox_store_ceiling_t),
     .name = "postgres",
-    .ceiling_in_process = 0,
+    .in_process = 0,
+    .has_reference = 1,
     .open = bpg_open,
     .close = bpg_close,
     .claim_relation = bpg_claim_relation,
@@ -815,8 +819,7 @@ const bench_backend_t bench_postgres_backend = {
     .copy = bpg_copy,
     .count = bpg_count,
     .quiesce = bpg_quiesce,
-    .ceiling = bpg_ceiling,
-    .reference = bpg_reference,
+    .drain = bpg_drain,
     .trace_start = NULL,
     .trace_check = NULL,
     .stats = bpg_stats,

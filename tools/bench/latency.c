@@ -546,13 +546,13 @@ static int measure(const bench_opts_t *o, lat_state_t *st, double *achieved, dou
                    char *err, size_t errlen)
 {
     void *b = NULL;
-    int rc = o->backend->open(o->store, &b, err, errlen);
+    int rc = bench_ceiling_open(o->ceiling, o->store, &b, err, errlen);
     if (rc == 0)
-        rc = o->backend->claim_relation(b, o->relation, err, errlen);
+        rc = o->ceiling->claim_relation(b, o->relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, o->relation, err, errlen);
     if (rc == 0)
-        rc = o->backend->quiesce(b, o->relation, err, errlen);
+        rc = o->ceiling->quiesce(b, o->relation, err, errlen);
     if (rc == 0) {
         lat = st;
         rc = run(o, st, achieved, cpu_s, err, errlen);
@@ -560,9 +560,9 @@ static int measure(const bench_opts_t *o, lat_state_t *st, double *achieved, dou
     }
     if (b) {
         char err2[512];
-        o->backend->drop_relation(b, o->relation, err2, sizeof err2);
-        o->backend->quiesce(b, NULL, err2, sizeof err2);
-        o->backend->close(b);
+        o->ceiling->drop_relation(b, o->relation, err2, sizeof err2);
+        o->ceiling->quiesce(b, NULL, err2, sizeof err2);
+        o->ceiling->close(b);
     }
     return rc;
 }

@@ -149,34 +149,15 @@ static int parse_duration(const char *opt, const char *text, int64_t *out)
     return 0;
 }
 
-const bench_backend_t *bench_backend_for(const char *uri)
-{
-    size_t n = strcspn(uri, ":");
-    if (uri[n] != ':')
-        return NULL;
-    if (n == 6 && strncasecmp(uri, "sqlite", 6) == 0)
-        return &bench_sqlite_backend;
-#ifdef OUTBOX_BENCH_POSTGRES
-    if ((n == 8 && strncasecmp(uri, "postgres", 8) == 0) ||
-        (n == 10 && strncasecmp(uri, "postgresql", 10) == 0))
-        return &bench_postgres_backend;
-#endif
-#ifdef OUTBOX_BENCH_MONGO
-    if (n == 7 && strncasecmp(uri, "mongodb", 7) == 0)
-        return &bench_mongo_backend;
-#endif
-    return NULL;
-}
-
-/* A store URI, and the backend that measures its ceiling (NULL when the
- * bench has none: the store is then measured without one). */
-static int check_store(const char *uri, const bench_backend_t **out)
+/* A store URI, and its ceiling (NULL when none is built in: the store is
+ * then measured without one). */
+static int check_store(const char *uri, const outbox_store_ceiling_t **out)
 {
     size_t n = strcspn(uri, ":");
     if (uri[n] != ':' || n == 0)
         return bad("--store: \"%.200s\" is not a URI (expected e.g. sqlite:///tmp/bench.db)",
                    uri);
-    *out = bench_backend_for(uri);
+    *out = bench_ceiling_for(uri);
     return 0;
 }
 
@@ -428,12 +409,12 @@ static int parse_args(int argc, char **argv, bench_opts_t *o, uint64_t *seen)
 
 /* ------------------------------------------------ rules across options */
 
-/* --table other than shipped: throughput mode on a store whose backend
+/* --table other than shipped: throughput mode on a store whose ceiling
  * can drop the shipped schema's extra indexes. */
 static int check_table(const bench_opts_t *o, uint64_t seen)
 {
     if (SEEN(seen, O_TABLE) && o->table != BENCH_TABLE_SHIPPED &&
-        (o->no_ceiling || o->latency || o->sustain || !o->backend->canonical_only))
+        (o->no_ceiling || o->latency || o->sustain || !o->ceiling->canonical_only))
         return bad("--table %s: throughput mode on a postgresql store only (without --driver, "
                    "--no-ceiling, --latency or --sustain)",
                    o->table == BENCH_TABLE_BOTH ? "both" : "two-index");
@@ -441,11 +422,11 @@ static int check_table(const bench_opts_t *o, uint64_t seen)
 }
 
 /* Without a ceiling (--driver, --no-ceiling, or a store the bench has no
- * backend for): throughput only, the driver loadable, its own relation. */
+ * ceiling for): throughput only, the driver loadable, its own relation. */
 static int check_no_ceiling(bench_opts_t *o, uint64_t seen)
 {
     char why[96];
-    if (o->driver || o->backend)
+    if (o->driver || o->ceiling)
         snprintf(why, sizeof why, "%s", o->driver ? "--driver" : "--no-ceiling");
     else
         snprintf(why, sizeof why, "the %.*s store", (int)strcspn(o->store, ":"), o->store);
@@ -459,20 +440,20 @@ static int check_no_ceiling(bench_opts_t *o, uint64_t seen)
     return rc;
 }
 
-/* The store, and what follows from it: the backend, the ceiling or not. */
+/* The store, and what follows from it: its ceiling or none. */
 static int check_store_rules(bench_opts_t *o, uint64_t seen)
 {
     if (!o->store)
         return bad("--store is required, e.g. --store sqlite:///tmp/bench.db");
-    int rc = check_store(o->store, &o->backend);
+    int rc = check_store(o->store, &o->ceiling);
     if (rc != 0)
         return rc;
-    if (o->driver || !o->backend)
+    if (o->driver || !o->ceiling)
         o->no_ceiling = 1;
 #ifdef OUTBOX_BENCH_MONGO
     /* Their producers stage in transactions, which FerretDB and a standalone
      * mongod do not run. */
-    if (o->backend == &bench_mongo_backend && !o->no_ceiling && (o->latency || o->sustain))
+    if (strncasecmp(o->store, "mongodb:", 8) == 0 && !o->no_ceiling && (o->latency || o->sustain))
         return bad("%s: the mongodb store is measured in throughput mode only (the producer "
                    "of --latency and --sustain stages in transactions)",
                    o->latency ? "--latency" : "--sustain");
@@ -510,8 +491,8 @@ static int check_modes(const bench_opts_t *o, uint64_t seen)
 /* Sustained mode's own rules. */
 static int check_sustain(const bench_opts_t *o)
 {
-    if (o->pg_autovacuum && !o->backend->autovacuum)
-        return bad("--pg-autovacuum: the %s store has no autovacuum", o->backend->name);
+    if (o->pg_autovacuum && !o->ceiling->autovacuum)
+        return bad("--pg-autovacuum: the %s store has no autovacuum", o->ceiling->name);
     if (o->interval_us > o->duration_us)
         return bad("--interval is longer than --sustain");
     return 0;

@@ -257,22 +257,22 @@ typedef struct srun {
 /* The relation, new and quiet, on the bench's own connection. */
 static int prepare_store(const bench_opts_t *o, void **b, char *err, size_t errlen)
 {
-    int rc = o->backend->open(o->store, b, err, errlen);
+    int rc = bench_ceiling_open(o->ceiling, o->store, b, err, errlen);
     if (rc == 0)
-        rc = o->backend->claim_relation(*b, o->relation, err, errlen);
+        rc = o->ceiling->claim_relation(*b, o->relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, o->relation, err, errlen);
     if (rc == 0 && o->pg_autovacuum) {
-        if (!o->backend->autovacuum) {
+        if (!o->ceiling->autovacuum) {
             snprintf(err, errlen, "--pg-autovacuum: the %s store has no autovacuum",
-                     o->backend->name);
+                     o->ceiling->name);
             rc = BENCH_EXIT_USAGE;
         } else {
-            rc = o->backend->autovacuum(*b, o->relation, err, errlen);
+            rc = o->ceiling->autovacuum(*b, o->relation, err, errlen);
         }
     }
     if (rc == 0)
-        rc = o->backend->quiesce(*b, o->relation, err, errlen);
+        rc = o->ceiling->quiesce(*b, o->relation, err, errlen);
     if (rc == 0 && strncmp(o->sink, "benchok:", 8) == 0)
         rc = bench_register_ok_sink(err, errlen);
     return rc;
@@ -389,10 +389,10 @@ static int measure(srun_t *run, mark_t *prev, interval_t *iv, char *err, size_t 
                        .live = -1,
                        .autovacuums = -1};
     *prev = now;
-    if (o->backend->stats)
-        return o->backend->stats(run->b, o->relation, &iv->pending, &iv->dead, &iv->live,
+    if (o->ceiling->stats)
+        return o->ceiling->stats(run->b, o->relation, &iv->pending, &iv->dead, &iv->live,
                                  &iv->autovacuums, err, errlen);
-    return o->backend->count(run->b, o->relation, "pending", &iv->pending, err, errlen);
+    return o->ceiling->count(run->b, o->relation, "pending", &iv->pending, err, errlen);
 }
 
 /* Sleeps until due, or until a thread has stopped the run. */
@@ -472,9 +472,9 @@ static void close_all(srun_t *run)
     free(run->tid);
     if (run->b) {
         char err2[512];
-        o->backend->drop_relation(run->b, o->relation, err2, sizeof err2);
-        o->backend->quiesce(run->b, NULL, err2, sizeof err2);
-        o->backend->close(run->b);
+        o->ceiling->drop_relation(run->b, o->relation, err2, sizeof err2);
+        o->ceiling->quiesce(run->b, NULL, err2, sizeof err2);
+        o->ceiling->close(run->b);
     }
 }
 

@@ -360,7 +360,7 @@ static int check_published(const bench_opts_t *o, void *b, const char *relation,
                            char *err, size_t errlen)
 {
     long n = 0;
-    int rc = o->backend->count(b, relation, "published", &n, err, errlen);
+    int rc = o->ceiling->count(b, relation, "published", &n, err, errlen);
     if (rc == 0 && n != o->events) {
         snprintf(err, errlen, "%s: %ld of %ld rows published after the drain", who, n, o->events);
         rc = BENCH_EXIT_FAIL;
@@ -430,7 +430,7 @@ static int producer_drain(const bench_opts_t *o, void *b, const char *backlog, s
                           bench_drain_t *out, char *err, size_t errlen)
 {
     bench_msgs_t ms = {0};
-    int rc = o->backend->messages(b, backlog, &ms, err, errlen);
+    int rc = bench_ceiling_messages(o, b, backlog, &ms, err, errlen);
     if (rc == 0 && ms.n != o->events) {
         snprintf(err, errlen, "the backlog holds %ld rows, not %ld", ms.n, o->events);
         rc = BENCH_EXIT_FAIL;
@@ -456,15 +456,15 @@ static int producer_drain(const bench_opts_t *o, void *b, const char *backlog, s
 static int fresh_copy(const bench_opts_t *o, void *b, const char *backlog, const char *relation,
                       int two_index, char *err, size_t errlen)
 {
-    int rc = o->backend->drop_relation(b, relation, err, errlen);
+    int rc = o->ceiling->drop_relation(b, relation, err, errlen);
     if (rc == 0)
-        rc = o->backend->claim_relation(b, relation, err, errlen);
+        rc = o->ceiling->claim_relation(b, relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, relation, err, errlen);
     if (rc == 0 && two_index)
-        rc = o->backend->canonical_only(b, relation, err, errlen);
+        rc = o->ceiling->canonical_only(b, relation, err, errlen);
     if (rc == 0)
-        rc = o->backend->copy(b, backlog, relation, err, errlen);
+        rc = o->ceiling->copy(b, backlog, relation, err, errlen);
     return rc;
 }
 
@@ -474,15 +474,15 @@ static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relatio
                              char *err, size_t errlen)
 {
     *verified = 0;
-    int rc = o->backend->claim_relation(b, relation, err, errlen);
+    int rc = o->ceiling->claim_relation(b, relation, err, errlen);
     if (rc == 0)
         rc = bench_schema_apply(o->store, relation, err, errlen);
     if (rc == 0)
         rc = bench_register_ok_sink(err, errlen);
     if (rc != 0)
         return rc;
-    if (o->backend->trace_start)
-        o->backend->trace_start();
+    if (o->ceiling->trace_start)
+        o->ceiling->trace_start();
     outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation};
     outbox_store_t *s = NULL;
     outbox_sink_t *k = NULL;
@@ -518,14 +518,14 @@ static int verify_driver_sql(const bench_opts_t *o, void *b, const char *relatio
     outbox_sink_close(k);
     outbox_store_close(s);
     char err2[1024];
-    int rc2 = o->backend->trace_check ? o->backend->trace_check(relation, verified, err2, sizeof err2)
+    int rc2 = o->ceiling->trace_check ? o->ceiling->trace_check(relation, verified, err2, sizeof err2)
                                       : 0;
     if (rc == 0 && rc2 != 0) {
         snprintf(err, errlen, "%s", err2);
         rc = rc2;
     }
     if (rc == 0)
-        rc = o->backend->drop_relation(b, relation, err, errlen);
+        rc = o->ceiling->drop_relation(b, relation, err, errlen);
     return rc;
 }
 
@@ -564,7 +564,7 @@ static void run_plan(const bench_opts_t *o, run_t *run)
      * indexes: they run with the shipped table only. */
     run->main_side = o->table == BENCH_TABLE_TWO_INDEX ? SIDE_RELAY_TWO : SIDE_RELAY;
     run->has_ceiling = o->table == BENCH_TABLE_SHIPPED;
-    run->has_reference = run->has_ceiling && o->backend->reference;
+    run->has_reference = run->has_ceiling && o->ceiling->has_reference;
     run->sides[run->n_sides++] = run->main_side;
     if (o->table == BENCH_TABLE_BOTH)
         run->sides[run->n_sides++] = SIDE_RELAY_TWO;
@@ -613,7 +613,7 @@ static int sink_side_open(const bench_opts_t *o, int has_ceiling, sink_side_t *s
     const outbox_sink_vtable_t *kvt = outbox_sink_driver(ss->ctl)->sink;
     ss->has_destinations = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
                            OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
-    ss->producer = has_ceiling && o->backend->messages ? bench_producer_for(o->sink) : NULL;
+    ss->producer = has_ceiling && o->ceiling->messages ? bench_producer_for(o->sink) : NULL;
     int rc = ss->producer ? sink_side_producer(o, ss) : 0;
     if (rc != 0) {
         outbox_sink_close(ss->ctl);
@@ -638,12 +638,12 @@ static int sink_side_open(const bench_opts_t *o, int has_ceiling, sink_side_t *s
 static int run_prepare(run_t *run, int *verified, double *stage_s, char *err, size_t errlen)
 {
     const bench_opts_t *o = run->o;
-    int rc = o->backend->open(o->store, &run->b, err, errlen);
+    int rc = bench_ceiling_open(o->ceiling, o->store, &run->b, err, errlen);
     for (int i = 0; i < run->n_rels && rc == 0; i++)
-        rc = o->backend->claim_relation(run->b, run->rels[i], err, errlen);
-    if (rc == 0 && o->backend->trace_start)
+        rc = o->ceiling->claim_relation(run->b, run->rels[i], err, errlen);
+    if (rc == 0 && o->ceiling->trace_start)
         rc = verify_driver_sql(o, run->b, run->check_rel, verified, err, errlen);
-    if (rc == 0 && !*verified && o->backend->trace_start)
+    if (rc == 0 && !*verified && o->ceiling->trace_start)
         bench_err("warning: could not observe the driver's SQL (is it linked to another "
                   "SQLite?); the ceiling's copy of it is unchecked");
     if (rc == 0)
@@ -661,9 +661,9 @@ static void run_cleanup(run_t *run)
         return;
     char err2[512];
     for (int i = 0; i < run->n_rels; i++)
-        o->backend->drop_relation(run->b, run->rels[i], err2, sizeof err2);
-    o->backend->quiesce(run->b, NULL, err2, sizeof err2);
-    o->backend->close(run->b);
+        o->ceiling->drop_relation(run->b, run->rels[i], err2, sizeof err2);
+    o->ceiling->quiesce(run->b, NULL, err2, sizeof err2);
+    o->ceiling->close(run->b);
     run->b = NULL;
 }
 
@@ -694,9 +694,9 @@ static int drain_side(run_t *run, const bench_opts_t *ro, int k, bench_drain_t *
     case SIDE_RELAY_TWO:
         return bench_relay_drain(ro, run->side_rels[k], BENCH_ROUTE, out, err, errlen);
     case SIDE_CEILING:
-        return o->backend->ceiling(run->b, o, run->side_rels[k], out, err, errlen);
+        return bench_ceiling_drain(o, run->b, run->side_rels[k], 0, out, err, errlen);
     case SIDE_REFERENCE:
-        return o->backend->reference(run->b, o, run->side_rels[k], out, err, errlen);
+        return bench_ceiling_drain(o, run->b, run->side_rels[k], 1, out, err, errlen);
     default:
         return producer_drain(o, run->b, run->backlog_rel, &run->ss, out, err, errlen);
     }
@@ -711,7 +711,7 @@ static int drain_timed(run_t *run, const bench_opts_t *ro, int k, bench_drain_t 
     const bench_opts_t *o = run->o;
     int rc = 0;
     if (k != SIDE_PRODUCER)
-        rc = o->backend->quiesce(run->b, run->side_rels[k], err, errlen);
+        rc = o->ceiling->quiesce(run->b, run->side_rels[k], err, errlen);
     double busy0 = bench_machine_busy_s();
     int64_t t0 = bench_mono_us();
     if (rc == 0)
@@ -848,8 +848,8 @@ int bench_throughput(const bench_opts_t *o)
         run.sides[run.n_sides++] = SIDE_PRODUCER;
     bench_result_t res = {.o = o, .has_ceiling = run.has_ceiling,
                           .has_reference = run.has_reference,
-                          .ceiling_in_process = o->backend->ceiling_in_process,
-                          .traced = o->backend->trace_check != NULL,
+                          .ceiling_in_process = o->ceiling->in_process,
+                          .traced = o->ceiling->trace_check != NULL,
                           .producer = run.ss.producer ? run.ss.producer->client : NULL,
                           .relay_hwm_kb = -1, .relay_growth_kb = -1};
     res.rounds = calloc((size_t)o->repeat, sizeof *res.rounds);
