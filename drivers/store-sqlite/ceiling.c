@@ -223,40 +223,6 @@ static int ceil_quiesce(void *db, const char *relation, char *err, size_t errlen
     return 0;
 }
 
-static int ceil_messages(void *db, const char *relation,
-                         int (*fn)(void *ctx, const outbox_ceiling_row_t *row), void *ctx,
-                         char *err, size_t errlen)
-{
-    sqlite3 *sq = ((ceil_db_t *)db)->h->db;
-    char rel[300], sql[700];
-    rel_sql(relation, rel, sizeof rel);
-    snprintf(sql, sizeof sql,
-             "SELECT event_id, ordering_key, occurred_at, payload FROM %s ORDER BY created_at, id",
-             rel);
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(sq, sql, -1, &st, NULL) != SQLITE_OK)
-        return fail_db(sq, "reading the backlog's messages", err, errlen);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *payload = (const char *)sqlite3_column_text(st, 3);
-        outbox_ceiling_row_t row = {
-            .event_id = (const char *)sqlite3_column_text(st, 0),
-            .ordering_key = (const char *)sqlite3_column_text(st, 1),
-            .occurred_us = sqlite3_column_int64(st, 2),
-            .payload = payload ? payload : "",
-            .payload_len = (size_t)sqlite3_column_bytes(st, 3),
-        };
-        if (fn(ctx, &row) != 0) {
-            sqlite3_finalize(st);
-            snprintf(err, errlen, "out of memory for the backlog's messages");
-            return OUTBOX_CEILING_FAIL;
-        }
-    }
-    rc = rc == SQLITE_DONE ? 0 : fail_db(sq, "reading the backlog's messages", err, errlen);
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* ----------------------------------------------------------- workers */
 
 typedef struct ceil_worker {
@@ -454,7 +420,6 @@ const outbox_store_ceiling_t outbox_ceiling_sqlite = {
     .copy = ceil_copy,
     .count = ceil_count,
     .quiesce = ceil_quiesce,
-    .messages = ceil_messages,
     .worker_open = ceil_worker_open,
     .worker_step = ceil_worker_step,
     .worker_close = ceil_worker_close,

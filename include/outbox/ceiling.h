@@ -42,15 +42,6 @@ typedef struct outbox_ceiling_job {
     int reference;    /* 1: the plain reference claim + mark, not the driver's */
 } outbox_ceiling_job_t;
 
-/* One row of a backlog, in claim order, as the store hands it back. */
-typedef struct outbox_ceiling_row {
-    const char *event_id;
-    const char *ordering_key; /* NULL: none */
-    int64_t occurred_us;      /* microseconds since the epoch */
-    const char *payload;
-    size_t payload_len;
-} outbox_ceiling_row_t;
-
 typedef struct outbox_store_ceiling {
     uint32_t struct_size; /* sizeof(outbox_store_ceiling_t) */
     const char *name;     /* the driver's name */
@@ -81,11 +72,6 @@ typedef struct outbox_store_ceiling {
     /* The same quiet state before every drain of relation (SQLite: an empty
      * WAL); relation NULL: the whole store, after the run. */
     int (*quiesce)(void *db, const char *relation, char *err, size_t errlen);
-    /* Every row of relation in claim order, to fn (which returns 0, or
-     * non-zero to stop: then this returns OUTBOX_CEILING_FAIL). */
-    int (*messages)(void *db, const char *relation,
-                    int (*fn)(void *ctx, const outbox_ceiling_row_t *row), void *ctx, char *err,
-                    size_t errlen);
 
     /* A worker: a connection of its own with its statements ready. */
     int (*worker_open)(void *db, const outbox_ceiling_job_t *job, void **worker, char *err,

@@ -190,10 +190,10 @@ int bench_ceiling_open(const outbox_store_ceiling_t *c, const char *uri, void **
  * + mark), o->workers at o->batch until o->events rows are published. */
 int bench_ceiling_drain(const bench_opts_t *o, void *db, const char *relation, int reference,
                         bench_drain_t *out, char *err, size_t errlen);
-/* Every row of relation in claim order as the message the relay would
- * publish (bench_msgs_add). */
-int bench_ceiling_messages(const bench_opts_t *o, void *db, const char *relation,
-                           bench_msgs_t *out, char *err, size_t errlen);
+/* Recreates relation empty with the shipped schema and fills it with a
+ * copy of the backlog. */
+int bench_fresh_copy(const bench_opts_t *o, void *db, const char *backlog, const char *relation,
+                     char *err, size_t errlen);
 
 #ifdef OUTBOX_BENCH_POSTGRES
 /* The pgbench script of the PostgreSQL ceiling for relation and batch,
@@ -204,38 +204,26 @@ char *bench_pg_reference_script(const char *relation, long batch);
 
 /* --------------------------------------- what the relay will publish */
 
-/* One message of a backlog as the relay builds it from the row the store
- * hands back: payload bytes as stored (PostgreSQL's jsonb text, not the
- * staged text), key (ordering_key, else event_id), the CloudEvents
- * attributes of core/cloudevents.c. Everything points into bench_msgs_t.buf. */
-#define BENCH_CE_MAX 7
-typedef struct bench_msg {
-    const char *payload;
-    size_t payload_len;
-    const char *key;
-    const char *event_id;
-    outbox_header_t ce[BENCH_CE_MAX]; /* by attribute name, without a binding's prefix */
-    size_t n_ce;
-    size_t off_[4]; /* bench_msgs_add's offsets into buf, until bench_msgs_seal */
-    int has_key_;
-} bench_msg_t;
-
+/* The messages the relay handed its sink for one copy of a backlog, in
+ * the order it handed them (capture.c): every string points into blocks
+ * of the set's own, which never move. */
 struct bench_msgs {
     long n;
-    bench_msg_t *m;
-    char *buf;
-    size_t len, cap;
+    outbox_message_t *m; /* without their rows */
+    long cap_;
+    struct block *blocks_;
 };
 
-/* Appends one row's message (used by the backends' messages()); the
- * occurred_at instant is microseconds since the epoch. 0 or -1 (memory). */
-int bench_msgs_add(bench_msgs_t *ms, const char *event_id, const char *ordering_key,
-                   int64_t occurred_us, const char *payload, size_t payload_len);
-/* Points the strings at buf once every row is in (buf may have moved). */
-void bench_msgs_seal(bench_msgs_t *ms);
+/* Drains a fresh copy of backlog (in relation, dropped after) with one
+ * relay into an in-process sink that keeps every message it is handed. */
+int bench_capture_messages(const bench_opts_t *o, void *db, const char *backlog,
+                           const char *relation, bench_msgs_t *out, char *err, size_t errlen);
 void bench_msgs_free(bench_msgs_t *ms);
 
 /* ----------------------------------------------- the producer ceilings */
+
+/* At most this many headers a message (core/outbox_int.h's outbox_ce_headers_t). */
+#define BENCH_CE_MAX 16
 
 /* A sink URI taken apart the way the bench's bare clients need it. */
 #define BENCH_URI_PARAMS 32

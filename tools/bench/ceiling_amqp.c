@@ -60,7 +60,7 @@ static int amqp_connect(amqp_connection_state_t conn, const bench_sink_uri_t *u,
 
 /* Publishes m, persistent and mandatory, to target's queue through the
  * default exchange; names[] are the headers' names. */
-static int publish_one(amqp_connection_state_t conn, const char *target, const bench_msg_t *m,
+static int publish_one(amqp_connection_state_t conn, const char *target, const outbox_message_t *m,
                        char names[][64], char *err, size_t errlen)
 {
     amqp_basic_properties_t p;
@@ -72,8 +72,8 @@ static int publish_one(amqp_connection_state_t conn, const char *target, const b
     p.timestamp = (uint64_t)time(NULL);
     amqp_table_entry_t e[BENCH_CE_MAX];
     int n = 0;
-    for (size_t k = 0; k < m->n_ce; k++) {
-        const outbox_header_t *h = &m->ce[k];
+    for (size_t k = 0; k < m->n_headers; k++) {
+        const outbox_header_t *h = &m->headers[k];
         if (strcmp(h->name, "datacontenttype") == 0) {
             p._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
             p.content_type = amqp_cstring_bytes(h->value);
@@ -159,8 +159,8 @@ static int amqp_drain(const bench_sink_uri_t *u, const char *target, const bench
     amqp_connection_state_t conn = amqp_new_connection();
     int rc = amqp_connect(conn, u, err, errlen);
     char names[BENCH_CE_MAX][64];
-    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_ce; k++) {
-        const char *a = ms->m[0].ce[k].name;
+    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_headers; k++) {
+        const char *a = ms->m[0].headers[k].name;
         snprintf(names[k], sizeof names[k], strcmp(a, "traceparent") == 0 ? "%s" : "cloudEvents_%s", a);
     }
     for (long i = 0; rc == 0 && i < ms->n;) {

@@ -72,21 +72,6 @@ int bench_ceiling_open(const outbox_store_ceiling_t *c, const char *uri, void **
     return c->open(uri, db, err, errlen);
 }
 
-static int add_row(void *ctx, const outbox_ceiling_row_t *r)
-{
-    return bench_msgs_add(ctx, r->event_id, r->ordering_key, r->occurred_us, r->payload,
-                          r->payload_len);
-}
-
-int bench_ceiling_messages(const bench_opts_t *o, void *db, const char *relation,
-                           bench_msgs_t *out, char *err, size_t errlen)
-{
-    int rc = o->ceiling->messages(db, relation, add_row, out, err, errlen);
-    if (rc == 0)
-        bench_msgs_seal(out);
-    return rc;
-}
-
 /* ------------------------------------------------------ the bare loop */
 
 typedef struct worker {

@@ -26,19 +26,19 @@ typedef struct hslot {
     int busy;
 } hslot_t;
 
-static struct curl_slist *headers_of(const bench_msg_t *m)
+static struct curl_slist *headers_of(const outbox_message_t *m)
 {
     struct curl_slist *list = curl_slist_append(NULL, "Expect:");
     char line[600];
     int typed = 0;
-    for (size_t k = 0; list && k < m->n_ce; k++) {
-        const char *a = m->ce[k].name;
+    for (size_t k = 0; list && k < m->n_headers; k++) {
+        const char *a = m->headers[k].name;
         if (strcmp(a, "datacontenttype") == 0) {
-            snprintf(line, sizeof line, "Content-Type: %s", m->ce[k].value);
+            snprintf(line, sizeof line, "Content-Type: %s", m->headers[k].value);
             typed = 1;
         } else {
             snprintf(line, sizeof line, strcmp(a, "traceparent") == 0 ? "%s: %s" : "ce-%s: %s", a,
-                     m->ce[k].value);
+                     m->headers[k].value);
         }
         list = curl_slist_append(list, line);
     }
@@ -111,7 +111,7 @@ static void start_requests(hrun_t *h, const bench_msgs_t *ms, long *next, long e
         hslot_t *s = &h->slots[k];
         if (s->busy)
             continue;
-        const bench_msg_t *m = &ms->m[(*next)++];
+        const outbox_message_t *m = &ms->m[(*next)++];
         curl_slist_free_all(s->headers);
         s->headers = headers_of(m);
         curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);

@@ -115,12 +115,12 @@ static int kafka_conf(rd_kafka_conf_t *conf, const bench_sink_uri_t *u, char *er
 }
 
 /* Hands message m to librdkafka, waiting while its queue is full. */
-static int produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const bench_msg_t *m,
+static int produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const outbox_message_t *m,
                        const char *const *hname, char *err, size_t errlen)
 {
-    rd_kafka_headers_t *h = rd_kafka_headers_new(m->n_ce);
-    for (size_t k = 0; k < m->n_ce; k++)
-        rd_kafka_header_add(h, hname[k], -1, m->ce[k].value, -1);
+    rd_kafka_headers_t *h = rd_kafka_headers_new(m->n_headers);
+    for (size_t k = 0; k < m->n_headers; k++)
+        rd_kafka_header_add(h, hname[k], -1, m->headers[k].value, -1);
     for (;;) {
         rd_kafka_resp_err_t e = rd_kafka_producev(
             rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
@@ -199,8 +199,8 @@ static int kafka_drain(const bench_sink_uri_t *u, const char *target, const benc
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, target, NULL);
     char names[BENCH_CE_MAX][64];
     const char *hname[BENCH_CE_MAX];
-    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_ce; k++)
-        hname[k] = header_name(ms->m[0].ce[k].name, names[k], sizeof names[k]);
+    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_headers; k++)
+        hname[k] = header_name(ms->m[0].headers[k].name, names[k], sizeof names[k]);
 
     double cpu0 = bench_cpu_s();
     int64_t t0 = bench_mono_us();

@@ -61,8 +61,8 @@ static int nats_drain(const bench_sink_uri_t *u, const char *target, const bench
             rc = nats_fail("JetStream context", s, err, errlen);
     }
     char names[BENCH_CE_MAX][64];
-    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_ce; k++) {
-        const char *a = ms->m[0].ce[k].name;
+    for (size_t k = 0; ms->n > 0 && k < ms->m[0].n_headers; k++) {
+        const char *a = ms->m[0].headers[k].name;
         snprintf(names[k], sizeof names[k], strcmp(a, "traceparent") == 0 ? "%s" : "ce-%s", a);
     }
     long sent = 0;
@@ -71,11 +71,11 @@ static int nats_drain(const bench_sink_uri_t *u, const char *target, const bench
     for (long i = 0; rc == 0 && i < ms->n;) {
         long chunk = ms->n - i < o->batch ? ms->n - i : o->batch;
         for (long j = i; rc == 0 && j < i + chunk; j++) {
-            const bench_msg_t *m = &ms->m[j];
+            const outbox_message_t *m = &ms->m[j];
             natsMsg *msg = NULL;
             s = natsMsg_Create(&msg, target, NULL, m->payload, (int)m->payload_len);
-            for (size_t k = 0; s == NATS_OK && k < m->n_ce; k++)
-                s = natsMsgHeader_Set(msg, names[k], m->ce[k].value);
+            for (size_t k = 0; s == NATS_OK && k < m->n_headers; k++)
+                s = natsMsgHeader_Set(msg, names[k], m->headers[k].value);
             jsPubOptions po;
             jsPubOptions_Init(&po);
             po.MsgId = m->event_id;

@@ -774,39 +774,6 @@ static int bpg_canonical_only(void *db, const char *relation, char *err, size_t 
     return exec(db, sql, NULL, NULL, NULL, "dropping the partial indexes", err, errlen);
 }
 
-/* The payload as the driver reads it back: jsonb's text. */
-static int bpg_messages(void *db, const char *relation,
-                        int (*fn)(void *ctx, const outbox_ceiling_row_t *row), void *ctx,
-                        char *err, size_t errlen)
-{
-    char rel[300], sql[700];
-    rel_sql(relation, rel, sizeof rel);
-    snprintf(sql, sizeof sql,
-             "SELECT event_id::text, ordering_key, "
-             "(extract(epoch FROM occurred_at) * 1000000)::int8, payload::text FROM %s "
-             "ORDER BY created_at, id",
-             rel);
-    PGresult *r = NULL;
-    int rc = exec(db, sql, NULL, NULL, &r, "reading the backlog's messages", err, errlen);
-    if (rc != 0)
-        return rc;
-    for (int i = 0; i < PQntuples(r); i++) {
-        const outbox_ceiling_row_t row = {
-            .event_id = PQgetvalue(r, i, 0),
-            .ordering_key = PQgetisnull(r, i, 1) ? NULL : PQgetvalue(r, i, 1),
-            .occurred_us = strtoll(PQgetvalue(r, i, 2), NULL, 10),
-            .payload = PQgetvalue(r, i, 3),
-            .payload_len = (size_t)PQgetlength(r, i, 3)};
-        if (fn(ctx, &row) != 0) {
-            snprintf(err, errlen, "out of memory for the backlog's messages");
-            rc = BENCH_EXIT_FAIL;
-            break;
-        }
-    }
-    PQclear(r);
-    return rc;
-}
-
 const outbox_store_ceiling_t outbox_ceiling_postgres = {
     .struct_size = sizeof(outbox_store_ceiling_t),
     .name = "postgres",
@@ -825,5 +792,4 @@ const outbox_store_ceiling_t outbox_ceiling_postgres = {
     .stats = bpg_stats,
     .autovacuum = bpg_autovacuum,
     .canonical_only = bpg_canonical_only,
-    .messages = bpg_messages,
 };

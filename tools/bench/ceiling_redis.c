@@ -51,7 +51,7 @@ static int redis_drain(const bench_sink_uri_t *u, const char *target, const benc
     for (long i = 0; rc == 0 && i < ms->n;) {
         long chunk = ms->n - i < o->batch ? ms->n - i : o->batch;
         for (long j = i; j < i + chunk; j++) {
-            const bench_msg_t *m = &ms->m[j];
+            const outbox_message_t *m = &ms->m[j];
             int a = 0;
             argv[a] = "XADD", lens[a++] = 4;
             argv[a] = target, lens[a++] = strlen(target);
@@ -63,9 +63,9 @@ static int redis_drain(const bench_sink_uri_t *u, const char *target, const benc
             argv[a] = "*", lens[a++] = 1;
             argv[a] = "data", lens[a++] = 4;
             argv[a] = m->payload, lens[a++] = m->payload_len;
-            for (size_t k = 0; k < m->n_ce; k++) {
-                argv[a] = m->ce[k].name, lens[a++] = strlen(m->ce[k].name);
-                argv[a] = m->ce[k].value, lens[a++] = strlen(m->ce[k].value);
+            for (size_t k = 0; k < m->n_headers; k++) {
+                argv[a] = m->headers[k].name, lens[a++] = strlen(m->headers[k].name);
+                argv[a] = m->headers[k].value, lens[a++] = strlen(m->headers[k].value);
             }
             if (redisAppendCommandArgv(c, a, argv, lens) != REDIS_OK) {
                 rc = redis_fail("append", c->errstr, err, errlen);

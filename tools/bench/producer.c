@@ -1,5 +1,5 @@
-/* outbox-bench: what the producer ceilings share (the messages the relay
- * would publish, sink URIs taken apart), and the relay's share of the
+/* outbox-bench: what the producer ceilings share (sink URIs taken
+ * apart), and the relay's share of the
  * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c,
  * ceiling_redis.c, ceiling_http.c and ceiling_amqp.c. */
 #include <ctype.h>
@@ -12,103 +12,6 @@
 #include <time.h>
 
 #include "bench.h"
-
-/* ------------------------------------------------------------ messages */
-
-static int grow(bench_msgs_t *ms, size_t more)
-{
-    if (ms->len + more <= ms->cap)
-        return 0;
-    size_t cap = ms->cap ? ms->cap : 1 << 20;
-    while (cap < ms->len + more)
-        cap *= 2;
-    char *p = realloc(ms->buf, cap);
-    if (!p)
-        return -1;
-    ms->buf = p;
-    ms->cap = cap;
-    return 0;
-}
-
-static size_t put(bench_msgs_t *ms, const char *s, size_t n)
-{
-    size_t at = ms->len;
-    memcpy(ms->buf + at, s, n);
-    ms->buf[at + n] = '\0';
-    ms->len += n + 1;
-    return at;
-}
-
-/* The CloudEvents time attribute as core/time.c writes it:
- * YYYY-MM-DDTHH:MM:SS.ffffffZ. */
-static void rfc3339(int64_t us, char out[40])
-{
-    time_t sec = (time_t)(us / 1000000);
-    long frac = (long)(us % 1000000);
-    if (frac < 0) {
-        frac += 1000000;
-        sec -= 1;
-    }
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 40 - n, ".%06ldZ", frac % 1000000);
-}
-
-int bench_msgs_add(bench_msgs_t *ms, const char *event_id, const char *ordering_key,
-                   int64_t occurred_us, const char *payload, size_t payload_len)
-{
-    if (ms->n % 4096 == 0) {
-        bench_msg_t *m = realloc(ms->m, ((size_t)ms->n + 4096) * sizeof *m);
-        if (!m)
-            return -1;
-        ms->m = m;
-    }
-    char t[40];
-    rfc3339(occurred_us, t);
-    size_t id_len = strlen(event_id), key_len = ordering_key ? strlen(ordering_key) : 0;
-    if (grow(ms, id_len + key_len + strlen(t) + payload_len + 4) != 0)
-        return -1;
-    bench_msg_t *m = &ms->m[ms->n++];
-    memset(m, 0, sizeof *m);
-    m->payload_len = payload_len;
-    m->off_[0] = put(ms, event_id, id_len);
-    m->has_key_ = ordering_key != NULL;
-    m->off_[1] = ordering_key ? put(ms, ordering_key, key_len) : m->off_[0];
-    m->off_[2] = put(ms, t, strlen(t));
-    m->off_[3] = put(ms, payload, payload_len);
-    return 0;
-}
-
-void bench_msgs_seal(bench_msgs_t *ms)
-{
-    for (long i = 0; i < ms->n; i++) {
-        bench_msg_t *m = &ms->m[i];
-        m->event_id = ms->buf + m->off_[0];
-        m->key = ms->buf + m->off_[1];
-        m->payload = ms->buf + m->off_[3];
-        /* core/cloudevents.c's attributes for a row without trace or
-         * tenant columns and a route without hlc, in its order. */
-        const outbox_header_t ce[BENCH_CE_MAX] = {
-            {"specversion", "1.0"},
-            {"id", m->event_id},
-            {"type", "bench.order_created"},
-            {"source", "/outbox/" BENCH_ROUTE},
-            {"time", ms->buf + m->off_[2]},
-            {"datacontenttype", "application/json"},
-            {"partitionkey", m->key},
-        };
-        memcpy(m->ce, ce, sizeof ce);
-        m->n_ce = BENCH_CE_MAX;
-    }
-}
-
-void bench_msgs_free(bench_msgs_t *ms)
-{
-    free(ms->m);
-    free(ms->buf);
-    memset(ms, 0, sizeof *ms);
-}
 
 /* ------------------------------------------------------------ sink URIs */
 
