@@ -2,6 +2,8 @@
  * of this folder shares. Private to this folder.
  *
  * The driver's files call only downward:
+ *   ceiling.c                         the benchmark ceiling (outbox/ceiling.h),
+ *                                     built into outbox-bench only, never the module
  *   pg.c                              descriptor, vtable, open/close, transactions
  *   pg_rows.c  pg_schema.c  pg_inbox.c  pg_admin.c
  *                                     the store operations (pg_ops.h)

@@ -31,6 +31,20 @@ PG_HIDDEN int outbox_pg_schema_drop(pg_handle_t *h, const outbox_schema_opts_t *
 /* Builds the cached statement texts once the optional columns are known. */
 PG_HIDDEN int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d);
 
+/* The relay's hot path as texts, into b: the ones prepare_sql caches and
+ * claim and settle run, shared with the driver's benchmark ceiling
+ * (ceiling.c), which hands them to pgbench.
+ *  - build_claim: the claim in claim order (hlc 0) or hlc order for h's
+ *    table, with the batch limit written in; $1 route, $2 lease in
+ *    microseconds. It is CTEs and then one UPDATE ... RETURNING, whose
+ *    offset in b goes to *final_at (when not NULL): the RETURNING columns
+ *    include id and processing_at, the fence.
+ *  - build_settle: the fenced settle; $1 ids, $2 kinds, $3 available_at,
+ *    $4 errors (arrays, one element per item), $5 the fence. */
+PG_HIDDEN void outbox_pg_build_claim(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc,
+                                     long limit, size_t *final_at);
+PG_HIDDEN void outbox_pg_build_settle(const pg_handle_t *h, outbox_kit_buf_t *b);
+
 PG_HIDDEN int outbox_pg_stage(void *handle, const outbox_stage_ctx_t *ctx, const outbox_row_t *rows,
                               size_t n, size_t *staged, outbox_diag_t *d);
 PG_HIDDEN int outbox_pg_claim(void *handle, const outbox_claim_req_t *req, const outbox_row_t **rows,

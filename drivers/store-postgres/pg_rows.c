@@ -209,15 +209,20 @@ static void expired_arm(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long
               "o.status = 'processing' AND o.processing_at <= (SELECT cut FROM clk)", "", limit);
 }
 
-/* From the chain check's verdicts (chained.linked) to the claim itself:
+/* From the chain check's verdicts (chained.linked) to the rows to claim:
  * a keyed row is kept while every row of its key before it in the batch
  * is linked too. */
-static void claim_tail(const pg_handle_t *h, outbox_kit_buf_t *b, const char *order)
+static void claim_tail(outbox_kit_buf_t *b, const char *order)
 {
     outbox_kit_buf_printf(b, ", keep AS (SELECT id FROM (SELECT id, bool_and(linked) OVER (PARTITION BY "
                          "ordering_key ORDER BY %s ROWS UNBOUNDED PRECEDING) AS ok FROM chained) AS x "
                          "WHERE ok)",
                       order);
+}
+
+/* The claim itself, after the last CTE: the kept rows, marked. */
+static void claim_update(const pg_handle_t *h, outbox_kit_buf_t *b)
+{
     outbox_kit_buf_printf(b, " UPDATE %s AS o SET status = 'processing', processing_at = (SELECT ts FROM "
                          "clk), attempts = o.attempts + 1 WHERE o.id = ANY (ARRAY(SELECT id FROM "
                          "keep)) RETURNING " PG_ROW_COLUMNS "%s%s",
@@ -283,7 +288,7 @@ static void build_claim_shipped(const pg_handle_t *h, outbox_kit_buf_t *b, int h
     outbox_kit_buf_printf(b, " AS linked FROM firstn AS f WINDOW w AS (PARTITION BY f.ordering_key "
                          "ORDER BY f.%s, f.id))",
                       hlc ? "hlc, f.created_at" : "created_at");
-    claim_tail(h, b, order);
+    claim_tail(b, order);
 }
 
 /* "e is not after l" in claim order, l being the batch's last row. In hlc
@@ -388,20 +393,24 @@ static void build_claim_canonical(const pg_handle_t *h, outbox_kit_buf_t *b, int
                          "DISTINCT FROM p.prev) AS linked FROM firstn AS f LEFT JOIN prevs AS p ON "
                          "p.id = f.id WINDOW w AS (PARTITION BY f.ordering_key ORDER BY f.%s, f.id))",
                       hlc ? ", f.hlc" : "", hlc ? "hlc, f.created_at" : "created_at");
-    claim_tail(h, b, order);
+    claim_tail(b, order);
 }
 
 /* The shipped shape when the table has the indexes it reads (the pending
  * and key indexes of this order), else the canonical one. A handle keeps
  * the shape it chose at open (or at its last schema apply): both are
  * correct on any table, only their speed depends on the indexes. */
-static void build_claim(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long limit)
+void outbox_pg_build_claim(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long limit,
+                           size_t *final_at)
 {
     unsigned need = hlc ? PG_IDX_PENDING_HLC | PG_IDX_KEY_HLC : PG_IDX_PENDING | PG_IDX_KEY;
     if ((h->claim_idx & need) == need)
         build_claim_shipped(h, b, hlc, limit);
     else
         build_claim_canonical(h, b, hlc, limit);
+    if (final_at)
+        *final_at = b->len;
+    claim_update(h, b);
 }
 
 /* $1 ids, $2 kinds, $3 available_at, $4 errors (arrays, one element per
@@ -410,7 +419,7 @@ static void build_claim(const pg_handle_t *h, outbox_kit_buf_t *b, int hlc, long
  * in a server crash leaves its rows processing until their lease ends, and
  * they are delivered again. The setting is a one-time filter, evaluated
  * before the first row is touched. */
-static void build_settle(const pg_handle_t *h, outbox_kit_buf_t *b)
+void outbox_pg_build_settle(const pg_handle_t *h, outbox_kit_buf_t *b)
 {
     outbox_kit_buf_printf(b,
                       "WITH sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', "
@@ -464,9 +473,9 @@ static void build_ckpt_recover(const pg_handle_t *h, outbox_kit_buf_t *b)
  * order, or a placeholder refused before use on a table without hlc). */
 static void build_claims(const pg_handle_t *h, outbox_kit_buf_t b[2], long limit)
 {
-    build_claim(h, &b[0], 0, limit);
+    outbox_pg_build_claim(h, &b[0], 0, limit, NULL);
     if (h->has_hlc)
-        build_claim(h, &b[1], 1, limit);
+        outbox_pg_build_claim(h, &b[1], 1, limit, NULL);
     else
         outbox_kit_buf_puts(&b[1], "SELECT 1");
 }
@@ -481,7 +490,7 @@ int outbox_pg_rows_prepare_sql(pg_handle_t *h, outbox_diag_t *d)
     if (!h->claim_limit)
         h->claim_limit = PG_CLAIM_LIMIT_FIRST;
     build_claims(h, &b[PG_CLAIM], h->claim_limit);
-    build_settle(h, &b[PG_SETTLE]);
+    outbox_pg_build_settle(h, &b[PG_SETTLE]);
     build_renew(h, &b[PG_RENEW]);
     build_ckpt_advance(h, &b[PG_CKPT_ADVANCE]);
     build_ckpt_recover(h, &b[PG_CKPT_RECOVER]);
