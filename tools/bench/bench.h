@@ -195,13 +195,6 @@ int bench_ceiling_drain(const bench_opts_t *o, void *db, const char *relation, i
 int bench_fresh_copy(const bench_opts_t *o, void *db, const char *backlog, const char *relation,
                      char *err, size_t errlen);
 
-#ifdef OUTBOX_BENCH_POSTGRES
-/* The pgbench script of the PostgreSQL ceiling for relation and batch,
- * malloc'd; and of the reference claim + mark. */
-char *bench_pg_script(const char *relation, long batch);
-char *bench_pg_reference_script(const char *relation, long batch);
-#endif
-
 /* --------------------------------------- what the relay will publish */
 
 /* The messages the relay handed its sink for one copy of a backlog, in

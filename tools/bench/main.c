@@ -11,6 +11,9 @@
 #include <strings.h>
 
 #include "bench.h"
+#ifdef OUTBOX_BENCH_POSTGRES
+#include "pg_ceiling.h"
+#endif
 #include "metrics.h"
 #include "otlp.h"
 
@@ -564,7 +567,7 @@ int main(int argc, char **argv)
 #ifdef OUTBOX_BENCH_POSTGRES
         char rel[300];
         snprintf(rel, sizeof rel, "%s_ceiling", o.relation);
-        char *script = bench_pg_script(rel, o.batch);
+        char *script = outbox_pg_ceiling_script(rel, o.batch, 0);
         if (!script) {
             bench_err("out of memory");
             return BENCH_EXIT_FAIL;
