@@ -142,6 +142,25 @@ int bench_gate_wait(bench_gate_t *g);
  * tell them to give up (go = 0). */
 void bench_gate_open(bench_gate_t *g, long n, int go);
 
+/* A team of worker threads behind one gate: started (each getting ready
+ * before the clock), let go together, timed until the last one is joined.
+ * Worker i runs fn(args + i * stride) and calls bench_gate_wait(&team->gate)
+ * once ready. */
+typedef struct bench_team {
+    bench_gate_t gate;
+    pthread_t *tid;
+    long started;
+} bench_team_t;
+
+/* Starts n workers; 0, or BENCH_EXIT_FAIL with err when memory or a thread
+ * could not be had (the started ones are still let go, to give up, by
+ * bench_team_finish). */
+int bench_team_start(bench_team_t *t, long n, void *(*fn)(void *), void *args, size_t stride,
+                     char *err, size_t errlen);
+/* Opens the gate (go = 0: the workers give up at once), times the run
+ * from then until every worker has joined, and frees the team. */
+void bench_team_finish(bench_team_t *t, int go, double *seconds, double *cpu_s);
+
 /* What a worker does when its claim finds nothing while other workers still
  * hold the last rows: what a relay does (sleep its poll interval), cut short
  * once every row is published. A run stalls when no row at all has been

@@ -115,61 +115,34 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Joins the started workers; the first failure into err. */
-static int join_workers(worker_t *w, pthread_t *tid, long started, int rc, const char *what,
-                        char *err, size_t errlen)
-{
-    for (long i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    for (long i = 0; i < started && rc == 0; i++)
-        if (w[i].rc != 0) {
-            snprintf(err, errlen, "%s: %s", what, w[i].err);
-            rc = w[i].rc;
-        }
-    return rc;
-}
-
 static int bare_drain(void *db, const bench_opts_t *o, const char *relation, int reference,
                       bench_drain_t *out, char *err, size_t errlen)
 {
     worker_t *w = calloc((size_t)o->workers, sizeof *w);
-    pthread_t *tid = calloc((size_t)o->workers, sizeof *tid);
-    if (!w || !tid) {
-        free(w);
-        free(tid);
+    if (!w) {
         snprintf(err, errlen, "out of memory");
         return BENCH_EXIT_FAIL;
     }
     atomic_long published;
     atomic_init(&published, 0);
-    bench_gate_t start;
-    bench_gate_init(&start);
-    long started = 0;
-    for (long i = 0; i < o->workers; i++) {
+    bench_team_t team;
+    for (long i = 0; i < o->workers; i++)
         w[i] = (worker_t){.c = o->ceiling, .db = db, .events = o->events, .poll_us = o->poll_us,
-                          .published = &published, .start = &start,
+                          .published = &published, .start = &team.gate,
                           .job = {.struct_size = sizeof w[i].job, .relation = relation,
                                   .route = BENCH_ROUTE, .batch = o->batch,
                                   .lease_us = CEILING_LEASE_US, .reference = reference}};
-        if (pthread_create(&tid[i], NULL, worker_main, &w[i]) != 0)
-            break;
-        started++;
-    }
-    int rc = 0;
-    if (started < o->workers) {
-        snprintf(err, errlen, "cannot start %ld threads", o->workers);
-        rc = BENCH_EXIT_FAIL;
-    }
-    /* Every worker is connected and its statements prepared before the clock starts. */
-    bench_gate_open(&start, started, rc == 0);
-    double cpu0 = bench_cpu_s();
-    int64_t t0 = bench_mono_us();
-    rc = join_workers(w, tid, started, rc, reference ? "reference" : "ceiling", err, errlen);
-    out->seconds = (double)(bench_mono_us() - t0) / 1e6;
-    out->cpu_s = bench_cpu_s() - cpu0;
-    bench_gate_destroy(&start);
+    /* Every worker is connected and its statements prepared before the
+     * clock starts. */
+    int rc = bench_team_start(&team, o->workers, worker_main, w, sizeof *w, err, errlen);
+    long started = team.started;
+    bench_team_finish(&team, rc == 0, &out->seconds, &out->cpu_s);
+    for (long i = 0; i < started && rc == 0; i++)
+        if (w[i].rc != 0) {
+            snprintf(err, errlen, "%s: %s", reference ? "reference" : "ceiling", w[i].err);
+            rc = w[i].rc;
+        }
     free(w);
-    free(tid);
     return rc;
 }
 

@@ -266,17 +266,13 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
                       bench_drain_t *out, char *err, size_t errlen)
 {
     rworker_t *w = calloc((size_t)o->workers, sizeof *w);
-    pthread_t *tid = calloc((size_t)o->workers, sizeof *tid);
-    if (!w || !tid) {
-        free(w);
-        free(tid);
+    if (!w) {
         snprintf(err, errlen, "out of memory");
         return BENCH_EXIT_FAIL;
     }
     atomic_long published;
     atomic_init(&published, 0);
-    bench_gate_t gate;
-    bench_gate_init(&gate);
+    bench_team_t team = {0};
     /* --metrics: what outbox relay --metrics-listen adds, around this drain. */
     cli_metrics_t *metrics = NULL;
     int rc = 0;
@@ -304,28 +300,18 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
     }
 #endif
     if (rc == 0)
-        rc = rworkers_open(o, relation, route, w, &published, &gate, metrics,
+        rc = rworkers_open(o, relation, route, w, &published, &team.gate, metrics,
                            exporter ? otlp_tracer(exporter) : NULL, err, errlen);
-    long started = 0;
-    for (long i = 0; rc == 0 && i < o->workers; i++) {
-        if (pthread_create(&tid[i], NULL, rworker_main, &w[i]) != 0) {
-            snprintf(err, errlen, "cannot start %ld threads", o->workers);
-            rc = BENCH_EXIT_FAIL;
-            break;
-        }
-        started++;
-    }
+    const int teamed = rc == 0;
+    if (teamed)
+        rc = bench_team_start(&team, o->workers, rworker_main, w, sizeof *w, err, errlen);
+    long started = team.started;
     /* The relay's own share of the resident set: the high-water mark is
      * reset to what the process holds now (the staged backlog's leftovers,
      * the other side's caches), and read again after the drain. */
     out->rss_start_kb = bench_hwm_reset() == 0 ? bench_rss_kb() : -1;
-    bench_gate_open(&gate, started, rc == 0);
-    double cpu0 = bench_cpu_s();
-    int64_t t0 = bench_mono_us();
-    for (long i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    out->seconds = (double)(bench_mono_us() - t0) / 1e6;
-    out->cpu_s = bench_cpu_s() - cpu0;
+    if (teamed)
+        bench_team_finish(&team, rc == 0, &out->seconds, &out->cpu_s);
     out->rss_hwm_kb = out->rss_start_kb >= 0 ? bench_hwm_kb() : -1;
     out->published = 0;
     out->driver = w[0].store ? outbox_store_driver(w[0].store) : NULL;
@@ -336,7 +322,6 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
             rc = w[i].rc;
         }
     }
-    bench_gate_destroy(&gate);
     rworkers_free(w, o->workers);
     cli_metrics_stop(metrics);
 #ifdef OUTBOX_HAVE_TRACING
@@ -350,7 +335,6 @@ int bench_relay_drain(const bench_opts_t *o, const char *relation, const char *r
                 (unsigned long long)c.dropped_queue, (unsigned long long)c.dropped_export);
     }
 #endif
-    free(tid);
     return rc;
 }
 

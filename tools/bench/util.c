@@ -1,6 +1,8 @@
 /* outbox-bench: clocks, resource usage, JSON text, payloads. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -161,6 +163,40 @@ void bench_gate_open(bench_gate_t *g, long n, int go)
     g->state = go ? 1 : -1;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
+}
+
+int bench_team_start(bench_team_t *t, long n, void *(*fn)(void *), void *args, size_t stride,
+                     char *err, size_t errlen)
+{
+    bench_gate_init(&t->gate);
+    t->started = 0;
+    t->tid = calloc((size_t)n, sizeof *t->tid);
+    if (!t->tid) {
+        snprintf(err, errlen, "out of memory");
+        return BENCH_EXIT_FAIL;
+    }
+    for (long i = 0; i < n; i++) {
+        if (pthread_create(&t->tid[i], NULL, fn, (char *)args + (size_t)i * stride) != 0) {
+            snprintf(err, errlen, "cannot start %ld threads", n);
+            return BENCH_EXIT_FAIL;
+        }
+        t->started++;
+    }
+    return 0;
+}
+
+void bench_team_finish(bench_team_t *t, int go, double *seconds, double *cpu_s)
+{
+    bench_gate_open(&t->gate, t->started, go);
+    double cpu0 = bench_cpu_s();
+    int64_t t0 = bench_mono_us();
+    for (long i = 0; i < t->started; i++)
+        pthread_join(t->tid[i], NULL);
+    *seconds = (double)(bench_mono_us() - t0) / 1e6;
+    *cpu_s = bench_cpu_s() - cpu0;
+    bench_gate_destroy(&t->gate);
+    free(t->tid);
+    t->tid = NULL;
 }
 
 int bench_idle_wait(bench_idle_t *st, atomic_long *published, long events, int64_t poll_us)
