@@ -89,7 +89,8 @@ size_t bench_payload(char *buf, long seq);
 /* Registers (once) an in-process sink, scheme "benchok:", that accepts
  * every message: for runs whose deliveries must go nowhere. */
 int bench_register_ok_sink(char *err, size_t errlen);
-/* Prints "outbox-bench: <message>" on stderr. */
+/* Prints "outbox-bench: <message>" on stderr, on one line, with the
+ * secrets of the URIs it was given masked (tools/common/say.h). */
 void bench_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------------- json.c */

@@ -29,6 +29,10 @@
 
 #include <outbox/outbox.h>
 
+#include "clock.h"
+#include "say.h"
+#include "secrets.h"
+
 #define PROG "outbox-inbox-bench"
 
 /* Exit statuses: 0 done, 1 the run failed, 2 bad input or a store that is
@@ -72,60 +76,17 @@ static const char usage_text[] =
 
 /* ------------------------------------------------------------- messages */
 
-/* The secrets of --store (outbox_uri_secrets), blanked out of every line
- * printed: the library's messages mask them already, and this holds for
- * any text the bench itself puts together. Secrets shorter than this are
- * left alone: blanking every "ab" would wreck the message and hide nothing. */
-#define SECRET_MIN 4
-#define SECRETS_MAX 8
-
-typedef struct secrets {
-    const char *at[SECRETS_MAX];
-    size_t len[SECRETS_MAX];
-    int n;
-} secrets_t;
-
-static secrets_t g_secrets;
-
-static void note_secret(void *ctx, const char *secret, size_t len)
-{
-    secrets_t *s = ctx;
-    if (len >= SECRET_MIN && s->n < SECRETS_MAX) {
-        s->at[s->n] = secret;
-        s->len[s->n] = len;
-        s->n++;
-    }
-}
-
-/* line with each secret replaced by "***", in place (never longer: a
- * secret is at least SECRET_MIN bytes). */
-static void blank_secrets(char *line)
-{
-    for (int i = 0; i < g_secrets.n; i++) {
-        size_t len = g_secrets.len[i];
-        char *p;
-        while ((p = memmem(line, strlen(line), g_secrets.at[i], len)) != NULL) {
-            memcpy(p, "***", 3);
-            memmove(p + 3, p + len, strlen(p + len) + 1);
-        }
-    }
-}
-
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* One line on stderr, prefixed, secrets blanked. */
+/* One line on stderr, prefixed, with the secrets of --store masked (the
+ * library's messages mask them already; this holds for any text the bench
+ * itself puts together). */
 static void say(const char *fmt, ...)
 {
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    tool_vsay(PROG, fmt, ap);
     va_end(ap);
-    for (char *p = line; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    blank_secrets(line);
-    fprintf(stderr, PROG ": %s\n", line);
 }
 
 /* A failed store call: what the user must fix (a malformed URI or relation,
@@ -284,7 +245,7 @@ static int parse(int argc, char **argv, opts_t *o)
             return EXIT_USAGE;
         }
         if (opt->offset == offsetof(opts_t, store))
-            outbox_uri_secrets(value, note_secret, &g_secrets);
+            tool_note_secrets(value);
         int rc = set_option(opt, value, o);
         if (rc != EXIT_DONE)
             return rc;
@@ -362,13 +323,6 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* ------------------------------------------------------------- workers */
@@ -849,7 +803,7 @@ static int check_and_purge(outbox_store_t *s, const char *consumer, const totals
     /* Everything of this consumer, however the store's clock runs: a
      * day ahead of this one. */
     uint64_t purged = 0;
-    int rc = outbox_inbox_purge(s, consumer, wall_us() + INT64_C(86400000000), &purged);
+    int rc = outbox_inbox_purge(s, consumer, tool_wall_us() + INT64_C(86400000000), &purged);
     if (rc != OUTBOX_OK) {
         say("inbox purge left the records of consumer %s: %s", consumer, outbox_store_message(s));
         return EXIT_FAILED;

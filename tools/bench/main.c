@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "bench.h"
+#include "secrets.h"
 #ifdef OUTBOX_BENCH_POSTGRES
 #include "pg_ceiling.h"
 #endif
@@ -371,6 +372,8 @@ static int set_option(const opt_t *opt, const char *value, bench_opts_t *o)
     void *dest = (char *)o + opt->offset;
     switch (opt->kind) {
     case ARG_TEXT:
+        /* A URI's password never shows in a line the bench prints. */
+        tool_note_secrets(value);
         *(const char **)dest = value;
         return opt->check ? opt->check(value) : 0;
     case ARG_LONG: return parse_long(opt->name, value, opt->min, opt->max, dest);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "say.h"
 
 int64_t bench_mono_us(void)
 {
@@ -117,16 +118,10 @@ size_t bench_payload(char *buf, long seq)
 
 void bench_err(const char *fmt, ...)
 {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    tool_vsay("outbox-bench", fmt, ap);
     va_end(ap);
-    /* One line, always. */
-    for (char *p = line; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    fprintf(stderr, "outbox-bench: %s\n", line);
 }
 
 void bench_gate_init(bench_gate_t *g)

@@ -123,7 +123,7 @@ bool cli_store_option(cli_store_args_t *a, int id, const char *value)
     switch (id) {
     case OPT_STORE:
         a->uri = value;
-        cli_note_secrets(value);
+        tool_note_secrets(value);
         return true;
     case OPT_RELATION: a->relation = value; return true;
     case OPT_HLC: a->schema_flags |= OUTBOX_SCHEMA_HLC; return true;

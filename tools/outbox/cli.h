@@ -1,7 +1,7 @@
 /* The outbox command-line tool: what the subcommand files share. Its files
- * call only downward: secrets.c (the URIs' secrets) at the bottom, log.c
- * (every line the tool prints) on it, args.c (options and values) and
- * store.c (opening a store) above, the cmd_*.c files on top.
+ * call only downward: log.c (every line the tool prints, the URIs' secrets
+ * masked by tools/common/secrets.c) at the bottom, args.c (options and
+ * values) and store.c (opening a store) above, the cmd_*.c files on top.
  *
  * Exit statuses: 0 success, 1 a check found a problem, 2 usage or runtime
  * error. Every failure prints exactly one line on stderr starting with
@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "outbox/outbox.h"
+#include "clock.h"
+#include "secrets.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_PROBLEM 1
@@ -185,8 +187,6 @@ void cli_log_close(void);
  * (the tool's error lines); without, a log record in the chosen format and
  * place. Secrets masked, control bytes escaped, one write. */
 void cli_log_record(int level, const char *prefix, const char *text);
-/* text with every registered secret replaced by "***"; malloc'd. */
-char *cli_redact(const char *text);
 
 /* systemd's notify protocol (notify.c); no-ops without libsystemd or
  * outside a Type=notify unit. */
@@ -198,23 +198,6 @@ void cli_notify_stopping(void);
 int64_t cli_notify_watchdog_us(void);
 void cli_notify_watchdog(void);
 
-/* ------------------------------------------------ secrets (secrets.c) */
-
-/* Remembers the passwords and other secrets of uri (user info, password=,
- * token=, ... parameters, in a URI or a key=value string), so that no line
- * the tool prints shows them: each becomes "***". */
-void cli_note_secrets(const char *uri);
-/* The value of one hexadecimal digit (either case), or -1. */
-int cli_hex_digit(char c);
-/* A secret given on its own (a password from the environment or a file):
- * masked like those of the URIs. */
-void cli_note_secret(const char *secret);
-void cli_forget_secrets(void);
-/* uri with its secrets masked, for showing it; malloc'd, NULL on ENOMEM. */
-char *cli_mask_uri(const char *uri);
-
-/* Wall clock, microseconds since the epoch (log.c). */
-int64_t cli_now_us(void);
 
 /* -------------------------------------------------- stores (store.c) */
 

@@ -198,7 +198,7 @@ int cli_cmd_purge(int argc, char **argv)
     if ((ex = cli_open_store("purge", &a.store, 0, false, &s)) != CLI_EXIT_OK)
         return ex;
     uint64_t count = 0;
-    int rc = outbox_store_purge(s, a.route, cli_now_us() - a.before_us, &count);
+    int rc = outbox_store_purge(s, a.route, tool_wall_us() - a.before_us, &count);
     if (rc != OUTBOX_OK)
         ex = cli_diag_error("purge", rc, outbox_store_message(s));
     else

@@ -222,7 +222,7 @@ int cli_cmd_conformance(int argc, char **argv)
         return cli_error("%s: give --broker-pause and --broker-resume together", cmd);
     if (a.uri == NULL)
         a.uri = getenv("OUTBOX_CONFORMANCE_URI");
-    cli_note_secrets(a.uri);
+    tool_note_secrets(a.uri);
     if (a.uri == NULL || a.uri[0] == '\0') {
         cli_error("%s: no URI (give --uri or set OUTBOX_CONFORMANCE_URI): nothing tested",
                   cmd);

@@ -78,7 +78,7 @@ static int keep_consumer(void *ctx, const char *consumer, uint64_t records, int6
 
 static long long age_s(int64_t at_us)
 {
-    int64_t age = at_us ? cli_now_us() - at_us : 0;
+    int64_t age = at_us ? tool_wall_us() - at_us : 0;
     return age > 0 ? (long long)(age / 1000000) : 0;
 }
 
@@ -147,7 +147,7 @@ static int inbox_purge(const inbox_args_t *a)
     if (ex != CLI_EXIT_OK)
         return ex;
     uint64_t count = 0;
-    int rc = outbox_inbox_purge(s, a->consumer, cli_now_us() - a->older_us, &count);
+    int rc = outbox_inbox_purge(s, a->consumer, tool_wall_us() - a->older_us, &count);
     if (rc != OUTBOX_OK)
         ex = cli_diag_error(a->cmd, rc, outbox_store_message(s));
     else

@@ -258,7 +258,7 @@ static bool parse_option(relay_args_t *a, int id, const char *v)
     case OPT_ROUTE: a->cfg.route = v; return true;
     case OPT_SINK:
         a->sink = v;
-        cli_note_secrets(v);
+        tool_note_secrets(v);
         return true;
     case OPT_SOURCE: a->cfg.source = v; return true;
     case OPT_DESTINATION: a->cfg.destination = v; return true;
@@ -413,7 +413,7 @@ static void purge_route(purger_t *p, size_t i)
 {
     const relay_args_t *a = &p->routes[i];
     uint64_t count = 0;
-    int rc = outbox_store_purge(p->stores[i], a->cfg.route, cli_now_us() - a->retention_us, &count);
+    int rc = outbox_store_purge(p->stores[i], a->cfg.route, tool_wall_us() - a->retention_us, &count);
     if (rc != OUTBOX_OK)
         cli_log(OUTBOX_LOG_WARN, "relay %s: purge failed, trying again in a purge interval: %s",
                 a->cfg.route, outbox_store_message(p->stores[i]));
@@ -543,8 +543,8 @@ static void log_start(const worker_t *ws, const relay_args_t *a)
         n++;
     if (n == 0)
         return;
-    char *store = cli_mask_uri(a->store.uri);
-    char *sink = cli_mask_uri(a->sink);
+    char *store = tool_mask_uri(a->store.uri);
+    char *sink = tool_mask_uri(a->sink);
     const outbox_driver_t *drv = outbox_store_driver(ws[0].store);
     cli_log(OUTBOX_LOG_INFO, "relay %s: starting %zu worker%s: store %s (%s), sink %s, batch %zu",
             a->cfg.route, n, n == 1 ? "" : "s", store ? store : "?", drv ? drv->name : "?",
@@ -738,11 +738,11 @@ static int run_config(const relay_args_t *flags)
         return cli_error("relay: out of memory");
     }
     for (size_t i = 0; i < c.n_stores; i++)
-        cli_note_secrets(c.stores[i].uri);
+        tool_note_secrets(c.stores[i].uri);
     for (size_t i = 0; i < c.n_sinks; i++)
-        cli_note_secrets(c.sinks[i].uri);
+        tool_note_secrets(c.sinks[i].uri);
     if (c.tracing_endpoint)
-        cli_note_secrets(c.tracing_endpoint);
+        tool_note_secrets(c.tracing_endpoint);
     for (size_t r = 0; r < c.n_routes; r++) {
         const cli_config_route_t *cr = &c.routes[r];
         relay_args_t *a = &routes[r];
@@ -807,7 +807,7 @@ int cli_cmd_relay(int argc, char **argv)
     /* The endpoint's password only from the environment: an argument
      * would show in ps. */
     a.metrics.password = getenv("OUTBOX_METRICS_PASSWORD");
-    cli_note_secret(a.metrics.password);
+    tool_note_secret(a.metrics.password);
     if (!a.config && !check_args(&a))
         return CLI_EXIT_ERROR;
     /* With --config, the file's tracing: may name the endpoint. */

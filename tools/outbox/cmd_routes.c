@@ -87,7 +87,7 @@ void cli_routes_free(cli_routes_t *r)
 
 long long cli_pending_age_s(const outbox_stats_t *st)
 {
-    int64_t age_us = st->oldest_pending_created_at ? cli_now_us() - st->oldest_pending_created_at : 0;
+    int64_t age_us = st->oldest_pending_created_at ? tool_wall_us() - st->oldest_pending_created_at : 0;
     return age_us > 0 ? (long long)(age_us / 1000000) : 0;
 }
 

@@ -492,7 +492,7 @@ static int metrics_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v
     if (strcmp(key, "password") == 0) {
         int rc = get_string(x, v, "metrics: password", &x->c->metrics_password);
         if (rc == OUTBOX_OK)
-            cli_note_secret(x->c->metrics_password);
+            tool_note_secret(x->c->metrics_password);
         return rc;
     }
     return problem(x, k, "metrics: unknown key \"%s\" (listen, stats_interval, tls_cert, tls_key, user, password)",
@@ -535,7 +535,7 @@ static int tracing_key(ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v
     if (strcmp(key, "otlp_endpoint") == 0) {
         int rc = get_string(x, v, "tracing: otlp_endpoint", &c->tracing_endpoint);
         if (rc == OUTBOX_OK) {
-            cli_note_secrets(c->tracing_endpoint);
+            tool_note_secrets(c->tracing_endpoint);
             if (otlp_endpoint_check(c->tracing_endpoint, why, sizeof why) != 0)
                 rc = problem(x, v, "tracing: otlp_endpoint %s", why);
         }

@@ -6,7 +6,7 @@
  *   json    {"ts":"2026-11-30T06:35:13.123Z","level":"info","route":"orders","msg":"..."}
  *
  * route is there when the line is about one route (the relay's lines begin
- * "relay NAME: "). Every record has the URIs' secrets masked (cli_redact)
+ * "relay NAME: "). Every record has the URIs' secrets masked (tool_redact)
  * and no control byte unescaped, so it stays one line. A record is written
  * with one write(2); with a log file opened O_APPEND, lines of several
  * threads never interleave, and a rotated file is let go by
@@ -214,7 +214,7 @@ static void write_all(int fd, const char *p, size_t n)
 
 void cli_log_record(int level, const char *prefix, const char *text)
 {
-    char *clean = cli_redact(text);
+    char *clean = tool_redact(text);
     line_t l = {0};
     format_record(&l, prefix ? CLI_LOG_TEXT : atomic_load(&format), level, prefix,
                   clean ? clean : "out of memory");
@@ -376,11 +376,4 @@ int cli_diag_error(const char *what, int code, const char *message)
     if (what)
         return cli_error("%s: %s", what, why);
     return cli_error("%s", why);
-}
-
-int64_t cli_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }

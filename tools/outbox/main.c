@@ -108,6 +108,6 @@ int main(int argc, char **argv)
     if (!run)
         return cli_error("unknown command \"%s\" (try outbox --help)", argv[i]);
     int ex = run(argc - i, argv + i);
-    cli_forget_secrets();
+    tool_forget_secrets();
     return ex;
 }

@@ -138,7 +138,7 @@ static bool form_decode(const char *s, const char *end, char *out, size_t size)
         } else if (c == '%') {
             if (end - s < 3)
                 return false;
-            int hi = cli_hex_digit(s[1]), lo = cli_hex_digit(s[2]);
+            int hi = tool_hex_digit(s[1]), lo = tool_hex_digit(s[2]);
             if (hi < 0 || lo < 0)
                 return false;
             c = hi * 16 + lo;
@@ -411,7 +411,7 @@ static enum MHD_Result page(cli_dead_pages_t *d, struct MHD_Connection *conn, si
     fclose(o.f);
     if (rc != OUTBOX_OK) {
         free(rows);
-        char *clean = cli_redact(why);
+        char *clean = tool_redact(why);
         cli_log(OUTBOX_LOG_WARN, "relay %s: dead letters: the store failed: %s", dr->cfg.route,
                 clean ? clean : why);
         enum MHD_Result ret = text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, 0,
@@ -570,7 +570,7 @@ static enum MHD_Result act(cli_dead_pages_t *d, struct MHD_Connection *conn, dea
     char by[NI_MAXHOST + 256];
     who(d, conn, by, sizeof by);
     if (rc != OUTBOX_OK) {
-        char *clean = cli_redact(why);
+        char *clean = tool_redact(why);
         cli_log(OUTBOX_LOG_ERROR, "relay %s: dead letters: %s asked to replay %s: failed: %s", dr->cfg.route,
                 by, what, clean ? clean : why);
         enum MHD_Result ret = text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, 0,

@@ -45,7 +45,7 @@ static char *shell_word(const char *text)
  * like, with the URI masked and quoted for a shell. */
 static char *fix_command(const char *action, const cli_store_args_t *a, const char *tail)
 {
-    char *masked = cli_mask_uri(a->uri);
+    char *masked = tool_mask_uri(a->uri);
     char *uri = masked ? shell_word(masked) : NULL;
     char *cmd = NULL;
     if (uri && asprintf(&cmd, "outbox %s --store %s%s%s%s", action, uri, a->relation ? " --relation " : "",

@@ -13,7 +13,7 @@ bool cli_tracing_option(cli_tracing_opts_t *o, int id, const char *v, bool *hand
     *handled = true;
     switch (id) {
     case OPT_OTLP_ENDPOINT:
-        cli_note_secrets(v);
+        tool_note_secrets(v);
         if (otlp_endpoint_check(v, why, sizeof why) != 0) {
             cli_error("relay: --otlp-endpoint: %s", why);
             return false;

@@ -1,17 +1,19 @@
-/* The secrets of the URIs on the command line, and text with them masked:
- * the bottom floor of the tool, which every line it prints goes through
- * (log.c). */
+/* The secrets of the URIs on a tool's command line, and text with them
+ * masked: every line outbox, outbox-bench and outbox-inbox-bench print goes
+ * through it (the CLI's log.c, say.c). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include <outbox/outbox.h>
+
+#include "secrets.h"
 
 /* ------------------------------------------------------------ secrets */
 
 /* Passwords and other secrets of the URIs on the command line. Every line
- * the tool prints has them replaced by "***", whatever part of the library
+ * a tool prints has them replaced by "***", whatever part of the library
  * or which driver the text comes from. Registered while the arguments are
  * parsed, before any other thread runs; read-only afterwards. */
 static char **secrets;
@@ -33,7 +35,7 @@ static void add_secret(const char *s, size_t len)
         secrets[n_secrets++] = copy;
 }
 
-int cli_hex_digit(char c)
+int tool_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -54,8 +56,8 @@ static void add_secret_forms(const char *s, size_t len)
         return;
     size_t w = 0;
     for (size_t i = 0; i < len; i++) {
-        if (s[i] == '%' && i + 2 < len && cli_hex_digit(s[i + 1]) >= 0 && cli_hex_digit(s[i + 2]) >= 0) {
-            plain[w++] = (char)(cli_hex_digit(s[i + 1]) << 4 | cli_hex_digit(s[i + 2]));
+        if (s[i] == '%' && i + 2 < len && tool_hex_digit(s[i + 1]) >= 0 && tool_hex_digit(s[i + 2]) >= 0) {
+            plain[w++] = (char)(tool_hex_digit(s[i + 1]) << 4 | tool_hex_digit(s[i + 2]));
             i += 2;
         } else {
             plain[w++] = s[i];
@@ -77,19 +79,19 @@ static void note_secret(void *ctx, const char *secret, size_t len)
     add_secret_forms(secret, len);
 }
 
-void cli_note_secret(const char *secret)
+void tool_note_secret(const char *secret)
 {
     if (secret != NULL)
         add_secret_forms(secret, strlen(secret));
 }
 
-void cli_note_secrets(const char *uri)
+void tool_note_secrets(const char *uri)
 {
     /* The library's own spans, so the backstop hides what its messages do. */
     outbox_uri_secrets(uri, note_secret, NULL);
 }
 
-void cli_forget_secrets(void)
+void tool_forget_secrets(void)
 {
     for (size_t i = 0; i < n_secrets; i++)
         free(secrets[i]);
@@ -98,7 +100,7 @@ void cli_forget_secrets(void)
     n_secrets = 0;
 }
 
-char *cli_mask_uri(const char *uri)
+char *tool_mask_uri(const char *uri)
 {
     /* A secret is at least one byte and becomes three. */
     size_t size = 3 * strlen(uri) + 8;
@@ -107,7 +109,7 @@ char *cli_mask_uri(const char *uri)
 }
 
 /* text with every registered secret replaced by "***"; malloc'd. */
-char *cli_redact(const char *text)
+char *tool_redact(const char *text)
 {
     size_t n = strlen(text);
     /* Each replacement turns at least one byte into three. */
