@@ -235,56 +235,19 @@ void bench_msgs_free(bench_msgs_t *ms);
 
 /* ----------------------------------------------- the producer ceilings */
 
-/* At most this many headers a message (core/outbox_int.h's outbox_ce_headers_t). */
-#define BENCH_CE_MAX 16
-
-/* A sink URI taken apart the way the bench's bare clients need it. */
-#define BENCH_URI_PARAMS 32
-typedef struct bench_sink_uri {
-    char scheme[32];
-    char host[256];
-    int port; /* 0 = the client's default */
-    char path[512]; /* without its leading '/', percent-decoded */
-    long n_params;
-    char key[BENCH_URI_PARAMS][128];
-    char value[BENCH_URI_PARAMS][512];
-} bench_sink_uri_t;
-
-int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t errlen);
-/* The topic or subject the sink publishes destination to, through the
- * URI's path template as the sinks read it ("" or "{destination}": the
- * destination itself; "{route}": the route). */
-void bench_sink_target(const bench_sink_uri_t *u, const char *destination, const char *route,
-                       char *out, size_t size);
-
-/* A bare client of the broker behind a sink scheme: publishes every
- * message of ms to target, o->batch at a time, waiting for the broker's
- * acknowledgements of each chunk before the next, as the relay does. The
- * clock runs from the first publish to the last acknowledgement. */
-typedef struct bench_producer {
-    const char *scheme;
-    const char *client; /* "librdkafka 2.0.2", for the JSON line */
-    int (*drain)(const bench_sink_uri_t *u, const char *target, const bench_msgs_t *ms,
-                 const bench_opts_t *o, bench_drain_t *out, char *err, size_t errlen);
-} bench_producer_t;
-
-/* The producer ceiling for a sink URI's scheme, NULL when none is built. */
-const bench_producer_t *bench_producer_for(const char *sink_uri);
-#ifdef OUTBOX_BENCH_KAFKA
-extern const bench_producer_t bench_kafka_producer;
-#endif
-#ifdef OUTBOX_BENCH_NATS
-extern const bench_producer_t bench_nats_producer;
-#endif
-#ifdef OUTBOX_BENCH_REDIS
-extern const bench_producer_t bench_redis_producer;
-#endif
-#ifdef OUTBOX_BENCH_HTTP
-extern const bench_producer_t bench_http_producer;
-#endif
-#ifdef OUTBOX_BENCH_AMQP
-extern const bench_producer_t bench_amqp_producer;
-#endif
+/* The producer ceiling (outbox/ceiling.h, beside its sink driver) for a
+ * sink URI's scheme, NULL when none is built in for it. */
+const outbox_sink_ceiling_t *bench_producer_for(const char *sink_uri);
+/* Registers the driver c was compiled with, before the bench opens the
+ * sink, so that the relays publish through the same code. */
+int bench_producer_register(const outbox_sink_ceiling_t *c, char *err, size_t errlen);
+/* Sends every message of ms to destination (which the bench created)
+ * through c, opened on o->sink before the clock, o->batch at a time, each
+ * chunk acknowledged by the broker before the next, as the relay waits
+ * before it marks rows. */
+int bench_producer_drain(const bench_opts_t *o, const outbox_sink_ceiling_t *c,
+                         bench_msgs_t *ms, const char *destination, bench_drain_t *out,
+                         char *err, size_t errlen);
 
 /* The process's resident set now and its high-water mark (KiB, from
  * /proc/self/status; -1 when unknown), and a reset of the mark to the

@@ -1,8 +1,11 @@
-/* outbox-bench: what the producer ceilings share (sink URIs taken
- * apart), and the relay's share of the
- * resident set. The bare clients are ceiling_kafka.c, ceiling_nats.c,
- * ceiling_redis.c, ceiling_http.c and ceiling_amqp.c. */
-#include <ctype.h>
+/* outbox-bench: the producer ceilings (outbox/ceiling.h, beside their
+ * sink drivers: drivers/sink-NAME/ceiling.c), which one serves a sink URI
+ * and the one loop that drives any of them; and the relay's share of the
+ * resident set.
+ *
+ * A producer ceiling was compiled with its sink driver's sources; that
+ * driver is registered before the bench opens the sink, so the relays it
+ * measures publish through the same code as the bare client. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,209 +14,114 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <outbox/ceiling.h>
+
 #include "bench.h"
 
-/* ------------------------------------------------------------ sink URIs */
+/* ------------------------------------------------- the producer ceilings */
 
-static int hexv(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
+#ifdef OUTBOX_BENCH_KAFKA
+extern const outbox_sink_ceiling_t outbox_ceiling_kafka;
+#endif
+#ifdef OUTBOX_BENCH_NATS
+extern const outbox_sink_ceiling_t outbox_ceiling_nats;
+#endif
+#ifdef OUTBOX_BENCH_REDIS
+extern const outbox_sink_ceiling_t outbox_ceiling_redis;
+#endif
+#ifdef OUTBOX_BENCH_HTTP
+extern const outbox_sink_ceiling_t outbox_ceiling_http;
+#endif
+#ifdef OUTBOX_BENCH_AMQP
+extern const outbox_sink_ceiling_t outbox_ceiling_amqp;
+#endif
 
-/* Percent-decodes s[0..n) into out; -1 when it does not fit. */
-static int decode(const char *s, size_t n, char *out, size_t size)
-{
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%' && i + 2 < n && hexv(s[i + 1]) >= 0 && hexv(s[i + 2]) >= 0) {
-            c = (char)(hexv(s[i + 1]) * 16 + hexv(s[i + 2]));
-            i += 2;
-        } else if (c == '+') {
-            c = ' ';
-        }
-        if (w + 1 >= size)
-            return -1;
-        out[w++] = c;
-    }
-    out[w] = '\0';
-    return 0;
-}
+/* By URI scheme: the scheme, then the ceiling. */
+static const struct {
+    const char *scheme;
+    const outbox_sink_ceiling_t *ceiling;
+} producers[] = {
+#ifdef OUTBOX_BENCH_KAFKA
+    {"kafka", &outbox_ceiling_kafka},
+#endif
+#ifdef OUTBOX_BENCH_NATS
+    {"nats", &outbox_ceiling_nats},
+#endif
+#ifdef OUTBOX_BENCH_REDIS
+    {"redis", &outbox_ceiling_redis},
+    {"rediss", &outbox_ceiling_redis},
+#endif
+#ifdef OUTBOX_BENCH_HTTP
+    {"http", &outbox_ceiling_http},
+    {"https", &outbox_ceiling_http},
+#endif
+#ifdef OUTBOX_BENCH_AMQP
+    {"amqp", &outbox_ceiling_amqp},
+    {"amqps", &outbox_ceiling_amqp},
+#endif
+    {NULL, NULL},
+};
 
-/* The scheme, lowercased, of a URI that goes on with "://"; the rest
- * after it into *rest. */
-static int parse_scheme(const char *uri, bench_sink_uri_t *u, const char **rest, char *err,
-                        size_t errlen)
-{
-    const char *colon = strchr(uri, ':');
-    if (!colon || colon == uri || (size_t)(colon - uri) >= sizeof u->scheme ||
-        strncmp(colon, "://", 3) != 0) {
-        snprintf(err, errlen, "--sink: expected scheme://host[:port]/..., got a URI without //");
-        return BENCH_EXIT_USAGE;
-    }
-    for (const char *p = uri; p < colon; p++)
-        u->scheme[p - uri] = (char)tolower((unsigned char)*p);
-    *rest = colon + 3;
-    return 0;
-}
-
-/* A port of digits from p to end, 1 to 65535. */
-static int parse_port(const char *p, const char *end, bench_sink_uri_t *u, char *err,
-                      size_t errlen)
-{
-    const char *start = p;
-    long v = 0;
-    for (; p < end && *p >= '0' && *p <= '9' && v < 70000; p++)
-        v = v * 10 + (*p - '0');
-    if (p != end || p == start || v < 1 || v > 65535) {
-        snprintf(err, errlen, "--sink: bad port");
-        return BENCH_EXIT_USAGE;
-    }
-    u->port = (int)v;
-    return 0;
-}
-
-/* host[:port] or [v6]:port from a to end; credentials refused. */
-static int parse_authority(const char *a, const char *end, bench_sink_uri_t *u, char *err,
-                           size_t errlen)
-{
-    size_t alen = (size_t)(end - a);
-    if (memchr(a, '@', alen)) {
-        /* Credentials are the sink's business; the bare clients connect
-         * without them. */
-        snprintf(err, errlen,
-                 "--sink: the producer ceiling connects without credentials; give a URI without "
-                 "user or password");
-        return BENCH_EXIT_USAGE;
-    }
-    const char *port = NULL;
-    if (*a == '[') {
-        const char *rb = memchr(a, ']', alen);
-        if (!rb) {
-            snprintf(err, errlen, "--sink: unterminated [ in the host");
-            return BENCH_EXIT_USAGE;
-        }
-        snprintf(u->host, sizeof u->host, "%.*s", (int)(rb - a - 1), a + 1);
-        port = rb + 1 < end && rb[1] == ':' ? rb + 2 : NULL;
-    } else {
-        const char *c = memchr(a, ':', alen);
-        snprintf(u->host, sizeof u->host, "%.*s", (int)((c ? c : end) - a), a);
-        port = c ? c + 1 : NULL;
-    }
-    return port ? parse_port(port, end, u, err, errlen) : 0;
-}
-
-/* One key[=value] of the query, seg bytes at q, percent-decoded. */
-static int parse_param(const char *q, size_t seg, bench_sink_uri_t *u, char *err, size_t errlen)
-{
-    if (u->n_params == BENCH_URI_PARAMS) {
-        snprintf(err, errlen, "--sink: more than %d parameters", BENCH_URI_PARAMS);
-        return BENCH_EXIT_USAGE;
-    }
-    const char *eq = memchr(q, '=', seg);
-    size_t kl = eq ? (size_t)(eq - q) : seg;
-    if (decode(q, kl, u->key[u->n_params], sizeof u->key[0]) != 0 ||
-        decode(eq ? eq + 1 : q + seg, eq ? seg - kl - 1 : 0, u->value[u->n_params],
-               sizeof u->value[0]) != 0) {
-        snprintf(err, errlen, "--sink: a parameter is too long");
-        return BENCH_EXIT_USAGE;
-    }
-    u->n_params++;
-    return 0;
-}
-
-/* The parameters of the query after '?', up to a '#'. */
-static int parse_query(const char *q, bench_sink_uri_t *u, char *err, size_t errlen)
-{
-    while (*q && *q != '#') {
-        size_t seg = strcspn(q, "&#");
-        if (seg > 0) {
-            int rc = parse_param(q, seg, u, err, errlen);
-            if (rc != 0)
-                return rc;
-        }
-        q += seg + (q[seg] == '&');
-    }
-    return 0;
-}
-
-int bench_sink_uri_parse(const char *uri, bench_sink_uri_t *u, char *err, size_t errlen)
-{
-    memset(u, 0, sizeof *u);
-    const char *a = NULL;
-    int rc = parse_scheme(uri, u, &a, err, errlen);
-    if (rc != 0)
-        return rc;
-    const char *end = a + strcspn(a, "/?#");
-    rc = parse_authority(a, end, u, err, errlen);
-    if (rc != 0)
-        return rc;
-    const char *path = end;
-    size_t plen = strcspn(path, "?#");
-    if (plen > 0 && *path == '/') {
-        path++;
-        plen--;
-    }
-    if (decode(path, plen, u->path, sizeof u->path) != 0) {
-        snprintf(err, errlen, "--sink: path too long");
-        return BENCH_EXIT_USAGE;
-    }
-    return path[plen] == '?' ? parse_query(path + plen + 1, u, err, errlen) : 0;
-}
-
-void bench_sink_target(const bench_sink_uri_t *u, const char *destination, const char *route,
-                       char *out, size_t size)
-{
-    const char *t = u->path[0] ? u->path : "{destination}";
-    size_t w = 0;
-    while (*t && w + 1 < size) {
-        const char *with = NULL;
-        size_t skip = 0;
-        if (strncmp(t, "{destination}", 13) == 0)
-            with = destination, skip = 13;
-        else if (strncmp(t, "{route}", 7) == 0)
-            with = route, skip = 7;
-        if (with) {
-            for (; *with && w + 1 < size; with++)
-                out[w++] = *with;
-            t += skip;
-        } else {
-            out[w++] = *t++;
-        }
-    }
-    out[w] = '\0';
-}
-
-const bench_producer_t *bench_producer_for(const char *sink_uri)
+const outbox_sink_ceiling_t *bench_producer_for(const char *sink_uri)
 {
     size_t n = strcspn(sink_uri, ":");
     if (sink_uri[n] != ':')
         return NULL;
-#ifdef OUTBOX_BENCH_KAFKA
-    if (n == 5 && strncasecmp(sink_uri, "kafka", 5) == 0)
-        return &bench_kafka_producer;
-#endif
-#ifdef OUTBOX_BENCH_NATS
-    if (n == 4 && strncasecmp(sink_uri, "nats", 4) == 0)
-        return &bench_nats_producer;
-#endif
-#ifdef OUTBOX_BENCH_REDIS
-    if (n == 5 && strncasecmp(sink_uri, "redis", 5) == 0)
-        return &bench_redis_producer;
-#endif
-#ifdef OUTBOX_BENCH_HTTP
-    if ((n == 4 && strncasecmp(sink_uri, "http", 4) == 0) ||
-        (n == 5 && strncasecmp(sink_uri, "https", 5) == 0))
-        return &bench_http_producer;
-#endif
-#ifdef OUTBOX_BENCH_AMQP
-    if (n == 4 && strncasecmp(sink_uri, "amqp", 4) == 0)
-        return &bench_amqp_producer;
-#endif
+    for (size_t i = 0; producers[i].scheme; i++)
+        if (strlen(producers[i].scheme) == n && strncasecmp(sink_uri, producers[i].scheme, n) == 0)
+            return producers[i].ceiling;
     return NULL;
+}
+
+int bench_producer_register(const outbox_sink_ceiling_t *c, char *err, size_t errlen)
+{
+    outbox_diag_t d = {0};
+    if (c->driver && outbox_driver_register(c->driver(), &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "the %s producer ceiling's driver: %s", c->name, d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* The first message of ms, to destination, before the clock starts: the
+ * client learns the destination (a topic's metadata, a stream) as the
+ * relays' sinks do with their warm-up message. */
+static int producer_warm(const outbox_sink_ceiling_t *c, void *p, const bench_msgs_t *ms,
+                         char *err, size_t errlen)
+{
+    if (ms->n == 0)
+        return 0;
+    outbox_message_t m = ms->m[0];
+    m.key = "warm-up";
+    m.event_id = "outbox-bench-warm-up";
+    return c->publish(p, &m, 1, err, errlen);
+}
+
+int bench_producer_drain(const bench_opts_t *o, const outbox_sink_ceiling_t *c,
+                         bench_msgs_t *ms, const char *destination, bench_drain_t *out,
+                         char *err, size_t errlen)
+{
+    for (long i = 0; i < ms->n; i++)
+        ms->m[i].destination = destination;
+    void *p = NULL;
+    int rc = c->open(o->sink, &p, err, errlen);
+    if (rc == 0)
+        rc = producer_warm(c, p, ms, err, errlen);
+    double cpu0 = bench_cpu_s();
+    int64_t t0 = bench_mono_us();
+    out->published = 0;
+    for (long i = 0; rc == 0 && i < ms->n;) {
+        long chunk = ms->n - i < o->batch ? ms->n - i : o->batch;
+        rc = c->publish(p, &ms->m[i], (size_t)chunk, err, errlen);
+        if (rc == 0)
+            out->published += chunk;
+        i += chunk;
+    }
+    out->seconds = (double)(bench_mono_us() - t0) / 1e6;
+    out->cpu_s = bench_cpu_s() - cpu0;
+    if (p)
+        c->close(p);
+    return rc;
 }
 
 /* ------------------------------------------------------ resident set */

@@ -366,8 +366,7 @@ static const char *const side_names[SIDES] = {"relay", "ceiling", "reference",
 typedef struct sink_side {
     outbox_sink_t *ctl;
     int has_destinations; /* the sink creates and drops destinations */
-    const bench_producer_t *producer;
-    bench_sink_uri_t uri;
+    const outbox_sink_ceiling_t *producer;
     char relay_dest[96], producer_dest[96]; /* this round's */
 } sink_side_t;
 
@@ -410,17 +409,18 @@ static void round_destinations_drop(sink_side_t *ss)
 
 /* The producer ceiling: the messages a relay hands its sink for a copy
  * of the backlog, captured before the clock starts, sent by the bare
- * client. */
+ * client to this round's destination of its own. */
 static int producer_drain(const bench_opts_t *o, void *b, const char *backlog,
                           const char *capture, sink_side_t *ss, bench_drain_t *out, char *err,
                           size_t errlen)
 {
     bench_msgs_t ms = {0};
     int rc = bench_capture_messages(o, b, backlog, capture, &ms, err, errlen);
-    char target[600];
-    bench_sink_target(&ss->uri, ss->producer_dest, BENCH_ROUTE, target, sizeof target);
+    char why[512] = "";
     if (rc == 0)
-        rc = ss->producer->drain(&ss->uri, target, &ms, o, out, err, errlen);
+        rc = bench_producer_drain(o, ss->producer, &ms, ss->producer_dest, out, why, sizeof why);
+    if (why[0])
+        snprintf(err, errlen, "producer ceiling: %s", why);
     bench_msgs_free(&ms);
     /* Give the messages' memory back, so that the relay drain after this
      * one starts from the resident set it would have without it. */
@@ -574,23 +574,32 @@ static void run_plan(const bench_opts_t *o, run_t *run)
     run->n_rels = 7 - (o->table == BENCH_TABLE_BOTH ? 0 : 1);
 }
 
-/* The producer ceiling of a sink URI whose scheme has one: its URI taken
- * apart, and a path that would send every round to one place refused. */
+/* The producer ceiling of a sink URI whose scheme has one: a path that
+ * would send every round to one place is refused, and the ceiling opened
+ * once, so that a URI it cannot serve is said before staging anything. */
 static int sink_side_producer(const bench_opts_t *o, sink_side_t *ss)
 {
-    char uerr[512];
-    int urc = bench_sink_uri_parse(o->sink, &ss->uri, uerr, sizeof uerr);
-    if (urc == 0 && ss->uri.path[0] && !strstr(ss->uri.path, "{destination}")) {
-        snprintf(uerr, sizeof uerr,
-                 "--sink: with the path \"%.64s\" every destination goes to one place; "
+    const char *a = strstr(o->sink, "://");
+    const char *path = a ? a + 3 + strcspn(a + 3, "/?#") : "";
+    size_t plen = strcspn(path, "?#");
+    char why[512] = "";
+    int rc = 0;
+    if (plen > 1 && !memmem(path, plen, "{destination}", 13)) {
+        snprintf(why, sizeof why,
+                 "--sink: with the path \"%.*s\" every destination goes to one place; "
                  "the bench publishes each drain to a fresh one: give the URI no path, or "
                  "one with {destination}",
-                 ss->uri.path);
-        urc = BENCH_EXIT_USAGE;
+                 (int)(plen < 64 ? plen : 64), path);
+        rc = BENCH_EXIT_USAGE;
     }
-    if (urc != 0)
-        bench_err("%s", uerr);
-    return urc;
+    void *p = NULL;
+    if (rc == 0)
+        rc = ss->producer->open(o->sink, &p, why, sizeof why);
+    if (p)
+        ss->producer->close(p);
+    if (rc != 0)
+        bench_err("%s%s", strncmp(why, "--sink", 6) == 0 ? "" : "producer ceiling: ", why);
+    return rc;
 }
 
 /* Opens the run's handle on the sink and finds its producer ceiling. A
@@ -600,6 +609,12 @@ static int sink_side_producer(const bench_opts_t *o, sink_side_t *ss)
 static int sink_side_open(const bench_opts_t *o, int has_ceiling, sink_side_t *ss)
 {
     outbox_diag_t d;
+    char err[512];
+    ss->producer = has_ceiling ? bench_producer_for(o->sink) : NULL;
+    if (ss->producer && bench_producer_register(ss->producer, err, sizeof err) != 0) {
+        bench_err("%s", err);
+        return BENCH_EXIT_FAIL;
+    }
     if (outbox_sink_open(o->sink, NULL, &ss->ctl, &d) != OUTBOX_OK) {
         bench_err("cannot open sink %s: %s", bench_uri_shown(o->sink), d.message);
         return BENCH_EXIT_USAGE;
@@ -607,7 +622,6 @@ static int sink_side_open(const bench_opts_t *o, int has_ceiling, sink_side_t *s
     const outbox_sink_vtable_t *kvt = outbox_sink_driver(ss->ctl)->sink;
     ss->has_destinations = OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_create) &&
                            OUTBOX_ENTRY_HAS(outbox_sink_vtable_t, kvt, destination_drop);
-    ss->producer = has_ceiling ? bench_producer_for(o->sink) : NULL;
     int rc = ss->producer ? sink_side_producer(o, ss) : 0;
     if (rc != 0) {
         outbox_sink_close(ss->ctl);
@@ -845,7 +859,7 @@ int bench_throughput(const bench_opts_t *o)
                           .has_reference = run.has_reference,
                           .ceiling_in_process = o->ceiling->in_process,
                           .traced = o->ceiling->trace_check != NULL,
-                          .producer = run.ss.producer ? run.ss.producer->client : NULL,
+                          .producer = run.ss.producer ? run.ss.producer->client() : NULL,
                           .relay_hwm_kb = -1, .relay_growth_kb = -1};
     res.rounds = calloc((size_t)o->repeat, sizeof *res.rounds);
     if (!res.rounds) {
