@@ -40,21 +40,11 @@ static int fail_db(sqlite3 *db, const char *what, char *err, size_t errlen)
 static int open_store(const char *uri, const char *relation, uint32_t flags, outbox_store_t **s,
                       sq_handle_t **h, char *err, size_t errlen)
 {
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation,
-                                 .driver = SQ_NAME, .flags = flags};
-    outbox_diag_t d = {0};
-    if (outbox_store_open(uri, &so, s, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
-        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
-    }
-    if (outbox_store_driver(*s) != outbox_driver_entry_sqlite_ceiling()) {
-        outbox_store_close(*s);
-        *s = NULL;
-        snprintf(err, errlen, "the SQLite ceiling's driver is not registered");
-        return OUTBOX_CEILING_FAIL;
-    }
-    *h = outbox_store_driver_handle(*s);
-    return 0;
+    void *handle = NULL;
+    int rc = outbox_ceiling_store_open(outbox_driver_entry_sqlite_ceiling(), SQ_NAME, uri, relation, flags, s,
+                                       &handle, err, errlen);
+    *h = handle;
+    return rc;
 }
 
 static void ceil_close(void *db)
