@@ -86,6 +86,23 @@ const char *bench_uri_shown(const char *uri);
  * returns its length. buf holds at least BENCH_PAYLOAD_MAX bytes. */
 #define BENCH_PAYLOAD_MAX 320
 size_t bench_payload(char *buf, long seq);
+/* A table of ceilings by URI scheme, ended by a NULL scheme, and the
+ * entry for uri's scheme (case-insensitive; NULL when none). */
+typedef struct bench_scheme {
+    const char *scheme;
+    const void *entry;
+} bench_scheme_t;
+const void *bench_scheme_find(const bench_scheme_t *table, const char *uri);
+/* One of the bench's in-process sinks: its name, schemes and entries;
+ * bench_sink_register makes its descriptor and registers it, once. */
+typedef struct bench_sink {
+    const char *name;
+    const char *const *schemes;
+    const outbox_sink_vtable_t *vt;
+    outbox_driver_t driver_;
+    int registered_;
+} bench_sink_t;
+int bench_sink_register(bench_sink_t *k, char *err, size_t errlen);
 /* Registers (once) an in-process sink, scheme "benchok:", that accepts
  * every message: for runs whose deliveries must go nowhere. */
 int bench_register_ok_sink(char *err, size_t errlen);

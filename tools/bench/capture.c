@@ -111,12 +111,6 @@ static pthread_mutex_t capture_mu = PTHREAD_MUTEX_INITIALIZER;
 static bench_msgs_t *capture_into; /* under capture_mu */
 static int capture_failed;         /* under capture_mu */
 
-static int cap_init(const outbox_host_t *host, outbox_diag_t *d)
-{
-    (void)host, (void)d;
-    return OUTBOX_OK;
-}
-
 static int cap_open(const outbox_sink_open_t *args, void **h, outbox_diag_t *d)
 {
     (void)args, (void)d;
@@ -151,32 +145,16 @@ static const outbox_sink_vtable_t cap_vt = {.struct_size = sizeof cap_vt,
                                              .close = cap_close,
                                              .publish = cap_publish};
 static const char *const cap_schemes[] = {"benchcapture", NULL};
-static const outbox_driver_t cap_driver = {
-    .struct_size = sizeof cap_driver,
-    .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = OUTBOX_ABI_MINOR,
-    .kind = OUTBOX_DRIVER_SINK,
-    .name = "bench-capture",
-    .version = "1",
-    .schemes = cap_schemes,
-    .capabilities = OUTBOX_SINK_CAP_ORDERED,
-    .init = cap_init,
-    .sink = &cap_vt,
-};
+static bench_sink_t cap_sink = {.name = "bench-capture", .schemes = cap_schemes, .vt = &cap_vt};
 
 /* ------------------------------------------------------- the capture */
 
 int bench_capture_messages(const bench_opts_t *o, void *db, const char *backlog,
                            const char *relation, bench_msgs_t *out, char *err, size_t errlen)
 {
-    static int registered;
-    outbox_diag_t d = {0};
-    if (!registered && outbox_driver_register(&cap_driver, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "registering the capturing sink: %s", d.message);
-        return BENCH_EXIT_FAIL;
-    }
-    registered = 1;
-    int rc = bench_fresh_copy(o, db, backlog, relation, err, errlen);
+    int rc = bench_sink_register(&cap_sink, err, errlen);
+    if (rc == 0)
+        rc = bench_fresh_copy(o, db, backlog, relation, err, errlen);
     /* One relay, as the relay side runs it but for its sink: no metrics,
      * no tracing, no warm-up message. */
     bench_opts_t co = *o;

@@ -34,11 +34,8 @@ extern const outbox_store_ceiling_t outbox_ceiling_postgres;
 extern const outbox_store_ceiling_t outbox_ceiling_mongo;
 #endif
 
-/* By URI scheme: the scheme, then the ceiling. */
-static const struct {
-    const char *scheme;
-    const outbox_store_ceiling_t *ceiling;
-} ceilings[] = {
+/* By URI scheme. */
+static const bench_scheme_t ceilings[] = {
     {"sqlite", &outbox_ceiling_sqlite},
 #ifdef OUTBOX_BENCH_POSTGRES
     {"postgres", &outbox_ceiling_postgres},
@@ -47,17 +44,12 @@ static const struct {
 #ifdef OUTBOX_BENCH_MONGO
     {"mongodb", &outbox_ceiling_mongo},
 #endif
+    {NULL, NULL},
 };
 
 const outbox_store_ceiling_t *bench_ceiling_for(const char *uri)
 {
-    size_t n = strcspn(uri, ":");
-    if (uri[n] != ':')
-        return NULL;
-    for (size_t i = 0; i < sizeof ceilings / sizeof ceilings[0]; i++)
-        if (strlen(ceilings[i].scheme) == n && strncasecmp(uri, ceilings[i].scheme, n) == 0)
-            return ceilings[i].ceiling;
-    return NULL;
+    return bench_scheme_find(ceilings, uri);
 }
 
 int bench_ceiling_open(const outbox_store_ceiling_t *c, const char *uri, void **db, char *err,

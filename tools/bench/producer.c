@@ -36,11 +36,8 @@ extern const outbox_sink_ceiling_t outbox_ceiling_http;
 extern const outbox_sink_ceiling_t outbox_ceiling_amqp;
 #endif
 
-/* By URI scheme: the scheme, then the ceiling. */
-static const struct {
-    const char *scheme;
-    const outbox_sink_ceiling_t *ceiling;
-} producers[] = {
+/* By URI scheme. */
+static const bench_scheme_t producers[] = {
 #ifdef OUTBOX_BENCH_KAFKA
     {"kafka", &outbox_ceiling_kafka},
 #endif
@@ -64,13 +61,7 @@ static const struct {
 
 const outbox_sink_ceiling_t *bench_producer_for(const char *sink_uri)
 {
-    size_t n = strcspn(sink_uri, ":");
-    if (sink_uri[n] != ':')
-        return NULL;
-    for (size_t i = 0; producers[i].scheme; i++)
-        if (strlen(producers[i].scheme) == n && strncasecmp(sink_uri, producers[i].scheme, n) == 0)
-            return producers[i].ceiling;
-    return NULL;
+    return bench_scheme_find(producers, sink_uri);
 }
 
 int bench_producer_register(const outbox_sink_ceiling_t *c, char *err, size_t errlen)

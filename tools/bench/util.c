@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -212,12 +213,6 @@ int bench_idle_wait(bench_idle_t *st, atomic_long *published, long events, int64
     return 0;
 }
 
-static int ok_init(const outbox_host_t *host, outbox_diag_t *d)
-{
-    (void)host, (void)d;
-    return OUTBOX_OK;
-}
-
 static int ok_open(const outbox_sink_open_t *p, void **h, outbox_diag_t *d)
 {
     (void)p, (void)d;
@@ -242,30 +237,43 @@ static int ok_publish(void *h, const outbox_message_t *msgs, size_t n, outbox_pu
 
 static const outbox_sink_vtable_t ok_vt = {
     .struct_size = sizeof ok_vt, .open = ok_open, .close = ok_close, .publish = ok_publish};
+static int inproc_init(const outbox_host_t *host, outbox_diag_t *d)
+{
+    (void)host, (void)d;
+    return OUTBOX_OK;
+}
+
+int bench_sink_register(bench_sink_t *k, char *err, size_t errlen)
+{
+    if (k->registered_)
+        return 0;
+    k->driver_ = (outbox_driver_t){
+        .struct_size = sizeof k->driver_,
+        .abi_major = OUTBOX_ABI_MAJOR,
+        .abi_minor = OUTBOX_ABI_MINOR,
+        .kind = OUTBOX_DRIVER_SINK,
+        .name = k->name,
+        .version = "1",
+        .schemes = k->schemes,
+        .capabilities = OUTBOX_SINK_CAP_ORDERED,
+        .init = inproc_init,
+        .sink = k->vt,
+    };
+    outbox_diag_t d = {0};
+    if (outbox_driver_register(&k->driver_, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "registering the in-process sink %s: %s", k->name, d.message);
+        return BENCH_EXIT_FAIL;
+    }
+    k->registered_ = 1;
+    return 0;
+}
+
 static const char *const ok_schemes[] = {"benchok", NULL};
-static const outbox_driver_t ok_driver = {
-    .struct_size = sizeof ok_driver,
-    .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = OUTBOX_ABI_MINOR,
-    .kind = OUTBOX_DRIVER_SINK,
-    .name = "bench-ok",
-    .version = "1",
-    .schemes = ok_schemes,
-    .capabilities = OUTBOX_SINK_CAP_ORDERED,
-    .init = ok_init,
-    .sink = &ok_vt,
-};
+static bench_sink_t ok_sink = {.name = "bench-ok", .schemes = ok_schemes, .vt = &ok_vt};
 
 int bench_register_ok_sink(char *err, size_t errlen)
 {
-    static int done;
-    outbox_diag_t d;
-    if (!done && outbox_driver_register(&ok_driver, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "registering the in-process sink: %s", d.message);
-        return BENCH_EXIT_FAIL;
-    }
-    done = 1;
-    return 0;
+    return bench_sink_register(&ok_sink, err, errlen);
 }
 
 void bench_missing_entries(const outbox_driver_t *drv, char *out, size_t size)
@@ -296,4 +304,15 @@ const char *bench_uri_shown(const char *uri)
 {
     static _Thread_local char buf[512];
     return outbox_uri_mask(uri ? uri : "", buf, sizeof buf);
+}
+
+const void *bench_scheme_find(const bench_scheme_t *table, const char *uri)
+{
+    size_t n = strcspn(uri, ":");
+    if (uri[n] != ':')
+        return NULL;
+    for (const bench_scheme_t *t = table; t->scheme; t++)
+        if (strlen(t->scheme) == n && strncasecmp(uri, t->scheme, n) == 0)
+            return t->entry;
+    return NULL;
 }
