@@ -442,9 +442,9 @@ static int print_line(const bench_opts_t *o, lat_state_t *st, const int64_t *lat
     bench_json_t j = {0};
     bench_json_open(&j, NULL);
     bench_json_text(&j, "mode", "latency");
-    bench_json_text(&j, "store", o->store);
+    bench_json_text(&j, "store", bench_uri_shown(o->store));
     /* Without --sink the in-process recording sink. */
-    bench_json_text(&j, "sink", o->sink ? o->sink : "in-process");
+    bench_json_text(&j, "sink", o->sink ? bench_uri_shown(o->sink) : "in-process");
     bench_json_int(&j, "events", st->n);
     bench_json_int(&j, "keys", o->keys);
     bench_json_int(&j, "batch", o->batch);

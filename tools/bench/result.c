@@ -71,9 +71,9 @@ static void rounds_or_null(bench_json_t *j, const char *key, const bench_result_
 static void put_relay(bench_json_t *j, const bench_result_t *res)
 {
     const bench_opts_t *o = res->o;
-    bench_json_text(j, "store", o->store);
+    bench_json_text(j, "store", bench_uri_shown(o->store));
     bench_json_text(j, "driver", res->driver ? res->driver->name : "");
-    bench_json_text(j, "sink", o->sink);
+    bench_json_text(j, "sink", o->sink ? bench_uri_shown(o->sink) : NULL);
     bench_json_int(j, "events", o->events);
     bench_json_int(j, "keys", o->keys);
     bench_json_int(j, "batch", o->batch);

@@ -211,8 +211,8 @@ static int print_summary(const bench_opts_t *o, int intervals, const interval_t 
     bench_json_open(&j, NULL);
     bench_json_text(&j, "mode", "sustain");
     bench_json_bool(&j, "summary", 1);
-    bench_json_text(&j, "store", o->store);
-    bench_json_text(&j, "sink", o->sink);
+    bench_json_text(&j, "store", bench_uri_shown(o->store));
+    bench_json_text(&j, "sink", o->sink ? bench_uri_shown(o->sink) : NULL);
     bench_json_num(&j, "duration_s", (double)o->duration_us / 1e6, 0);
     bench_json_num(&j, "interval_s", (double)o->interval_us / 1e6, 0);
     bench_json_int(&j, "intervals", intervals);
