@@ -3,6 +3,7 @@
  *
  * The driver's files call only downward:
  *   mongo.c                                  descriptor, vtable, open/close, transactions
+ *   ceiling.c                                outbox-bench's ceiling (beside mongo.c, bench only)
  *   mongo_stage.c mongo_claim.c mongo_settle.c
  *   mongo_ckpt.c mongo_schema.c mongo_admin.c
  *   mongo_inbox.c                            the store operations (mongo_ops.h)
