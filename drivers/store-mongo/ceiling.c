@@ -111,26 +111,17 @@ static mongoc_collection_t *coll_of(const bmg_t *b, mongoc_client_t *client, con
 static int open_store(const char *uri, const char *relation, uint32_t flags, outbox_store_t **s,
                       mongo_handle_t **h, char *err, size_t errlen)
 {
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation,
-                                 .driver = MONGO_NAME, .flags = flags};
-    outbox_diag_t d = {0};
-    *s = NULL;
-    if (outbox_store_open(uri, &so, s, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
-        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
-    }
-    if (outbox_store_driver(*s) != outbox_driver_entry_mongo_ceiling()) {
-        outbox_store_close(*s);
-        *s = NULL;
-        snprintf(err, errlen, "the MongoDB ceiling's driver is not registered");
-        return OUTBOX_CEILING_FAIL;
-    }
-    *h = outbox_store_driver_handle(*s);
+    void *handle = NULL;
+    int rc = outbox_ceiling_store_open(outbox_driver_entry_mongo_ceiling(), MONGO_NAME, uri,
+                                       relation, flags, s, &handle, err, errlen);
+    if (rc != 0)
+        return rc;
+    *h = handle;
     if (!(*h)->racy_updates) {
         outbox_store_close(*s);
         *s = NULL;
         snprintf(err, errlen,
-                 "this MongoDB server is not FerretDB: outbox-bench's Mongo ceiling copies only "
+                 "this MongoDB server is not FerretDB: outbox-bench's Mongo ceiling serves only "
                  "the driver's FerretDB path (per-row claims under a lock); measure this server "
                  "with --no-ceiling");
         return OUTBOX_CEILING_USAGE;

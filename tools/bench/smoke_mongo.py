@@ -5,7 +5,7 @@ against the Mongo ceiling prints one well-formed line. Never checks a speed.
 The server is the one OUTBOX_MONGO_URI names (tools/test starts FerretDB and
 sets it). Without it the test is skipped (exit 77), except under CI=true,
 where tools/test sets it and its absence is a failure. On a server that is
-not FerretDB the ceiling refuses to run (it copies only the driver's FerretDB
+not FerretDB the ceiling refuses to run (it serves only the driver's FerretDB
 path): the test then checks the refusal and runs --no-ceiling instead."""
 import json
 import os
