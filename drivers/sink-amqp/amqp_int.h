@@ -3,7 +3,8 @@
  * Floors, from the bottom: amqp_conn.c (connections from the parsed URI
  * and the text of librabbitmq's errors), amqp_publish.c and amqp_queue.c
  * (publishing; queues and the reader), and amqp.c on top (the URI,
- * open/close and the descriptor). */
+ * open/close and the descriptor). ceiling.c, the producer ceiling of
+ * outbox-bench, sits on top beside amqp.c. */
 #ifndef OUTBOX_SINK_AMQP_INT_H
 #define OUTBOX_SINK_AMQP_INT_H
 
@@ -64,6 +65,30 @@ bool outbox_amqp_reply_text(const outbox_redactor_t *red, amqp_rpc_reply_t r, ch
 void outbox_amqp_config_free(amqp_config_t *cfg);
 
 /* amqp_publish.c */
+enum { AMQP_MAX_HEADERS = 32 };
+
+/* A message's basic properties as the sink sends them, with the
+ * application properties they point to (so not to be copied). */
+typedef struct amqp_out {
+    amqp_basic_properties_t props;
+    amqp_table_entry_t entries[AMQP_MAX_HEADERS];
+    char names[AMQP_MAX_HEADERS][64];
+} amqp_out_t;
+
+/* Message m as h sends it: checked against h's limits (a payload, at most
+ * max_bytes, a routing key of at most 255 bytes), its routing key from
+ * h's template into rk (reset first), and into out its properties:
+ * persistent, message_id the event id, type and content_type from those
+ * attributes, the row's time as timestamp, every other attribute as an
+ * application property cloudEvents_<name> (traceparent under its own
+ * name). 0, or -1 with r saying why it cannot go. The producer ceiling
+ * prepares and sends its messages here too. */
+int outbox_amqp_prepare(const amqp_sink_t *h, const outbox_message_t *m, outbox_kit_buf_t *rk,
+                        amqp_out_t *out, outbox_publish_result_t *r);
+/* basic.publish of a prepared m on channel 1 of conn, mandatory, to h's
+ * exchange under routing key rk: librabbitmq's status. */
+int outbox_amqp_send(const amqp_sink_t *h, amqp_connection_state_t conn,
+                     const outbox_message_t *m, const outbox_kit_buf_t *rk, const amqp_out_t *out);
 int outbox_amqp_publish(void *handle, const outbox_message_t *msgs, size_t n,
                         outbox_publish_result_t *results, outbox_diag_t *d);
 

@@ -27,7 +27,6 @@
 #include "amqp_int.h"
 
 enum { SLOT_IDLE = 0, SLOT_SENT = 1, SLOT_DONE = 2 };
-enum { MAX_HEADERS = 32 };
 
 static const char *id_of(const outbox_message_t *m)
 {
@@ -264,12 +263,9 @@ static void wait_confirms(call_t *c, int64_t deadline_us)
     }
 }
 
-/* Sends message i; 0, or -1 when it did not leave (its result then set). */
-static int send_one(call_t *c, size_t i, outbox_kit_buf_t *rk)
+int outbox_amqp_prepare(const amqp_sink_t *h, const outbox_message_t *m, outbox_kit_buf_t *rk,
+                        amqp_out_t *out, outbox_publish_result_t *r)
 {
-    amqp_sink_t *h = c->h;
-    const outbox_message_t *m = &c->msgs[i];
-    outbox_publish_result_t *r = &c->results[i];
     if (m->payload == NULL) {
         outbox_kit_result(r, OUTBOX_PUBLISH_REJECT, "event %s has no payload", id_of(m));
         return -1;
@@ -296,65 +292,81 @@ static int send_one(call_t *c, size_t i, outbox_kit_buf_t *rk)
         return -1;
     }
 
-    amqp_basic_properties_t p;
-    memset(&p, 0, sizeof p);
-    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
-    p.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+    amqp_basic_properties_t *p = &out->props;
+    memset(p, 0, sizeof *p);
+    p->_flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+    p->delivery_mode = AMQP_DELIVERY_PERSISTENT;
     if (m->event_id && strlen(m->event_id) <= 255) {
-        p._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
-        p.message_id = amqp_cstring_bytes(m->event_id);
+        p->_flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+        p->message_id = amqp_cstring_bytes(m->event_id);
     }
     const char *type = outbox_kit_header(m, "type");
     if (type && strlen(type) <= 255) {
-        p._flags |= AMQP_BASIC_TYPE_FLAG;
-        p.type = amqp_cstring_bytes(type);
+        p->_flags |= AMQP_BASIC_TYPE_FLAG;
+        p->type = amqp_cstring_bytes(type);
     }
     const char *ct = outbox_kit_header(m, "datacontenttype");
     if (ct && strlen(ct) <= 255) {
-        p._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
-        p.content_type = amqp_cstring_bytes(ct);
+        p->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+        p->content_type = amqp_cstring_bytes(ct);
     }
     if (m->row && m->row->occurred_at > 0) {
-        p._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
-        p.timestamp = (uint64_t)(m->row->occurred_at / 1000000);
+        p->_flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+        p->timestamp = (uint64_t)(m->row->occurred_at / 1000000);
     }
     /* Every other attribute as an application property cloudEvents_<name>
      * (traceparent under its own name), and the key as partitionkey when
      * the relay gave none. */
-    amqp_table_entry_t e[MAX_HEADERS];
-    char names[MAX_HEADERS][64];
+    amqp_table_entry_t *e = out->entries;
     size_t n = 0;
     bool has_key = false;
-    for (size_t k = 0; k < m->n_headers && n + 1 < MAX_HEADERS; k++) {
+    for (size_t k = 0; k < m->n_headers && n + 1 < AMQP_MAX_HEADERS; k++) {
         const outbox_header_t *hd = &m->headers[k];
         if (hd->name == NULL || hd->value == NULL)
             continue;
         /* The binding puts datacontenttype in content_type alone. */
-        if (strcmp(hd->name, "datacontenttype") == 0 && (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG))
+        if (strcmp(hd->name, "datacontenttype") == 0 && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG))
             continue;
         if (strcmp(hd->name, "traceparent") == 0)
-            snprintf(names[n], sizeof names[n], "%s", hd->name);
+            snprintf(out->names[n], sizeof out->names[n], "%s", hd->name);
         else
-            snprintf(names[n], sizeof names[n], AMQP_CE_PREFIX "%s", hd->name);
+            snprintf(out->names[n], sizeof out->names[n], AMQP_CE_PREFIX "%s", hd->name);
         has_key = has_key || strcmp(hd->name, "partitionkey") == 0;
-        e[n].key = amqp_cstring_bytes(names[n]);
+        e[n].key = amqp_cstring_bytes(out->names[n]);
         e[n].value.kind = AMQP_FIELD_KIND_UTF8;
         e[n].value.value.bytes = amqp_cstring_bytes(hd->value);
         n++;
     }
     if (!has_key && m->key) {
-        snprintf(names[n], sizeof names[n], AMQP_CE_PREFIX "partitionkey");
-        e[n].key = amqp_cstring_bytes(names[n]);
+        snprintf(out->names[n], sizeof out->names[n], AMQP_CE_PREFIX "partitionkey");
+        e[n].key = amqp_cstring_bytes(out->names[n]);
         e[n].value.kind = AMQP_FIELD_KIND_UTF8;
         e[n].value.value.bytes = amqp_cstring_bytes(m->key);
         n++;
     }
-    p.headers.num_entries = (int)n;
-    p.headers.entries = e;
+    p->headers.num_entries = (int)n;
+    p->headers.entries = e;
+    return 0;
+}
 
+int outbox_amqp_send(const amqp_sink_t *h, amqp_connection_state_t conn,
+                     const outbox_message_t *m, const outbox_kit_buf_t *rk, const amqp_out_t *out)
+{
     amqp_bytes_t body = {.len = m->payload_len, .bytes = (void *)m->payload};
-    int st = amqp_basic_publish(h->conn, 1, amqp_cstring_bytes(h->exchange),
-                                amqp_cstring_bytes(rk->data), 1, 0, &p, body);
+    return amqp_basic_publish(conn, 1, amqp_cstring_bytes(h->exchange),
+                              amqp_cstring_bytes(rk->data), 1, 0, &out->props, body);
+}
+
+/* Sends message i; 0, or -1 when it did not leave (its result then set). */
+static int send_one(call_t *c, size_t i, outbox_kit_buf_t *rk)
+{
+    amqp_sink_t *h = c->h;
+    const outbox_message_t *m = &c->msgs[i];
+    outbox_publish_result_t *r = &c->results[i];
+    amqp_out_t out;
+    if (outbox_amqp_prepare(h, m, rk, &out, r) != 0)
+        return -1;
+    int st = outbox_amqp_send(h, h->conn, m, rk, &out);
     if (st != AMQP_STATUS_OK) {
         outbox_kit_result(r, OUTBOX_PUBLISH_RETRY, "event %s not sent: %s", id_of(m),
                           amqp_error_string2(st));

@@ -3,7 +3,8 @@
  * Floors, from the bottom: nats_subject.c (subjects and stream names),
  * nats_conn.c (connections from the parsed URI), nats_publish.c and
  * nats_stream.c (publishing; streams and the reader), and nats.c on top
- * (the URI, open/close and the descriptor). */
+ * (the URI, open/close and the descriptor). ceiling.c, the producer
+ * ceiling of outbox-bench, sits on top beside nats.c. */
 #ifndef OUTBOX_SINK_NATS_INT_H
 #define OUTBOX_SINK_NATS_INT_H
 
@@ -94,6 +95,14 @@ void outbox_nats_config_free(nats_config_t *cfg);
 int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
                         outbox_publish_result_t *results, outbox_diag_t *d);
 void outbox_nats_on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure);
+/* Message m as the NATS message the sink publishes to subject: the
+ * payload, the CloudEvents attributes as headers "ce-<name>" (traceparent
+ * under its own name); NATS_INVALID_ARG for a header value holding a line
+ * break. The producer ceiling builds its messages here too. */
+natsStatus outbox_nats_build_msg(const outbox_message_t *m, const char *subject, natsMsg **out);
+/* The JetStream publish options of m: Nats-Msg-Id is its event id, so the
+ * stream drops a second copy within its duplicate window. */
+void outbox_nats_pub_options(const outbox_message_t *m, jsPubOptions *po);
 
 /* nats_stream.c */
 int outbox_nats_destination_create(void *handle, const char *destination, outbox_diag_t *d);

@@ -200,9 +200,7 @@ static void settle_round(nats_sink_t *h, nats_call_t *c, outbox_kit_keys_t *k, i
     }
 }
 
-/* Message i as a NATS message: the payload, CloudEvents headers "ce-<name>"
- * (traceparent under its own name), Nats-Msg-Id from the publish options. */
-static natsStatus build_msg(const outbox_message_t *m, const char *subject, natsMsg **out)
+natsStatus outbox_nats_build_msg(const outbox_message_t *m, const char *subject, natsMsg **out)
 {
     natsMsg *msg = NULL;
     natsStatus s = natsMsg_Create(&msg, subject, NULL, m->payload, (int)m->payload_len);
@@ -228,6 +226,12 @@ static natsStatus build_msg(const outbox_message_t *m, const char *subject, nats
     }
     *out = msg;
     return s;
+}
+
+void outbox_nats_pub_options(const outbox_message_t *m, jsPubOptions *po)
+{
+    jsPubOptions_Init(po);
+    po->MsgId = m->event_id;
 }
 
 /* Why a message that did not leave is RETRY or REJECT. */
@@ -366,15 +370,14 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
                 continue;
             }
             natsMsg *msg = NULL;
-            natsStatus s = build_msg(m, subject.data, &msg);
+            natsStatus s = outbox_nats_build_msg(m, subject.data, &msg);
             if (s != NATS_OK) {
                 local_failure(h, m, s, &results[i]);
                 state[i] = SLOT_DONE;
                 continue;
             }
             jsPubOptions po;
-            jsPubOptions_Init(&po);
-            po.MsgId = m->event_id;
+            outbox_nats_pub_options(m, &po);
             /* In the table before it leaves: its ack may come at once. */
             pthread_mutex_lock(&h->mu);
             table_put(&call, msg, i);
