@@ -118,6 +118,11 @@ const outbox_driver_t *outbox_sink_driver(const outbox_sink_t *k)
     return k ? k->drv : NULL;
 }
 
+void *outbox_sink_driver_handle(const outbox_sink_t *k)
+{
+    return k ? k->h : NULL;
+}
+
 /* The optional entry m of the driver's sink vtable vt, or NULL when the
  * vtable is too old or leaves it out. */
 #define SINK_ENTRY(vt, m) (OUTBOX_STRUCT_HAS(outbox_sink_vtable_t, (vt), m) ? (vt)->m : NULL)

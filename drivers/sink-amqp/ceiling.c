@@ -14,11 +14,9 @@
  * closed channel fails the chunk, and the connection is then dropped so
  * that no late confirm meets the next chunk.
  *
- * The host has no call that gives a sink's driver handle, so the ceiling
- * opens the sink through a small registered driver of its own ("probe")
- * whose open and close are the AMQP driver's: the host parses the URI
- * with its one parser and hands it to the driver's open, and the probe
- * keeps the handle that open returned. */
+ * The sink is opened through the host (its one URI parser, then the
+ * driver's open), and the ceiling works on the driver's handle behind it
+ * (outbox_sink_driver_handle). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,69 +25,15 @@
 
 #include "amqp_int.h"
 #include "outbox/ceiling.h"
-#include "outbox/version.h"
 
 /* The descriptor amqp.c defines when built with
  * -DOUTBOX_DRIVER_STATIC=amqp_ceiling. */
 const outbox_driver_t *outbox_driver_entry_amqp_ceiling(void);
 
-#define PROBE_NAME "amqp-ceiling"
-
-/* ------------------------------------------------------------ the probe */
-
-/* The handle the driver's open last made on this thread. */
-static _Thread_local void *probe_opened;
-
-static int probe_init(const outbox_host_t *host, outbox_diag_t *d)
-{
-    return outbox_driver_entry_amqp_ceiling()->init(host, d);
-}
-
-static int probe_open(const outbox_sink_open_t *params, void **handle, outbox_diag_t *d)
-{
-    int rc = outbox_driver_entry_amqp_ceiling()->sink->open(params, handle, d);
-    probe_opened = rc == OUTBOX_OK ? *handle : NULL;
-    return rc;
-}
-
-static void probe_close(void *handle)
-{
-    outbox_driver_entry_amqp_ceiling()->sink->close(handle);
-}
-
-/* The probe only opens: the ceiling publishes by itself. */
-static int probe_publish(void *handle, const outbox_message_t *msgs, size_t n,
-                         outbox_publish_result_t *results, outbox_diag_t *d)
-{
-    (void)handle, (void)msgs, (void)n, (void)results;
-    return outbox_amqp_host->error(d, OUTBOX_ENOTSUP, "the AMQP ceiling's probe does not publish");
-}
-
-static const char *const probe_schemes[] = {PROBE_NAME, NULL};
-
-static const outbox_sink_vtable_t probe_vtable = {
-    .struct_size = sizeof(outbox_sink_vtable_t),
-    .open = probe_open,
-    .close = probe_close,
-    .publish = probe_publish,
-};
-
-static const outbox_driver_t probe_driver = {
-    .struct_size = sizeof(outbox_driver_t),
-    .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = 2,
-    .kind = OUTBOX_DRIVER_SINK,
-    .name = PROBE_NAME,
-    .version = OUTBOX_VERSION,
-    .schemes = probe_schemes,
-    .init = probe_init,
-    .sink = &probe_vtable,
-};
-
 /* ---------------------------------------------------------- the producer */
 
 typedef struct producer {
-    outbox_sink_t *sink; /* the driver's sink, opened through the probe */
+    outbox_sink_t *sink; /* the driver's sink, opened through the host */
     amqp_sink_t *h;      /* its handle: config, confirm-mode connection */
     uint64_t last_tag;   /* the delivery tag of the last publish on the channel */
 } producer_t;
@@ -119,24 +63,19 @@ static void ceil_close(void *producer)
 static int ceil_open(const char *sink_uri, void **producer, char *err, size_t errlen)
 {
     *producer = NULL;
-    outbox_diag_t d = {0};
-    if (outbox_driver_register(&probe_driver, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
-        return OUTBOX_CEILING_FAIL;
-    }
     producer_t *p = calloc(1, sizeof *p);
     if (p == NULL) {
         snprintf(err, errlen, "out of memory");
         return OUTBOX_CEILING_FAIL;
     }
-    outbox_sink_options_t so = {.struct_size = sizeof so, .driver = PROBE_NAME};
-    probe_opened = NULL;
-    if (outbox_sink_open(sink_uri, &so, &p->sink, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
+    void *handle = NULL;
+    int rc = outbox_ceiling_sink_open(ceil_driver(), AMQP_SINK_NAME, sink_uri, &p->sink, &handle,
+                                      err, errlen);
+    if (rc != 0) {
         ceil_close(p);
-        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
+        return rc;
     }
-    p->h = probe_opened;
+    p->h = handle;
     if (p->h == NULL) {
         snprintf(err, errlen, "the AMQP ceiling's driver gave no handle");
         ceil_close(p);

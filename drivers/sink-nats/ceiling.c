@@ -12,11 +12,9 @@
  * the ceiling's own, then waited on once for all its PubAcks, within the
  * sink's timeout; any refusal fails the chunk.
  *
- * The host has no call that gives a sink's driver handle, so the ceiling
- * opens the sink through a small registered driver of its own ("probe")
- * whose open and close are the NATS driver's: the host parses the URI
- * with its one parser and hands it to the driver's open, and the probe
- * keeps the handle that open returned. */
+ * The sink is opened through the host (its one URI parser, then the
+ * driver's open), and the ceiling works on the driver's handle behind it
+ * (outbox_sink_driver_handle). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,64 +22,10 @@
 
 #include "nats_int.h"
 #include "outbox/ceiling.h"
-#include "outbox/version.h"
 
 /* The descriptor nats.c defines when built with
  * -DOUTBOX_DRIVER_STATIC=nats_ceiling. */
 const outbox_driver_t *outbox_driver_entry_nats_ceiling(void);
-
-#define PROBE_NAME "nats-ceiling"
-
-/* ------------------------------------------------------------ the probe */
-
-/* The handle the driver's open last made on this thread. */
-static _Thread_local void *probe_opened;
-
-static int probe_init(const outbox_host_t *host, outbox_diag_t *d)
-{
-    return outbox_driver_entry_nats_ceiling()->init(host, d);
-}
-
-static int probe_open(const outbox_sink_open_t *params, void **handle, outbox_diag_t *d)
-{
-    int rc = outbox_driver_entry_nats_ceiling()->sink->open(params, handle, d);
-    probe_opened = rc == OUTBOX_OK ? *handle : NULL;
-    return rc;
-}
-
-static void probe_close(void *handle)
-{
-    outbox_driver_entry_nats_ceiling()->sink->close(handle);
-}
-
-/* The probe only opens: the ceiling publishes by itself. */
-static int probe_publish(void *handle, const outbox_message_t *msgs, size_t n,
-                         outbox_publish_result_t *results, outbox_diag_t *d)
-{
-    (void)handle, (void)msgs, (void)n, (void)results;
-    return outbox_nats_host->error(d, OUTBOX_ENOTSUP, "the NATS ceiling's probe does not publish");
-}
-
-static const char *const probe_schemes[] = {PROBE_NAME, NULL};
-
-static const outbox_sink_vtable_t probe_vtable = {
-    .struct_size = sizeof(outbox_sink_vtable_t),
-    .open = probe_open,
-    .close = probe_close,
-    .publish = probe_publish,
-};
-
-static const outbox_driver_t probe_driver = {
-    .struct_size = sizeof(outbox_driver_t),
-    .abi_major = OUTBOX_ABI_MAJOR,
-    .abi_minor = 2,
-    .kind = OUTBOX_DRIVER_SINK,
-    .name = PROBE_NAME,
-    .version = OUTBOX_VERSION,
-    .schemes = probe_schemes,
-    .init = probe_init,
-    .sink = &probe_vtable,
-};
 
 /* ------------------------------------------------------------- the acks */
 
@@ -117,11 +61,12 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
 /* ---------------------------------------------------------- the producer */
 
 typedef struct producer {
-    outbox_sink_t *sink; /* the driver's sink, opened through the probe */
+    outbox_sink_t *sink; /* the driver's sink, opened through the host */
     nats_sink_t *h;      /* its handle: config, connection, redactor */
     jsCtx *js;           /* the ceiling's own context on h's connection */
     acks_t *acks;
     int handler_may_run;
+    int sent_any; /* libnats keeps no list of pending acks before the first publish */
 } producer_t;
 
 static const outbox_driver_t *ceil_driver(void)
@@ -157,7 +102,8 @@ static void ceil_close(void *producer)
     if (p == NULL)
         return;
     if (p->js != NULL) {
-        abandon_chunk(p);
+        if (p->sent_any)
+            abandon_chunk(p);
         jsCtx_Destroy(p->js);
     }
     outbox_sink_close(p->sink);
@@ -172,10 +118,6 @@ static int ceil_open(const char *sink_uri, void **producer, char *err, size_t er
 {
     *producer = NULL;
     outbox_diag_t d = {0};
-    if (outbox_driver_register(&probe_driver, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
-        return OUTBOX_CEILING_FAIL;
-    }
     producer_t *p = calloc(1, sizeof *p);
     acks_t *a = calloc(1, sizeof *a);
     if (p == NULL || a == NULL) {
@@ -187,14 +129,14 @@ static int ceil_open(const char *sink_uri, void **producer, char *err, size_t er
     pthread_mutex_init(&a->mu, NULL);
     p->acks = a;
 
-    outbox_sink_options_t so = {.struct_size = sizeof so, .driver = PROBE_NAME};
-    probe_opened = NULL;
-    if (outbox_sink_open(sink_uri, &so, &p->sink, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
+    void *handle = NULL;
+    int rc = outbox_ceiling_sink_open(ceil_driver(), NATS_SINK_NAME, sink_uri, &p->sink, &handle,
+                                      err, errlen);
+    if (rc != 0) {
         ceil_close(p);
-        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
+        return rc;
     }
-    p->h = probe_opened;
+    p->h = handle;
     /* The sink goes on connecting in the background when the first
      * attempt failed; a ceiling measures a connected client. */
     char why[OUTBOX_MESSAGE_MAX];
@@ -269,6 +211,7 @@ static int ceil_publish(void *producer, const outbox_message_t *msgs, size_t n, 
             rc = OUTBOX_CEILING_FAIL;
         } else {
             sent++;
+            p->sent_any = 1;
         }
     }
     outbox_kit_buf_free(&subject);

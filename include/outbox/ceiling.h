@@ -164,4 +164,32 @@ static inline int outbox_ceiling_store_open(const outbox_driver_t *driver, const
     return 0;
 }
 
+/* For a producer ceiling's own files: opens the sink uri with the sink
+ * driver the ceiling was compiled with (driver, which the caller
+ * registered first; name is its registered name), so that the core's URI
+ * parser and the driver's own open configure and connect it, and hands
+ * back the driver's own handle. A URI refused is OUTBOX_CEILING_USAGE, any
+ * other failure OUTBOX_CEILING_FAIL, with the driver's one line (secrets
+ * masked, as the driver masks them). */
+static inline int outbox_ceiling_sink_open(const outbox_driver_t *driver, const char *name,
+                                           const char *uri, outbox_sink_t **k, void **handle,
+                                           char *err, size_t errlen)
+{
+    outbox_sink_options_t so = {.struct_size = sizeof so, .driver = name};
+    outbox_diag_t d = {0};
+    *handle = NULL;
+    if (outbox_sink_open(uri, &so, k, &d) != OUTBOX_OK) {
+        snprintf(err, errlen, "%s", d.message);
+        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
+    }
+    if (outbox_sink_driver(*k) != driver) {
+        outbox_sink_close(*k);
+        *k = NULL;
+        snprintf(err, errlen, "the %s producer ceiling's driver is not registered", name);
+        return OUTBOX_CEILING_FAIL;
+    }
+    *handle = outbox_sink_driver_handle(*k);
+    return 0;
+}
+
 #endif

@@ -340,6 +340,12 @@ OUTBOX_API int outbox_sink_publish(outbox_sink_t *k, const outbox_message_t *msg
                                    outbox_publish_result_t *results);
 /* The driver behind the handle. */
 OUTBOX_API const outbox_driver_t *outbox_sink_driver(const outbox_sink_t *k);
+/* The driver's own handle behind k, what its open returned: for code built
+ * together with that driver and knowing its layout (the driver's producer
+ * ceiling, its tests), as outbox_store_driver_handle is for stores.
+ * Compare outbox_sink_driver(k) with the driver you were built with first.
+ * NULL for NULL. */
+OUTBOX_API void *outbox_sink_driver_handle(const outbox_sink_t *k);
 
 /* Destinations and reading back, for tests, the sink conformance battery
  * and tooling; the relay needs none of it. Each returns OUTBOX_ENOTSUP

@@ -373,6 +373,14 @@ for var, scheme in [("OUTBOX_KAFKA_URI", "kafka"), ("OUTBOX_NATS_URI", "nats"),
                     check(abs(bound - want) < 0.02,
                           "%s: cpu_bound_ratio is cpus / CPU per event / lesser, got %r, want %.3f"
                           % (scheme, bound, want))
+        # A destination template without {destination} would send every
+        # round to one place: refused before anything is staged.
+        fixed = (uri + "?routing_key=fixed" if scheme == "amqp" else
+                 uri + ("fixed" if uri.endswith("/") else "/fixed"))
+        rc, out, err = run(["--store", store, "--quick", "--sink", fixed])
+        check(rc == 2 and err.count("\n") == 1 and "one place" in err,
+              "%s: a fixed destination template is refused in one line (rc %d, %r)"
+              % (scheme, rc, err))
         rc, out, err = run(["--store", store, "--latency", "--quick", "--poll", "5ms", "--sink",
                             uri])
         check(rc == 0, "%s latency --quick exits 0 (rc %d, stderr %r)" % (scheme, rc, err))

@@ -574,22 +574,42 @@ static void run_plan(const bench_opts_t *o, run_t *run)
     run->n_rels = 7 - (o->table == BENCH_TABLE_BOTH ? 0 : 1);
 }
 
-/* The producer ceiling of a sink URI whose scheme has one: a path that
- * would send every round to one place is refused, and the ceiling opened
- * once, so that a URI it cannot serve is said before staging anything. */
+/* The destination template of a sink URI: its path, or for AMQP (whose
+ * path is the vhost) the routing_key option; *len 0 when it has none. */
+static const char *sink_template(const char *uri, size_t *len)
+{
+    const char *a = strstr(uri, "://");
+    const char *path = a ? a + 3 + strcspn(a + 3, "/?#") : "";
+    *len = strcspn(path, "?#");
+    if (strncasecmp(uri, "amqp", 4) != 0)
+        return path;
+    const char *q = path[*len] == '?' ? path + *len + 1 : "";
+    for (*len = 0; *q && *q != '#'; q += strcspn(q, "&#") + (q[strcspn(q, "&#")] == '&'))
+        if (strncmp(q, "routing_key=", 12) == 0) {
+            *len = strcspn(q + 12, "&#");
+            return q + 12;
+        }
+    return q;
+}
+
+/* The producer ceiling of a sink URI whose scheme has one: a destination
+ * template that would send every round to one place is refused, and the
+ * ceiling opened once, so that a URI it cannot serve is said before
+ * staging anything. */
 static int sink_side_producer(const bench_opts_t *o, sink_side_t *ss)
 {
-    const char *a = strstr(o->sink, "://");
-    const char *path = a ? a + 3 + strcspn(a + 3, "/?#") : "";
-    size_t plen = strcspn(path, "?#");
-    char why[512] = "";
+    size_t len = 0;
+    const char *tpl = sink_template(o->sink, &len);
+    char t[512], why[512] = "";
+    snprintf(t, sizeof t, "%.*s", (int)(len < sizeof t ? len : sizeof t - 1), tpl);
     int rc = 0;
-    if (plen > 1 && !memmem(path, plen, "{destination}", 13)) {
+    if (len > 0 && strcmp(t, "/") != 0 && !strstr(t, "{destination}") &&
+        !strcasestr(t, "%7Bdestination%7D")) {
         snprintf(why, sizeof why,
-                 "--sink: with the path \"%.*s\" every destination goes to one place; "
-                 "the bench publishes each drain to a fresh one: give the URI no path, or "
-                 "one with {destination}",
-                 (int)(plen < 64 ? plen : 64), path);
+                 "--sink: with the destination template \"%.*s\" every destination goes to "
+                 "one place; the bench publishes each drain to a fresh one: give the URI no "
+                 "template, or one with {destination}",
+                 (int)(len < 64 ? len : 64), t);
         rc = BENCH_EXIT_USAGE;
     }
     void *p = NULL;

@@ -53,6 +53,16 @@ START_TEST(refused_port_fails)
 }
 END_TEST
 
+START_TEST(open_then_close)
+{
+    /* The bench opens the ceiling once before staging, to refuse a URI it
+     * cannot serve, and closes it without a publish. */
+    tc_register(ceiling, nats_uri);
+    void *p = tc_open(ceiling, nats_uri);
+    ceiling->close(p);
+}
+END_TEST
+
 START_TEST(refused_chunk_fails)
 {
     /* No stream captures the subject: JetStream has no responder. The
@@ -91,5 +101,6 @@ START_TEST(server_killed_fails)
 END_TEST
 
 TH_SINK_MAIN("ceiling_nats", 120, "OUTBOX_NATS_URI", "nats", nats_uri, names_client,
-             same_wire_as_sink, bad_uri_is_usage, refused_port_fails, refused_chunk_fails,
+             same_wire_as_sink, bad_uri_is_usage, refused_port_fails, open_then_close,
+             refused_chunk_fails,
              th_script() ? server_killed_fails : NULL)
