@@ -13,6 +13,10 @@
 
 const outbox_host_t *outbox_kafka_host;
 
+#ifdef OUTBOX_DRIVER_STATIC
+_Thread_local kafka_sink_t *outbox_kafka_opened;
+#endif
+
 static int kafka_init(const outbox_host_t *h, outbox_diag_t *d)
 {
     (void)d;
@@ -65,6 +69,9 @@ static int kafka_open(const outbox_sink_open_t *params, void **handle, outbox_di
                                    k->cfg.shown);
     }
     *handle = k;
+#ifdef OUTBOX_DRIVER_STATIC
+    outbox_kafka_opened = k;
+#endif
     return OUTBOX_OK;
 }
 

@@ -23,6 +23,15 @@
 
 extern const outbox_host_t *outbox_kafka_host;
 
+typedef struct kafka_sink kafka_sink_t;
+#ifdef OUTBOX_DRIVER_STATIC
+/* Built into a program (the producer ceiling, ceiling.c): the handle the
+ * last successful open on this thread made. The ceiling opens the sink
+ * through the host, as the relay does (the host splits the URI, the
+ * driver reads it), and takes the handle from here. */
+extern _Thread_local kafka_sink_t *outbox_kafka_opened;
+#endif
+
 /* One name=value the driver hands to librdkafka as it stands (after a
  * NAME_env value was read from the environment). */
 typedef struct kafka_param {
@@ -60,7 +69,7 @@ typedef struct kafka_config {
     char shown[256];      /* the URI without secrets, for messages */
 } kafka_config_t;
 
-typedef struct kafka_sink {
+struct kafka_sink {
     kafka_config_t cfg;
     rd_kafka_t *rk;     /* the producer; NULL until (re)made by outbox_kafka_producer */
     size_t pending;     /* messages in librdkafka's hands without a delivery report */
@@ -69,7 +78,7 @@ typedef struct kafka_sink {
     int defer_ok;       /* the host takes OUTBOX_PUBLISH_DEFER */
     struct kafka_block *kept; /* earlier calls' slots holding messages still in hand */
     char fatal[256];    /* why the producer was given up, for the next messages */
-} kafka_sink_t;
+};
 
 /* kafka_conf.c */
 int outbox_kafka_config_parse(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d);
@@ -95,6 +104,13 @@ int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d);
 void outbox_kafka_producer_drop(kafka_sink_t *k);
 /* Frees what earlier calls kept (at close, after the producer is gone). */
 void outbox_kafka_kept_free(kafka_sink_t *k);
+/* Hands m to librdkafka for topic, as the sink sends every message: key,
+ * payload and the CloudEvents attributes as headers in the Kafka binding's
+ * binary mode (ce_NAME, content-type, traceparent); opaque is the message's
+ * delivery report opaque. The error of rd_kafka_producev (nothing is
+ * queued then). Shared with the producer ceiling (ceiling.c). */
+rd_kafka_resp_err_t outbox_kafka_produce(rd_kafka_t *rk, const char *topic,
+                                         const outbox_message_t *m, void *opaque);
 int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d);
 
