@@ -21,6 +21,10 @@
 
 const outbox_host_t *outbox_http_host;
 
+#ifdef OUTBOX_DRIVER_STATIC
+_Thread_local http_sink_t *outbox_http_opened;
+#endif
+
 static int http_init(const outbox_host_t *h, outbox_diag_t *d)
 {
     outbox_http_host = h;
@@ -265,6 +269,9 @@ static int http_open(const outbox_sink_open_t *params, void **handle, outbox_dia
         return rc;
     }
     *handle = h;
+#ifdef OUTBOX_DRIVER_STATIC
+    outbox_http_opened = h;
+#endif
     return OUTBOX_OK;
 }
 

@@ -24,6 +24,15 @@
 
 extern const outbox_host_t *outbox_http_host;
 
+typedef struct http_sink http_sink_t;
+#ifdef OUTBOX_DRIVER_STATIC
+/* Built into a program (the producer ceiling, ceiling.c): the handle the
+ * last successful open on this thread made. The ceiling opens the sink
+ * through the host, as the relay does (the host splits the URI, the
+ * driver reads it), and takes the handle from here. */
+extern _Thread_local http_sink_t *outbox_http_opened;
+#endif
+
 /* What the URI says, kept so the reader can make requests of its own. */
 typedef struct http_config {
     char *base;           /* "http://host:port" (or https), no userinfo */
@@ -47,14 +56,14 @@ typedef struct http_config {
 
 typedef struct http_slot http_slot_t;
 
-typedef struct http_sink {
+struct http_sink {
     http_config_t cfg;
     CURLM *multi;         /* its connection cache keeps the connections alive */
     http_slot_t *slots;   /* cfg.parallel of them, easy handles reused */
     outbox_redactor_t *redactor; /* the URI's secrets, taken out of text the sink quotes */
     int64_t hold_until_us; /* a Retry-After: send nothing before (monotonic) */
     char hold_why[200];
-} http_sink_t;
+};
 
 /* http_wire.c */
 /* The URL of m's delivery: base, the template with "{route}" and
@@ -79,6 +88,12 @@ long outbox_http_retry_after(const char *value, int64_t now_s);
 int outbox_http_signing_key(const char *secret, unsigned char **key, size_t *len);
 /* The persistent options of an easy handle from c: timeouts, TLS, auth. */
 CURLcode outbox_http_easy_setup(CURL *e, const http_config_t *c, char *errbuf);
+
+/* The POST of m on e (set up by outbox_http_easy_setup): url and headers
+ * from outbox_http_url and outbox_http_headers, the payload as the body,
+ * which e reads from m until the request is done. */
+CURLcode outbox_http_post_setup(CURL *e, const char *url, struct curl_slist *headers,
+                                const outbox_message_t *m);
 
 /* http_publish.c */
 int outbox_http_slots_init(http_sink_t *h, outbox_diag_t *d);
