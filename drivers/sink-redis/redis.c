@@ -20,6 +20,10 @@
 
 const outbox_host_t *outbox_redis_host;
 
+#ifdef OUTBOX_DRIVER_STATIC
+_Thread_local redis_sink_t *outbox_redis_opened;
+#endif
+
 static int redis_init(const outbox_host_t *h, outbox_diag_t *d)
 {
     (void)d;
@@ -201,6 +205,9 @@ static int redis_open(const outbox_sink_open_t *params, void **handle, outbox_di
         return rc;
     }
     *handle = h;
+#ifdef OUTBOX_DRIVER_STATIC
+    outbox_redis_opened = h;
+#endif
     return OUTBOX_OK;
 }
 

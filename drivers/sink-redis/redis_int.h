@@ -19,6 +19,15 @@
 
 extern const outbox_host_t *outbox_redis_host;
 
+typedef struct redis_sink redis_sink_t;
+#ifdef OUTBOX_DRIVER_STATIC
+/* Built into a program (the producer ceiling, ceiling.c): the handle the
+ * last successful open on this thread made. The ceiling opens the sink
+ * through the host, as the relay does (the host splits the URI, the
+ * driver reads it), and takes the handle from here. */
+extern _Thread_local redis_sink_t *outbox_redis_opened;
+#endif
+
 /* What the URI says about connecting, kept so the reader can open a
  * connection of its own like the sink's. */
 typedef struct redis_config {
@@ -36,7 +45,7 @@ typedef struct redis_config {
     char *sentinels;
 } redis_config_t;
 
-typedef struct redis_sink {
+struct redis_sink {
     redis_config_t cfg;
     redisContext *c;      /* NULL while not connected: the next call connects */
     bool was_connected;   /* a connection was made before: a new one is a reconnect */
@@ -49,7 +58,7 @@ typedef struct redis_sink {
     bool readonly_seen;   /* a READONLY reply: the server is a replica now */
     char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
     outbox_kit_buf_t out;     /* the commands of a call, kept between calls */
-} redis_sink_t;
+};
 
 /* redis_wire.c */
 /* Appends one command in the Redis protocol: redis_cmd_begin with the
@@ -84,6 +93,13 @@ int outbox_redis_config_copy(const redis_config_t *from, redis_config_t *to);
 void outbox_redis_config_free(redis_config_t *cfg);
 
 /* redis_publish.c */
+/* Appends m's XADD to stream (m's key through the stream template, as
+ * outbox_kit_destination makes it) to b: MAXLEN ~ N when the URI says
+ * so, then the entry's fields: the payload under "data", each CloudEvents
+ * attribute under its own name, partitionkey from the key when no header
+ * gives it. Shared with the producer ceiling (ceiling.c). */
+void outbox_redis_put_xadd(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_message_t *m,
+                           const outbox_kit_buf_t *stream);
 int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d);
 
