@@ -196,14 +196,17 @@ static void collect(hceil_t *c, int *running)
         curl_easy_getinfo(info->easy_handle, CURLINFO_RESPONSE_CODE, &status);
         CURLcode code = info->data.result;
         if ((code != CURLE_OK || status < 200 || status >= 300) && c->failure[0] == '\0') {
-            char why[CURL_ERROR_SIZE];
-            outbox_kit_redact(outbox_http_host, c->h->redactor,
-                              code != CURLE_OK ? (s->errbuf[0] ? s->errbuf : curl_easy_strerror(code))
-                                               : "not a 2xx",
-                              why, sizeof why);
             const char *url = s->url.data ? s->url.data : "";
-            snprintf(c->failure, sizeof c->failure, "POST %.*s: HTTP %ld: %s",
-                     (int)strcspn(url, "?"), url, status, why);
+            int ul = (int)strcspn(url, "?");
+            if (code != CURLE_OK) {
+                char why[CURL_ERROR_SIZE];
+                outbox_kit_redact(outbox_http_host, c->h->redactor,
+                                  s->errbuf[0] ? s->errbuf : curl_easy_strerror(code), why,
+                                  sizeof why);
+                snprintf(c->failure, sizeof c->failure, "POST %.*s failed: %s", ul, url, why);
+            } else {
+                snprintf(c->failure, sizeof c->failure, "POST %.*s: HTTP %ld", ul, url, status);
+            }
         }
         curl_multi_remove_handle(c->multi, info->easy_handle);
         s->busy = 0;

@@ -261,6 +261,7 @@ static inline void tc_expect_usage(const outbox_sink_ceiling_t *c, const char *b
     void *p = NULL;
     char err[512] = "";
     int rc = c->open(bad_uri, &p, err, sizeof err);
+    fprintf(stderr, "refused: %s\n", err);
     ck_assert_msg(rc == OUTBOX_CEILING_USAGE, "open of a bad URI: %d (%s)", rc, err);
     ck_assert_ptr_null(p);
     ck_assert_msg(err[0] != '\0', "no reason given");
@@ -284,9 +285,29 @@ static inline void tc_expect_refused(const outbox_sink_ceiling_t *c, const char 
     } else {
         ck_assert_ptr_null(p);
     }
+    fprintf(stderr, "failed: %s\n", err);
     ck_assert_msg(rc == OUTBOX_CEILING_FAIL, "nothing listens, yet %d (%s)", rc, err);
     ck_assert_msg(err[0] != '\0' && strchr(err, '\n') == NULL, "reason: \"%s\"", err);
     ck_assert_msg(strstr(err, TH_SECRET) == NULL, "the password shows: %s", err);
+}
+
+/* The ceiling opens uri, and a chunk to dest is refused by the broker:
+ * OUTBOX_CEILING_FAIL, with want in the reason. */
+static inline void tc_expect_chunk_refused(const outbox_sink_ceiling_t *c, const char *uri,
+                                           const char *dest, const char *want)
+{
+    tc_register(c);
+    static tc_set_t s;
+    tc_make(&s, dest, dest, dest, 0);
+    void *p = NULL;
+    char err[512] = "";
+    ck_assert_msg(c->open(uri, &p, err, sizeof err) == 0, "open: %s", err);
+    int rc = c->publish(p, s.b, TC_CHUNK, err, sizeof err);
+    c->close(p);
+    fprintf(stderr, "refused chunk: %s\n", err);
+    ck_assert_msg(rc == OUTBOX_CEILING_FAIL, "a refusal, yet %d (%s)", rc, err);
+    ck_assert_msg(strstr(err, want) != NULL && strchr(err, '\n') == NULL,
+                  "reason \"%s\" lacks \"%s\"", err, want);
 }
 
 #endif

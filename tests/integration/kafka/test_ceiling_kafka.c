@@ -29,11 +29,24 @@ END_TEST
 
 START_TEST(ceiling_fails_without_a_broker)
 {
-    /* Port 1: nothing listens; the sink's timeout bounds the wait. */
-    tc_expect_refused(&outbox_ceiling_kafka, "kafka://127.0.0.1:1?timeout=2s", "nowhere");
+    /* Port 1: nothing listens; the password must not show; the sink's
+     * timeout bounds the wait. */
+    tc_expect_refused(&outbox_ceiling_kafka,
+                      th_with_secret("kafka://outbox:{secret}@127.0.0.1:1?timeout=2s&"
+                                     "security.protocol=sasl_plaintext&sasl.mechanism=PLAIN"),
+                      "nowhere");
+}
+END_TEST
+
+START_TEST(ceiling_fails_on_a_refusal)
+{
+    /* A topic that does not exist (the broker creates none on first
+     * use): every report fails, so the chunk does; no retries. */
+    tc_expect_chunk_refused(&outbox_ceiling_kafka, th_uri_with(base_uri, "?timeout=2s"),
+                            th_name("ceil_missing"), "failed");
 }
 END_TEST
 
 TH_SINK_MAIN("ceiling_kafka", 120, "OUTBOX_KAFKA_URI", "kafka", base_uri,
              ceiling_sends_what_the_sink_sends, ceiling_refuses_a_bad_uri,
-             ceiling_fails_without_a_broker)
+             ceiling_fails_without_a_broker, ceiling_fails_on_a_refusal)
