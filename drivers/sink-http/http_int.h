@@ -4,7 +4,8 @@
  * signature, status and Retry-After text), http_publish.c (the libcurl
  * multi loop) and http_inspect.c (destination_create/drop and the reader,
  * through the receiver's inspection protocol), and http.c on top (the
- * URI, open/close and the descriptor). */
+ * URI, open/close and the descriptor), with ceiling.c beside it (the
+ * producer ceiling, built into outbox-bench only). */
 #ifndef OUTBOX_SINK_HTTP_INT_H
 #define OUTBOX_SINK_HTTP_INT_H
 

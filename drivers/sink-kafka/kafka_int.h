@@ -4,7 +4,8 @@
  * configuration, and librdkafka's log lines with secrets masked),
  * kafka_publish.c (the producer, producing and delivery reports),
  * kafka_topic.c (topics, through the producer, and the reader), and
- * kafka.c on top (open/close and the descriptor). */
+ * kafka.c on top (open/close and the descriptor), with ceiling.c beside
+ * it (the producer ceiling, built into outbox-bench only). */
 #ifndef OUTBOX_SINK_KAFKA_INT_H
 #define OUTBOX_SINK_KAFKA_INT_H
 

@@ -4,7 +4,9 @@
  * sent without SIGPIPE; error replies sorted into RETRY and REJECT),
  * redis_conn.c (a connection from the parsed URI: connect, AUTH, SELECT),
  * redis_publish.c and redis_stream.c (publishing; streams and the reader),
- * and redis.c on top (the URI, open/close and the descriptor). */
+ * and redis.c on top (the URI, open/close and the descriptor), with
+ * ceiling.c beside it (the producer ceiling, built into outbox-bench
+ * only). */
 #ifndef OUTBOX_SINK_REDIS_INT_H
 #define OUTBOX_SINK_REDIS_INT_H
 
@@ -93,8 +95,8 @@ int outbox_redis_config_copy(const redis_config_t *from, redis_config_t *to);
 void outbox_redis_config_free(redis_config_t *cfg);
 
 /* redis_publish.c */
-/* Appends m's XADD to stream (m's key through the stream template, as
- * outbox_kit_destination makes it) to b: MAXLEN ~ N when the URI says
+/* Appends the XADD of m to b: to stream (what outbox_kit_destination
+ * makes of m through the stream template), MAXLEN ~ N when the URI says
  * so, then the entry's fields: the payload under "data", each CloudEvents
  * attribute under its own name, partitionkey from the key when no header
  * gives it. Shared with the producer ceiling (ceiling.c). */
