@@ -4,7 +4,8 @@
  * signature, status and Retry-After text), http_publish.c (the libcurl
  * multi loop) and http_inspect.c (destination_create/drop and the reader,
  * through the receiver's inspection protocol), and http.c on top (the
- * URI, open/close and the descriptor). */
+ * URI, open/close and the descriptor), with ceiling.c beside it (the
+ * producer ceiling, built into outbox-bench only). */
 #ifndef OUTBOX_SINK_HTTP_INT_H
 #define OUTBOX_SINK_HTTP_INT_H
 
@@ -23,6 +24,8 @@
 #define HTTP_EXCERPT 160
 
 extern const outbox_host_t *outbox_http_host;
+
+typedef struct http_sink http_sink_t;
 
 /* What the URI says, kept so the reader can make requests of its own. */
 typedef struct http_config {
@@ -47,14 +50,14 @@ typedef struct http_config {
 
 typedef struct http_slot http_slot_t;
 
-typedef struct http_sink {
+struct http_sink {
     http_config_t cfg;
     CURLM *multi;         /* its connection cache keeps the connections alive */
     http_slot_t *slots;   /* cfg.parallel of them, easy handles reused */
     outbox_redactor_t *redactor; /* the URI's secrets, taken out of text the sink quotes */
     int64_t hold_until_us; /* a Retry-After: send nothing before (monotonic) */
     char hold_why[200];
-} http_sink_t;
+};
 
 /* http_wire.c */
 /* The URL of m's delivery: base, the template with "{route}" and
@@ -79,6 +82,12 @@ long outbox_http_retry_after(const char *value, int64_t now_s);
 int outbox_http_signing_key(const char *secret, unsigned char **key, size_t *len);
 /* The persistent options of an easy handle from c: timeouts, TLS, auth. */
 CURLcode outbox_http_easy_setup(CURL *e, const http_config_t *c, char *errbuf);
+
+/* The POST of m on e (set up by outbox_http_easy_setup): url and headers
+ * from outbox_http_url and outbox_http_headers, the payload as the body,
+ * which e reads from m until the request is done. */
+CURLcode outbox_http_post_setup(CURL *e, const char *url, struct curl_slist *headers,
+                                const outbox_message_t *m);
 
 /* http_publish.c */
 int outbox_http_slots_init(http_sink_t *h, outbox_diag_t *d);

@@ -221,13 +221,7 @@ static int start(http_sink_t *h, http_slot_t *s, const outbox_message_t *msgs, s
     s->excerpt[0] = '\0';
     s->excerpt_len = 0;
     s->retry_after[0] = s->location[0] = s->errbuf[0] = '\0';
-    CURLcode rc = curl_easy_setopt(s->easy, CURLOPT_URL, s->url.data);
-    if (rc == CURLE_OK)
-        rc = curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
-    if (rc == CURLE_OK)
-        rc = curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)m->payload_len);
-    if (rc == CURLE_OK)
-        rc = curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, m->payload);
+    CURLcode rc = outbox_http_post_setup(s->easy, s->url.data, s->headers, m);
     if (rc != CURLE_OK) {
         outbox_kit_result(&results[i],
                           rc == CURLE_URL_MALFORMAT ? OUTBOX_PUBLISH_REJECT : OUTBOX_PUBLISH_RETRY,

@@ -285,3 +285,16 @@ CURLcode outbox_http_easy_setup(CURL *e, const http_config_t *c, char *errbuf)
 #undef SET
     return rc;
 }
+
+CURLcode outbox_http_post_setup(CURL *e, const char *url, struct curl_slist *headers,
+                                const outbox_message_t *m)
+{
+    CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)m->payload_len);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(e, CURLOPT_POSTFIELDS, m->payload);
+    return rc;
+}

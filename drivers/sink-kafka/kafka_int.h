@@ -4,7 +4,8 @@
  * configuration, and librdkafka's log lines with secrets masked),
  * kafka_publish.c (the producer, producing and delivery reports),
  * kafka_topic.c (topics, through the producer, and the reader), and
- * kafka.c on top (open/close and the descriptor). */
+ * kafka.c on top (open/close and the descriptor), with ceiling.c beside
+ * it (the producer ceiling, built into outbox-bench only). */
 #ifndef OUTBOX_SINK_KAFKA_INT_H
 #define OUTBOX_SINK_KAFKA_INT_H
 
@@ -22,6 +23,8 @@
 #define KAFKA_ELECTION_MS 15000
 
 extern const outbox_host_t *outbox_kafka_host;
+
+typedef struct kafka_sink kafka_sink_t;
 
 /* One name=value the driver hands to librdkafka as it stands (after a
  * NAME_env value was read from the environment). */
@@ -60,7 +63,7 @@ typedef struct kafka_config {
     char shown[256];      /* the URI without secrets, for messages */
 } kafka_config_t;
 
-typedef struct kafka_sink {
+struct kafka_sink {
     kafka_config_t cfg;
     rd_kafka_t *rk;     /* the producer; NULL until (re)made by outbox_kafka_producer */
     size_t pending;     /* messages in librdkafka's hands without a delivery report */
@@ -69,7 +72,7 @@ typedef struct kafka_sink {
     int defer_ok;       /* the host takes OUTBOX_PUBLISH_DEFER */
     struct kafka_block *kept; /* earlier calls' slots holding messages still in hand */
     char fatal[256];    /* why the producer was given up, for the next messages */
-} kafka_sink_t;
+};
 
 /* kafka_conf.c */
 int outbox_kafka_config_parse(const outbox_uri_t *uri, kafka_config_t *cfg, outbox_diag_t *d);
@@ -95,6 +98,13 @@ int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d);
 void outbox_kafka_producer_drop(kafka_sink_t *k);
 /* Frees what earlier calls kept (at close, after the producer is gone). */
 void outbox_kafka_kept_free(kafka_sink_t *k);
+/* Hands m to librdkafka for topic, as the sink sends every message: key,
+ * payload and the CloudEvents attributes as headers in the Kafka binding's
+ * binary mode (ce_NAME, content-type, traceparent); opaque is the message's
+ * delivery report opaque. The error of rd_kafka_producev (nothing is
+ * queued then). Shared with the producer ceiling (ceiling.c). */
+rd_kafka_resp_err_t outbox_kafka_produce(rd_kafka_t *rk, const char *topic,
+                                         const outbox_message_t *m, void *opaque);
 int outbox_kafka_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d);
 

@@ -220,6 +220,27 @@ static const char *kafka_header_name(const char *ce, char *buf, size_t size)
     return buf;
 }
 
+rd_kafka_resp_err_t outbox_kafka_produce(rd_kafka_t *rk, const char *topic,
+                                         const outbox_message_t *m, void *opaque)
+{
+    rd_kafka_headers_t *hs = rd_kafka_headers_new(m->n_headers);
+    for (size_t h = 0; h < m->n_headers; h++) {
+        char name[80];
+        if (m->headers[h].name == NULL || m->headers[h].value == NULL)
+            continue;
+        rd_kafka_header_add(hs, kafka_header_name(m->headers[h].name, name, sizeof name), -1,
+                            m->headers[h].value, -1);
+    }
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(m->key, m->key ? strlen(m->key) : 0),
+        RD_KAFKA_V_VALUE((void *)m->payload, m->payload_len),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hs),
+        RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_headers_destroy(hs);
+    return e;
+}
+
 /* Hands msgs[i] to librdkafka; RD_KAFKA_RESP_ERR_NO_ERROR once it is queued. */
 static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *m, slot_t *s,
                                        outbox_kit_buf_t *topic, int64_t deadline)
@@ -229,31 +250,17 @@ static rd_kafka_resp_err_t produce_one(kafka_sink_t *k, const outbox_message_t *
     if (topic->failed)
         return RD_KAFKA_RESP_ERR__CRIT_SYS_RESOURCE;
     for (;;) {
-        rd_kafka_headers_t *hs = rd_kafka_headers_new(m->n_headers);
-        for (size_t h = 0; h < m->n_headers; h++) {
-            char name[80];
-            if (m->headers[h].name == NULL || m->headers[h].value == NULL)
-                continue;
-            rd_kafka_header_add(hs, kafka_header_name(m->headers[h].name, name, sizeof name), -1,
-                                m->headers[h].value, -1);
-        }
         s->state = SLOT_SENT;
         s->call = k->call;
         s->sent_us = H->monotonic_us();
         k->pending++;
         k->waiting++;
-        rd_kafka_resp_err_t e = rd_kafka_producev(
-            k->rk, RD_KAFKA_V_TOPIC(topic->data),
-            RD_KAFKA_V_KEY(m->key, m->key ? strlen(m->key) : 0),
-            RD_KAFKA_V_VALUE((void *)m->payload, m->payload_len),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hs),
-            RD_KAFKA_V_OPAQUE(s), RD_KAFKA_V_END);
+        rd_kafka_resp_err_t e = outbox_kafka_produce(k->rk, topic->data, m, s);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             return e;
         s->state = SLOT_NONE;
         k->pending--;
         k->waiting--;
-        rd_kafka_headers_destroy(hs);
         /* A full local queue drains as reports come in. */
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || H->monotonic_us() >= deadline)
             return e;

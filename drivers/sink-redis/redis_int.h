@@ -4,7 +4,9 @@
  * sent without SIGPIPE; error replies sorted into RETRY and REJECT),
  * redis_conn.c (a connection from the parsed URI: connect, AUTH, SELECT),
  * redis_publish.c and redis_stream.c (publishing; streams and the reader),
- * and redis.c on top (the URI, open/close and the descriptor). */
+ * and redis.c on top (the URI, open/close and the descriptor), with
+ * ceiling.c beside it (the producer ceiling, built into outbox-bench
+ * only). */
 #ifndef OUTBOX_SINK_REDIS_INT_H
 #define OUTBOX_SINK_REDIS_INT_H
 
@@ -18,6 +20,8 @@
 #define REDIS_SINK_NAME "redis"
 
 extern const outbox_host_t *outbox_redis_host;
+
+typedef struct redis_sink redis_sink_t;
 
 /* What the URI says about connecting, kept so the reader can open a
  * connection of its own like the sink's. */
@@ -36,7 +40,7 @@ typedef struct redis_config {
     char *sentinels;
 } redis_config_t;
 
-typedef struct redis_sink {
+struct redis_sink {
     redis_config_t cfg;
     redisContext *c;      /* NULL while not connected: the next call connects */
     bool was_connected;   /* a connection was made before: a new one is a reconnect */
@@ -49,7 +53,7 @@ typedef struct redis_sink {
     bool readonly_seen;   /* a READONLY reply: the server is a replica now */
     char shown[OUTBOX_MESSAGE_MAX / 2]; /* the URI without secrets, for messages */
     outbox_kit_buf_t out;     /* the commands of a call, kept between calls */
-} redis_sink_t;
+};
 
 /* redis_wire.c */
 /* Appends one command in the Redis protocol: redis_cmd_begin with the
@@ -84,6 +88,13 @@ int outbox_redis_config_copy(const redis_config_t *from, redis_config_t *to);
 void outbox_redis_config_free(redis_config_t *cfg);
 
 /* redis_publish.c */
+/* Appends the XADD of m to b: to stream (what outbox_kit_destination
+ * makes of m through the stream template), MAXLEN ~ N when the URI says
+ * so, then the entry's fields: the payload under "data", each CloudEvents
+ * attribute under its own name, partitionkey from the key when no header
+ * gives it. Shared with the producer ceiling (ceiling.c). */
+void outbox_redis_put_xadd(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_message_t *m,
+                           const outbox_kit_buf_t *stream);
 int outbox_redis_publish(void *handle, const outbox_message_t *msgs, size_t n,
                          outbox_publish_result_t *results, outbox_diag_t *d);
 

@@ -141,8 +141,8 @@ static int local_check(const redis_sink_t *h, const outbox_message_t *m, outbox_
     return 0;
 }
 
-static void put_xadd(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_message_t *m,
-                     const outbox_kit_buf_t *stream)
+void outbox_redis_put_xadd(const redis_sink_t *h, outbox_kit_buf_t *b, const outbox_message_t *m,
+                           const outbox_kit_buf_t *stream)
 {
     size_t bytes;
     size_t nf = field_count(m, &bytes);
@@ -345,7 +345,7 @@ static long exchange(redis_sink_t *h, const outbox_message_t *msgs, outbox_kit_k
         if (run->count == 1) {
             outbox_kit_buf_reset(stream);
             outbox_kit_destination(stream, h->stream_tpl, &msgs[run->first]);
-            put_xadd(h, out, &msgs[run->first], stream);
+            outbox_redis_put_xadd(h, out, &msgs[run->first], stream);
         } else {
             put_eval(h, out, msgs, k, run, stream);
         }

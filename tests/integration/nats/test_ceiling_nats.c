@@ -26,7 +26,7 @@ END_TEST
 
 START_TEST(same_wire_as_sink)
 {
-    tc_expect_same_wire(ceiling, nats_uri, 1);
+    tc_expect_sink_equals_ceiling(ceiling, nats_uri, 1, 0);
 }
 END_TEST
 
@@ -34,7 +34,7 @@ START_TEST(bad_uri_is_usage)
 {
     /* Refused by the driver's own parser, or the host's, the password
      * masked. */
-    tc_register(ceiling, nats_uri);
+    tc_register(ceiling);
     tc_expect_open_fails(ceiling, "nats://alice:" TH_SECRET "@127.0.0.1:4222/s?timeout=ten",
                          OUTBOX_CEILING_USAGE);
     tc_expect_open_fails(ceiling, "nats://alice:" TH_SECRET "@127.0.0.1:4222/s?bogus=1",
@@ -46,7 +46,7 @@ END_TEST
 
 START_TEST(refused_port_fails)
 {
-    tc_register(ceiling, nats_uri);
+    tc_register(ceiling);
     tc_expect_open_fails(ceiling,
                          "nats://alice:" TH_SECRET "@127.0.0.1:1/s?connect_timeout=500ms",
                          OUTBOX_CEILING_FAIL);
@@ -57,7 +57,7 @@ START_TEST(open_then_close)
 {
     /* The bench opens the ceiling once before staging, to refuse a URI it
      * cannot serve, and closes it without a publish. */
-    tc_register(ceiling, nats_uri);
+    tc_register(ceiling);
     void *p = tc_open(ceiling, nats_uri);
     ceiling->close(p);
 }
@@ -67,13 +67,13 @@ START_TEST(refused_chunk_fails)
 {
     /* No stream captures the subject: JetStream has no responder. The
      * chunk fails, and the producer still publishes and closes. */
-    tc_register(ceiling, nats_uri);
+    tc_register(ceiling);
     char nostream[64], dest[64];
     snprintf(nostream, sizeof nostream, "%s", th_name("ceil_nostream"));
     outbox_sink_t *k = th_open_dest(nats_uri, "ceil_after", dest);
     void *p = tc_open(ceiling, nats_uri);
-    tc_expect_chunk_fails(ceiling, p, nostream);
-    tc_expect_chunk_ok(ceiling, p, dest);
+    tc_expect_chunk(ceiling, p, nostream, 0);
+    tc_expect_chunk(ceiling, p, dest, 1);
     ceiling->close(p);
     th_drop(k, dest);
     outbox_sink_close(k);
@@ -84,7 +84,7 @@ START_TEST(server_killed_fails)
 {
     /* A private server killed after a chunk: the next fails within the
      * sink's timeout (its PubAcks abandoned), and close does not crash. */
-    tc_register(ceiling, nats_uri);
+    tc_register(ceiling);
     char uri[256];
     const char *dir = th_private_dir("killed");
     th_service_start("", dir, "OUTBOX_NATS_URI", uri, sizeof uri);
@@ -92,9 +92,9 @@ START_TEST(server_killed_fails)
     outbox_sink_t *k = th_open_sink(uri);
     th_create(k, "ceil_killed");
     void *p = tc_open(ceiling, uri);
-    tc_expect_chunk_ok(ceiling, p, "ceil_killed");
+    tc_expect_chunk(ceiling, p, "ceil_killed", 1);
     th_service("kill", th_private_dir("killed"));
-    tc_expect_chunk_fails(ceiling, p, "ceil_killed");
+    tc_expect_chunk(ceiling, p, "ceil_killed", 0);
     ceiling->close(p);
     outbox_sink_close(k);
 }
