@@ -1,101 +1,162 @@
 #!/usr/bin/env bash
-# Runs the throughput matrix of docs/performance.md and prints each JSON line
-# and then a Markdown table.
+# The one throughput table of docs/performance.md: every store with the
+# default sink and with every sink given, each run's JSON line kept, then a
+# caption and one Markdown table on stdout.
 #
-#   tools/bench/matrix.sh BENCH STORE_URI [EVENTS] [REPEAT] [BENCH_OPTION...]
+#   tools/bench/matrix.sh BENCH "STORE_URI..." ["SINK_URI..."] [EVENTS] [REPEAT]
 #
 # BENCH is the outbox-bench executable (e.g. build/tools/bench/outbox-bench);
 # OUTBOX_DRIVER_PATH must find the drivers when they are not installed.
-# BENCH_OPTIONs go to every run, e.g. --driver ./store-mine.so (then the
-# ceiling columns are left out: there is none).
+# Each store gets one row per batch and pipeline with outbox-bench's default
+# sink (null:, which discards every message: the store alone), then the same
+# for each sink URI. EVENTS defaults to 50000, REPEAT (rounds) to 3.
 #
-#   tools/bench/matrix.sh --sinks BENCH "STORE_URI..." "SINK_URI..." [EVENTS] [REPEAT]
+# Environment:
+#   BATCHES         batch sizes, e.g. "100 1000" (default "1000")
+#   PIPELINES       pipeline depths, e.g. "1 4" (default: the relay's own,
+#                   no --pipeline given)
+#   WORKERS         relays (default 1)
+#   KEYS            ordering keys (default 100)
+#   EVENTS_<SCHEME> events for the stores of that URI scheme, upper case,
+#                   e.g. EVENTS_MONGODB=3000
+#   BENCH_OPTS      further outbox-bench options for every run, split on
+#                   blanks, e.g. "--driver ./store-mine.so"
+#   MATRIX_JSON     a file to append each run's JSON line to (default: stderr)
 #
-# The sinks' table instead: every store with every sink, batch 100 and 1000,
-# one relay with its pipeline off (1) and on (PIPELINES, default "1 4"),
-# each line with the same run's store and producer ceilings; then one
-# Markdown table of all of them.
+# A run that fails has its stderr shown and a "failed: ..." row; the others
+# still run, and the script exits 1 at the end. URIs may hold passwords: the
+# caption and the table name stores and sinks by their scheme alone.
 set -euo pipefail
-if [ "${1:-}" = --sinks ]; then
-    [ $# -ge 4 ] || { echo "usage: $0 --sinks BENCH \"STORE_URI...\" \"SINK_URI...\" [EVENTS] [REPEAT]" >&2; exit 2; }
-    bench=$2 stores=$3 sinks=$4 events=${5:-50000} repeat=${6:-3}
-    out=$(mktemp)
-    trap 'rm -f "$out"' EXIT
-    for store in $stores; do
-        for sink in $sinks; do
-            for batch in 100 1000; do
-                for pipeline in ${PIPELINES:-1 4}; do
-                    "$bench" --store "$store" --sink "$sink" --events "$events" --repeat "$repeat" \
-                        --batch "$batch" --pipeline "$pipeline" | tee -a "$out"
-                done
+
+usage() {
+    echo "usage: $0 BENCH \"STORE_URI...\" [\"SINK_URI...\"] [EVENTS] [REPEAT]" >&2
+    exit 2
+}
+whole() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
+
+[ $# -ge 2 ] && [ $# -le 5 ] || usage
+bench=$1 stores=$2 sinks=${3:-} events=${4:-50000} repeat=${5:-3}
+[ -n "${stores// /}" ] || usage
+whole "$events" && whole "$repeat" || usage
+[ -x "$bench" ] || { echo "$0: $bench is not an executable" >&2; exit 2; }
+for v in ${BATCHES:-1000} ${PIPELINES:-} ${WORKERS:-1}; do
+    whole "$v" || { echo "$0: BATCHES, PIPELINES and WORKERS take whole numbers, got \"$v\"" >&2; exit 2; }
+done
+[[ ${KEYS:-100} =~ ^[0-9]+$ ]] || { echo "$0: KEYS takes a whole number, got \"$KEYS\"" >&2; exit 2; }
+read -ra extra <<< "${BENCH_OPTS:-}"
+
+scheme() { printf '%s' "${1%%:*}"; }
+# sed: a URI's user:password@ as ***@.
+userinfo='s#([A-Za-z][A-Za-z0-9+.-]*://)[^ /@]*@#\1***@#g'
+# A message without the run's URIs (each becomes its scheme) or any
+# user:password@ left in it.
+mask() {
+    local text=$1 uri
+    text=$(printf '%s' "$text" | sed -E "$userinfo")
+    for uri in "${@:2}"; do
+        [ -z "$uri" ] || uri=$(printf '%s' "$uri" | sed -E "$userinfo")
+        [ -z "$uri" ] || text=${text//"$uri"/"$(scheme "$uri"):…"}
+    done
+    printf '%s' "$text"
+}
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+# Events for a store: EVENTS_<SCHEME> when set, else EVENTS.
+store_events() {
+    local name
+    name=EVENTS_$(scheme "$1" | tr '[:lower:]' '[:upper:]' | tr -c 'A-Z0-9\n' '_')
+    printf '%s' "${!name:-$events}"
+}
+
+rows=$(mktemp) err=$(mktemp) out=$(mktemp)
+trap 'rm -f "$rows" "$err" "$out"' EXIT
+
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+load_before=$(loadavg)
+failed=0
+overrides=""
+for store in $stores; do
+    n=$(store_events "$store")
+    if [ "$n" != "$events" ]; then
+        whole "$n" || { echo "$0: EVENTS_ for $(scheme "$store") is not a whole number" >&2; exit 2; }
+        case " $overrides " in *" $(scheme "$store"): "*) ;; *) overrides+=" $(scheme "$store"): $n";; esac
+    fi
+    for sink in "" $sinks; do
+        for batch in ${BATCHES:-1000}; do
+            for pipeline in ${PIPELINES:-default}; do
+                args=(--store "$store" --events "$n" --repeat "$repeat" --batch "$batch"
+                      --workers "${WORKERS:-1}" --keys "${KEYS:-100}")
+                [ -z "$sink" ] || args+=(--sink "$sink")
+                [ "$pipeline" = default ] || args+=(--pipeline "$pipeline")
+                label=$([ -n "$sink" ] && scheme "$sink" || echo "none (null:)")
+                echo "matrix: $(scheme "$store") to $label, batch $batch, pipeline $pipeline, $n events" >&2
+                rc=0
+                "$bench" "${args[@]}" "${extra[@]}" >"$out" 2>"$err" || rc=$?
+                cat "$err" >&2
+                line=$(grep -m1 '^{' "$out" || true)
+                if [ "$rc" -eq 0 ] && [ -n "$line" ]; then
+                    if [ -n "${MATRIX_JSON:-}" ]; then
+                        printf '%s\n' "$line" >>"$MATRIX_JSON"
+                    else
+                        printf '%s\n' "$line" >&2
+                    fi
+                    printf 'ok\t%s\t%s\t%s\t%s\t%s\n' "$(scheme "$store")" "$label" "$batch" \
+                        "$pipeline" "$line" >>"$rows"
+                else
+                    # The bench's first line that is not a note says why.
+                    why=$(grep -v -m1 '^outbox-bench: note:' "$err" || true)
+                    [ -n "$why" ] || why="exit $rc, no JSON line"
+                    why=$(mask "$why" "$store" "$sink")
+                    printf 'failed\t%s\t%s\t%s\t%s\t%s\n' "$(scheme "$store")" "$label" "$batch" \
+                        "$pipeline" "${why//$'\t'/ }" >>"$rows"
+                    failed=1
+                fi
             done
         done
     done
-    python3 - "$out" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def scheme(uri):
-    return uri.split(":", 1)[0]
-print()
-print("| sink | store | batch | pipeline | relay events/s | store ceiling | producer ceiling "
-      "| ratio to lesser | rounds | serial bound | relay / serial bound | CPU bound "
-      "| busy CPUs: relay, store, producer | load |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
-for r in rows:
-    store, prod = r["ceiling_events_per_s"], r["producer_ceiling_events_per_s"]
-    serial = 1 / (1 / store + 1 / prod) if store and prod else 0
-    busy = r.get("busy_cores")
-    bound = r.get("cpu_bound_ratio")
-    print("| %s | %s | %d | %d | %d | %d | %d | **%.2f** | %s | %d | %.2f | %s | %s | %.1f |" % (
-        scheme(r["sink"]), scheme(r["store"]), r["batch"], r["pipeline"], r["events_per_s"],
-        store, prod, r["ratio_to_lesser"], " ".join("%.2f" % x for x in r["ratios_to_lesser"]),
-        serial, r["events_per_s"] / serial if serial else 0,
-        "%.2f" % bound if bound is not None else "-",
-        "%.2f, %.2f, %.2f" % (busy["relay"], busy["store_ceiling"], busy["producer_ceiling"])
-        if busy else "-", r["loadavg"]))
-PY
-    exit 0
-fi
-[ $# -ge 2 ] || { echo "usage: $0 BENCH STORE_URI [EVENTS] [REPEAT] [BENCH_OPTION...]" >&2; exit 2; }
-bench=$1 store=$2 events=${3:-100000} repeat=${4:-3}
-shift $(( $# < 4 ? $# : 4 ))
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-for workers in 1 2; do
-    for keys in 0 100; do
-        for batch in 100 1000; do
-            "$bench" --store "$store" --events "$events" --repeat "$repeat" \
-                --batch "$batch" --keys "$keys" --workers "$workers" "$@" | tee -a "$out"
-        done
-    done
 done
-python3 - "$out" <<'PY'
+load_after=$(loadavg)
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "$commit" != unknown ] && [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ]; then
+    commit+="+dirty"
+fi
+model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n1)
+per_store=""
+[ -z "$overrides" ] || per_store=" (${overrides# })"
+echo "Measured $started at commit $commit on $(nproc) CPUs (${model:-model unknown}), load average" \
+     "$load_before to $load_after; $events events$per_store, $repeat round$([ "$repeat" = 1 ] || echo s) each, medians."
+echo
+
+python3 - "$rows" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print()
-ceiling = any(r.get("ceiling_events_per_s") is not None for r in rows)
-ref = any(r.get("reference_events_per_s") for r in rows)
-if not ceiling:
-    # Without a ceiling: the relay's numbers alone.
-    print("| workers | keys | batch | relay events/s | rounds | relay CPU s | CPU s / 1k events "
-          "| peak RSS KiB |")
-    print("|---:|---:|---:|---:|---|---:|---:|---:|")
-    for r in rows:
-        print("| %d | %d | %d | %d | %s | %.2f | %.4f | %d |" % (
-            r["workers"], r["keys"], r["batch"], r["events_per_s"],
-            " ".join("%d" % x for x in r["events_per_s_rounds"]), r["cpu_s"],
-            r["cpu_s_per_1k_events"], r["peak_rss_kb"]))
-    sys.exit(0)
-print("| workers | keys | batch | relay events/s | ceiling events/s | ratio (median) | ratios |"
-      + (" reference events/s | relay / reference |" if ref else "")
-      + " relay CPU s | ceiling CPU s | peak RSS KiB |")
-print("|---:|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if ref else "") + "---:|---:|---:|")
-for r in rows:
-    extra = ""
-    if ref:
-        extra = " %d | %.2f |" % (r["reference_events_per_s"] or 0, r["reference_ratio"] or 0)
-    print("| %d | %d | %d | %d | %d | %.2f | %s |%s %.2f | %.2f | %d |" % (
-        r["workers"], r["keys"], r["batch"], r["events_per_s"], r["ceiling_events_per_s"],
-        r["ratio"], " ".join("%.2f" % x for x in r["ratios"]), extra, r["cpu_s"],
-        r["ceiling_cpu_s"], r["peak_rss_kb"]))
+
+def num(v, fmt="%d"):
+    return "–" if v is None else fmt % v
+
+def cell(text):
+    return text.replace("|", "\\|")
+
+print("| store | sink | batch | pipeline | relay events/s | store ceiling events/s "
+      "| producer ceiling events/s | ratio to the lesser ceiling (median) | ratios per round "
+      "| relay CPU ms per 1k events | load |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+for raw in open(sys.argv[1], encoding="utf-8"):
+    status, store, sink, batch, pipeline, rest = raw.rstrip("\n").split("\t", 5)
+    if status != "ok":
+        print("| %s | %s | %s | %s | failed: %s | – | – | – | – | – | – |"
+              % (store, sink, batch, pipeline, cell(rest)))
+        continue
+    r = json.loads(rest)
+    # The line without a ceiling has no pipeline key: the depth asked for.
+    depth = r.get("pipeline", pipeline)
+    rounds = r.get("ratios_to_lesser")
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        store, sink, r["batch"], depth, num(r["events_per_s"]),
+        num(r.get("ceiling_events_per_s")), num(r.get("producer_ceiling_events_per_s")),
+        num(r.get("ratio_to_lesser"), "**%.2f**"),
+        " ".join("%.2f" % x for x in rounds) if rounds else "–",
+        num(r["cpu_s_per_1k_events"] * 1000, "%.1f"), num(r.get("loadavg"), "%.1f")))
 PY
+exit "$failed"
