@@ -227,10 +227,11 @@ int bench_ceiling_open(const outbox_store_ceiling_t *c, const char *uri, void **
  * + mark), o->workers at o->batch until o->events rows are published. */
 int bench_ceiling_drain(const bench_opts_t *o, void *db, const char *relation, int reference,
                         bench_drain_t *out, char *err, size_t errlen);
-/* Recreates relation empty with the shipped schema and fills it with a
- * copy of the backlog. */
+/* Recreates relation empty with the shipped schema (only the canonical
+ * table's indexes when two_index) and fills it with a copy of the backlog
+ * (relay.c). */
 int bench_fresh_copy(const bench_opts_t *o, void *db, const char *backlog, const char *relation,
-                     char *err, size_t errlen);
+                     int two_index, char *err, size_t errlen);
 
 /* --------------------------------------- what the relay will publish */
 

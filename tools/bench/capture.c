@@ -154,7 +154,7 @@ int bench_capture_messages(const bench_opts_t *o, void *db, const char *backlog,
 {
     int rc = bench_sink_register(&cap_sink, err, errlen);
     if (rc == 0)
-        rc = bench_fresh_copy(o, db, backlog, relation, err, errlen);
+        rc = bench_fresh_copy(o, db, backlog, relation, 0, err, errlen);
     /* One relay, as the relay side runs it but for its sink: no metrics,
      * no tracing, no warm-up message. */
     bench_opts_t co = *o;

@@ -1,18 +1,13 @@
 /* outbox-bench: the producer ceilings (outbox/ceiling.h, beside their
  * sink drivers: drivers/sink-NAME/ceiling.c), which one serves a sink URI
- * and the one loop that drives any of them; and the relay's share of the
- * resident set.
+ * and the one loop that drives any of them.
  *
  * A producer ceiling was compiled with its sink driver's sources; that
  * driver is registered before the bench opens the sink, so the relays it
  * measures publish through the same code as the bare client. */
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include <outbox/ceiling.h>
 
@@ -113,57 +108,4 @@ int bench_producer_drain(const bench_opts_t *o, const outbox_sink_ceiling_t *c,
     if (p)
         c->close(p);
     return rc;
-}
-
-/* ------------------------------------------------------ resident set */
-
-static long status_kb(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':') {
-            v = strtol(line + n + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-long bench_rss_kb(void)
-{
-    return status_kb("VmRSS");
-}
-
-long bench_hwm_kb(void)
-{
-    return status_kb("VmHWM");
-}
-
-/* The high-water marks a reset took away, so that bench_peak_rss_kb()
- * still reports the whole run's peak. */
-static atomic_long hwm_before_resets;
-
-long bench_peak_before_resets_kb(void)
-{
-    return atomic_load(&hwm_before_resets);
-}
-
-int bench_hwm_reset(void)
-{
-    long hwm = bench_hwm_kb();
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > hwm)
-        hwm = ru.ru_maxrss;
-    if (hwm > atomic_load(&hwm_before_resets))
-        atomic_store(&hwm_before_resets, hwm);
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f)
-        return -1;
-    int ok = fputs("5", f) >= 0;
-    return fclose(f) == 0 && ok ? 0 : -1;
 }
