@@ -26,7 +26,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "outbox/driver.h"
 #include "outbox/outbox.h"
@@ -136,60 +135,21 @@ typedef struct outbox_sink_ceiling {
     void (*close)(void *producer);
 } outbox_sink_ceiling_t;
 
-/* For a ceiling's own files: opens uri with the store driver the ceiling
- * was compiled with (driver, which the caller registered first; name is
- * its registered name) on relation with flags, and hands back the
- * driver's own handle. A URI the driver refuses is OUTBOX_CEILING_USAGE,
- * any other failure OUTBOX_CEILING_FAIL, with the driver's one line. */
-static inline int outbox_ceiling_store_open(const outbox_driver_t *driver, const char *name,
-                                            const char *uri, const char *relation,
-                                            uint32_t flags, outbox_store_t **s, void **handle,
-                                            char *err, size_t errlen)
-{
-    outbox_store_options_t so = {.struct_size = sizeof so, .relation = relation,
-                                 .driver = name, .flags = flags};
-    outbox_diag_t d = {0};
-    *handle = NULL;
-    if (outbox_store_open(uri, &so, s, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
-        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
-    }
-    if (outbox_store_driver(*s) != driver) {
-        outbox_store_close(*s);
-        *s = NULL;
-        snprintf(err, errlen, "the %s ceiling's driver is not registered", name);
-        return OUTBOX_CEILING_FAIL;
-    }
-    *handle = outbox_store_driver_handle(*s);
-    return 0;
-}
-
-/* For a producer ceiling's own files: opens the sink uri with the sink
- * driver the ceiling was compiled with (driver, which the caller
- * registered first; name is its registered name), so that the core's URI
- * parser and the driver's own open configure and connect it, and hands
- * back the driver's own handle. A URI refused is OUTBOX_CEILING_USAGE, any
- * other failure OUTBOX_CEILING_FAIL, with the driver's one line (secrets
- * masked, as the driver masks them). */
-static inline int outbox_ceiling_sink_open(const outbox_driver_t *driver, const char *name,
-                                           const char *uri, outbox_sink_t **k, void **handle,
-                                           char *err, size_t errlen)
-{
-    outbox_sink_options_t so = {.struct_size = sizeof so, .driver = name};
-    outbox_diag_t d = {0};
-    *handle = NULL;
-    if (outbox_sink_open(uri, &so, k, &d) != OUTBOX_OK) {
-        snprintf(err, errlen, "%s", d.message);
-        return d.code == OUTBOX_EINVAL ? OUTBOX_CEILING_USAGE : OUTBOX_CEILING_FAIL;
-    }
-    if (outbox_sink_driver(*k) != driver) {
-        outbox_sink_close(*k);
-        *k = NULL;
-        snprintf(err, errlen, "the %s producer ceiling's driver is not registered", name);
-        return OUTBOX_CEILING_FAIL;
-    }
-    *handle = outbox_sink_driver_handle(*k);
-    return 0;
-}
+/* For a ceiling's own files (core/ceiling.c). outbox_ceiling_store_open
+ * opens uri with the store driver the ceiling was compiled with (driver,
+ * which the caller registered first; name is its registered name) on
+ * relation with flags; outbox_ceiling_sink_open opens the sink uri the
+ * same way, so that the core's URI parser and the driver's own open
+ * configure and connect it. Each hands back the driver's own handle and,
+ * in *s or *k, the host's handle to close. A URI the driver refuses is
+ * OUTBOX_CEILING_USAGE, any other failure OUTBOX_CEILING_FAIL, with the
+ * driver's one line in err (secrets masked as the driver masks them). */
+OUTBOX_API int outbox_ceiling_store_open(const outbox_driver_t *driver, const char *name,
+                                         const char *uri, const char *relation, uint32_t flags,
+                                         outbox_store_t **s, void **handle, char *err,
+                                         size_t errlen);
+OUTBOX_API int outbox_ceiling_sink_open(const outbox_driver_t *driver, const char *name,
+                                        const char *uri, outbox_sink_t **k, void **handle,
+                                        char *err, size_t errlen);
 
 #endif
