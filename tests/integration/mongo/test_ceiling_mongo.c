@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mongot.h"
 #include "outbox/ceiling.h"
 #include "outbox/driver.h"
 #include "outbox/outbox.h"
@@ -39,9 +40,6 @@ extern const outbox_store_ceiling_t outbox_ceiling_mongo;
 #define MAX_CMDS 512
 #define LEASE_US 30000000LL
 
-static char uri[1024];
-static char dbname[64];
-static mongoc_client_t *client; /* the test's own, never recorded */
 
 /* --------------------------------------------------- what the server got */
 
@@ -284,30 +282,6 @@ static size_t cmds_count(const cmds_t *c, const char *part)
 
 /* ------------------------------------------------------------- the data */
 
-static const char *server_uri(void)
-{
-    return th_need_env("OUTBOX_MONGO_URI", TH_START_SERVICE("ferretdb"));
-}
-
-/* OUTBOX_MONGO_URI with the database replaced by dbname. */
-static void case_uri(void)
-{
-    const char *u = server_uri();
-    const char *host = strstr(u, "://");
-    ck_assert_msg(host != NULL, "OUTBOX_MONGO_URI %s has no scheme", u);
-    const char *path = strchr(host + 3, '/');
-    ck_assert_msg(path != NULL, "OUTBOX_MONGO_URI %s names no database", u);
-    const char *query = strchr(path, '?');
-    snprintf(uri, sizeof uri, "%.*s/%s%s", (int)(path - u), u, dbname, query ? query : "");
-}
-
-static void drop_db(void)
-{
-    mongoc_database_t *db = mongoc_client_get_database(client, dbname);
-    mongoc_database_drop(db, NULL);
-    mongoc_database_destroy(db);
-}
-
 static outbox_store_t *open_store(uint32_t flags)
 {
     outbox_store_options_t o = {.struct_size = sizeof o, .relation = "outbox", .flags = flags};
@@ -325,7 +299,7 @@ static outbox_store_t *open_store(uint32_t flags)
  * row _ids (new each time) into row_ids in claim order. */
 static void fresh_backlog(void)
 {
-    drop_db();
+    mt_drop_db();
     memset(row_ids, 0, sizeof row_ids);
     outbox_store_t *s = open_store(OUTBOX_OPEN_SCHEMA_ONLY);
     outbox_schema_opts_t so = {.struct_size = sizeof so, .relation = "outbox"};
@@ -383,28 +357,14 @@ static long count_status(const char *status)
     return (long)n;
 }
 
+/* The case's database; the client is the test's own, never recorded
+ * (the wrap below sees only mongoc_client_new_from_uri_with_error). */
 static void setup(void)
 {
-    snprintf(dbname, sizeof dbname, "it_ceiling_%ld", (long)getpid());
-    case_uri();
+    mt_setup("it_ceiling");
     outbox_diag_t d = {0};
     ck_assert_msg(outbox_driver_register(outbox_ceiling_mongo.driver(), &d) == OUTBOX_OK, "%s",
                   d.message);
-    mongoc_init();
-    bson_error_t e;
-    mongoc_uri_t *mu = mongoc_uri_new_with_error(uri, &e);
-    ck_assert_msg(mu != NULL, "%s: %s", uri, e.message);
-    client = mongoc_client_new_from_uri(mu);
-    mongoc_uri_destroy(mu);
-    ck_assert(client != NULL);
-    mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
-}
-
-static void teardown(void)
-{
-    drop_db();
-    mongoc_client_destroy(client);
-    OPENSSL_thread_stop();
 }
 
 /* ---------------------------------------------------------------- cases */
@@ -528,10 +488,10 @@ END_TEST
 
 int main(void)
 {
-    server_uri(); /* skips (77), or fails under CI=true, before any fork */
+    mt_server_uri(); /* skips (77), or fails under CI=true, before any fork */
     Suite *s = suite_create("ceiling_mongo");
     TCase *tc = tcase_create("ceiling");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, mt_teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, steps_send_the_drivers_commands);
     tcase_add_test(tc, worker_drains_the_backlog);

@@ -18,60 +18,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mongot.h"
 #include "th_inbox.h"
 #include "outbox/outbox.h"
 
-/* libmongoc, linked here, sets OpenSSL up as the program loads, and
- * OpenSSL keeps some of that in the main thread's thread-local state,
- * which the ASan run's LeakSanitizer (use_tls=0, see tools/test) takes for
- * leaks: let it go before the process ends. */
-static void openssl_thread_done(void)
-{
-    OPENSSL_thread_stop();
-}
-
-static char uri[1024];
-static char dbname[64];
-static mongoc_client_t *client;
-
-static const char *server_uri(void)
-{
-    return th_need_env("OUTBOX_MONGO_URI", TH_START_SERVICE("ferretdb"));
-}
-
-/* OUTBOX_MONGO_URI with the database replaced by dbname. */
-static void case_uri(void)
-{
-    const char *u = server_uri();
-    const char *host = strstr(u, "://");
-    ck_assert_msg(host != NULL, "OUTBOX_MONGO_URI %s has no scheme", u);
-    const char *path = strchr(host + 3, '/');
-    ck_assert_msg(path != NULL, "OUTBOX_MONGO_URI %s names no database", u);
-    const char *query = strchr(path, '?');
-    snprintf(uri, sizeof uri, "%.*s/%s%s", (int)(path - u), u, dbname, query ? query : "");
-}
-
 static void setup(void)
 {
-    snprintf(dbname, sizeof dbname, "it_inbox_%ld", (long)getpid());
-    case_uri();
-    mongoc_init();
-    bson_error_t e;
-    mongoc_uri_t *mu = mongoc_uri_new_with_error(uri, &e);
-    ck_assert_msg(mu != NULL, "%s: %s", uri, e.message);
-    client = mongoc_client_new_from_uri(mu);
-    mongoc_uri_destroy(mu);
-    ck_assert(client != NULL);
-    mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
-}
-
-static void teardown(void)
-{
-    mongoc_database_t *db = mongoc_client_get_database(client, dbname);
-    mongoc_database_drop(db, NULL);
-    mongoc_database_destroy(db);
-    mongoc_client_destroy(client);
-    openssl_thread_done();
+    mt_setup("it_inbox");
 }
 
 static mongoc_collection_t *coll(const char *name)
@@ -556,7 +509,7 @@ static Suite *suite(void)
 {
     Suite *su = suite_create("mongo_inbox");
     TCase *tc = tcase_create("inbox");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, mt_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_accept_new_dup);
     tcase_add_test(tc, test_accept_transactions);
@@ -571,11 +524,11 @@ static Suite *suite(void)
 
 int main(void)
 {
-    server_uri(); /* skip or fail here, before Check forks */
+    mt_server_uri(); /* skip or fail here, before Check forks */
     SRunner *sr = srunner_create(suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    openssl_thread_done();
+    mt_thread_done();
     return failed ? 1 : 0;
 }
