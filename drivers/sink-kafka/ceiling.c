@@ -87,19 +87,9 @@ static int open_sink(const char *uri, outbox_sink_t **sink, kafka_sink_t **k, ch
 static int make_producer(kceil_t *c, char *err, size_t errlen)
 {
     outbox_diag_t d = {0};
-    rd_kafka_conf_t *conf = outbox_kafka_conf_new(&c->k->cfg, 1, &d);
-    if (conf == NULL) {
-        snprintf(err, errlen, "%s", d.message);
-        return OUTBOX_CEILING_USAGE;
-    }
-    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-    char why[512];
-    c->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
+    c->rk = outbox_kafka_producer_new(&c->k->cfg, on_delivery, &d);
     if (c->rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        char shown[400];
-        outbox_kit_redact(outbox_kafka_host, c->k->cfg.secrets->redactor, why, shown, sizeof shown);
-        snprintf(err, errlen, "kafka ceiling %s: %s", c->k->cfg.shown, shown);
+        snprintf(err, errlen, "%s", d.message);
         return OUTBOX_CEILING_USAGE;
     }
     const struct rd_kafka_metadata *md = NULL;

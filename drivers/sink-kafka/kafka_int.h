@@ -92,6 +92,11 @@ void outbox_kafka_clear_error(kafka_secrets_t *s);
 rd_kafka_conf_t *outbox_kafka_conf_new(const kafka_config_t *cfg, int producer, outbox_diag_t *d);
 
 /* kafka_publish.c */
+/* A producer's delivery report callback. */
+typedef void (*kafka_dr_fn)(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
+/* A producer on cfg whose delivery reports go to dr (the client must not
+ * outlive cfg->secrets); NULL and the reason, secrets masked, in d. */
+rd_kafka_t *outbox_kafka_producer_new(const kafka_config_t *cfg, kafka_dr_fn dr, outbox_diag_t *d);
 /* Makes k->rk when it is NULL. */
 int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d);
 /* Destroys k->rk (after a purge: nothing is waited for). */

@@ -140,22 +140,30 @@ void outbox_kafka_kept_free(kafka_sink_t *k)
     }
 }
 
+rd_kafka_t *outbox_kafka_producer_new(const kafka_config_t *cfg, kafka_dr_fn dr, outbox_diag_t *d)
+{
+    rd_kafka_conf_t *conf = outbox_kafka_conf_new(cfg, 1, d);
+    if (conf == NULL)
+        return NULL;
+    rd_kafka_conf_set_dr_msg_cb(conf, dr);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        char shown[400];
+        outbox_kit_redact(H, cfg->secrets->redactor, err, shown, sizeof shown);
+        H->error(d, OUTBOX_EINVAL, "kafka sink URI %s: %s", cfg->shown, shown);
+    }
+    return rk;
+}
+
 int outbox_kafka_producer(kafka_sink_t *k, outbox_diag_t *d)
 {
     if (k->rk != NULL)
         return OUTBOX_OK;
-    rd_kafka_conf_t *conf = outbox_kafka_conf_new(&k->cfg, 1, d);
-    if (conf == NULL)
+    k->rk = outbox_kafka_producer_new(&k->cfg, dr_msg_cb, d);
+    if (k->rk == NULL)
         return d->code;
-    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
-    char err[512];
-    k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    if (k->rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        char shown[400];
-        outbox_kit_redact(H, k->cfg.secrets->redactor, err, shown, sizeof shown);
-        return H->error(d, OUTBOX_EINVAL, "kafka sink URI %s: %s", k->cfg.shown, shown);
-    }
     k->fatal[0] = '\0';
     return OUTBOX_OK;
 }
