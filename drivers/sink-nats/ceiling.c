@@ -82,28 +82,14 @@ static const char *ceil_client(void)
     return v;
 }
 
-/* Takes back the messages whose acks did not come, and gives a handler
- * still running on one of them a moment to end. */
-static void abandon_chunk(producer_t *p)
-{
-    natsMsgList pending = {0};
-    if (js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
-        natsMsgList_Destroy(&pending);
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MaxWait = 5000;
-    if (js_PublishAsyncComplete(p->js, &po) != NATS_OK)
-        p->handler_may_run = 1;
-}
-
 static void ceil_close(void *producer)
 {
     producer_t *p = producer;
     if (p == NULL)
         return;
     if (p->js != NULL) {
-        if (p->sent_any)
-            abandon_chunk(p);
+        if (p->sent_any && outbox_nats_abandon(p->js))
+            p->handler_may_run = 1;
         jsCtx_Destroy(p->js);
     }
     outbox_sink_close(p->sink);
@@ -225,7 +211,7 @@ static int ceil_publish(void *producer, const outbox_message_t *msgs, size_t n, 
         po.MaxWait = h->timeout_ms;
         s = js_PublishAsyncComplete(p->js, &po);
         if (s != NATS_OK)
-            abandon_chunk(p);
+            p->handler_may_run = outbox_nats_abandon(p->js);
     }
     pthread_mutex_lock(&a->mu);
     size_t came = a->came, refused = a->refused;

@@ -103,6 +103,10 @@ natsStatus outbox_nats_build_msg(const outbox_message_t *m, const char *subject,
 /* The JetStream publish options of m: Nats-Msg-Id is its event id, so the
  * stream drops a second copy within its duplicate window. */
 void outbox_nats_pub_options(const outbox_message_t *m, jsPubOptions *po);
+/* Takes back the messages on js whose acks did not come (after at least
+ * one asynchronous publish) and waits a moment for a handler that may
+ * still be running on one of them: true when one may still run. */
+bool outbox_nats_abandon(jsCtx *js);
 
 /* nats_stream.c */
 int outbox_nats_destination_create(void *handle, const char *destination, outbox_diag_t *d);

@@ -292,18 +292,15 @@ static int wait_acks(nats_sink_t *h, int64_t deadline_us)
     }
 }
 
-/* Takes back the messages whose acks did not come, and waits for a
- * handler that may still be running on one of them. */
-static void abandon_round(nats_sink_t *h)
+bool outbox_nats_abandon(jsCtx *js)
 {
     natsMsgList pending = {0};
-    if (js_PublishAsyncGetPendingList(&pending, h->js) == NATS_OK)
+    if (js_PublishAsyncGetPendingList(&pending, js) == NATS_OK)
         natsMsgList_Destroy(&pending);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = 5000;
-    if (js_PublishAsyncComplete(h->js, &po) != NATS_OK)
-        h->handler_may_run = true;
+    return js_PublishAsyncComplete(js, &po) != NATS_OK;
 }
 
 int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
@@ -398,7 +395,8 @@ int outbox_nats_publish(void *handle, const outbox_message_t *msgs, size_t n,
         }
 
         if (sent > 0 && !wait_acks(h, deadline)) {
-            abandon_round(h);
+            if (outbox_nats_abandon(h->js))
+                h->handler_may_run = true;
             int connected = natsConnection_Status(h->nc) == NATS_CONN_STATUS_CONNECTED;
             pthread_mutex_lock(&h->mu);
             for (size_t r = 0; r < k.n_round; r++) {
